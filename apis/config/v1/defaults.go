@@ -1,0 +1,49 @@
+package v1
+
+import "k8s.io/utils/ptr"
+
+// Defaults of the plugin args; the plugins and docs refer to these.
+const (
+	DefaultScheduleTimeoutSeconds int64 = 60
+	DefaultQueueName                    = "default"
+	DefaultTopologyName                 = "default"
+	DefaultNUMAScoringStrategy          = "LeastNUMANodes"
+	DefaultNodesWithoutTopology         = "RejectAlignedPods"
+)
+
+// SetDefaults_CoschedulingArgs sets unset fields to their defaults.
+func SetDefaults_CoschedulingArgs(obj *CoschedulingArgs) {
+	if obj.DefaultScheduleTimeoutSeconds == nil {
+		obj.DefaultScheduleTimeoutSeconds = ptr.To(DefaultScheduleTimeoutSeconds)
+	}
+}
+
+// SetDefaults_CapacityQueueArgs sets unset fields to their defaults.
+func SetDefaults_CapacityQueueArgs(obj *CapacityQueueArgs) {
+	if obj.DefaultQueue == nil {
+		obj.DefaultQueue = ptr.To(DefaultQueueName)
+	}
+	if obj.EnableReclaim == nil {
+		obj.EnableReclaim = ptr.To(true)
+	}
+}
+
+// SetDefaults_NetworkTopologyArgs sets unset fields to their defaults.
+func SetDefaults_NetworkTopologyArgs(obj *NetworkTopologyArgs) {
+	if obj.TopologyName == nil {
+		obj.TopologyName = ptr.To(DefaultTopologyName)
+	}
+	if obj.UseHyperNodes == nil {
+		obj.UseHyperNodes = ptr.To(true)
+	}
+}
+
+// SetDefaults_NUMATopologyArgs sets unset fields to their defaults.
+func SetDefaults_NUMATopologyArgs(obj *NUMATopologyArgs) {
+	if obj.ScoringStrategy == nil {
+		obj.ScoringStrategy = ptr.To(DefaultNUMAScoringStrategy)
+	}
+	if obj.NodesWithoutTopology == nil {
+		obj.NodesWithoutTopology = ptr.To(DefaultNodesWithoutTopology)
+	}
+}

@@ -1,0 +1,53 @@
+package v1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// CoschedulingArgs configures the Coscheduling plugin.
+type CoschedulingArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// DefaultScheduleTimeoutSeconds bounds how long reserved members wait in
+	// Permit for their siblings when the PodGroup sets no scheduleTimeoutSeconds.
+	// Default 60.
+	DefaultScheduleTimeoutSeconds *int64 `json:"defaultScheduleTimeoutSeconds,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// CapacityQueueArgs configures the CapacityQueue plugin.
+type CapacityQueueArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// DefaultQueue takes pods that name no queue. Default "default".
+	DefaultQueue *string `json:"defaultQueue,omitempty"`
+	// EnableReclaim lets starved queues evict whole gangs. Default true.
+	EnableReclaim *bool `json:"enableReclaim,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NetworkTopologyArgs configures the NetworkTopology plugin.
+type NetworkTopologyArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// TopologyName names the NetworkTopology object. Default "default".
+	TopologyName *string `json:"topologyName,omitempty"`
+	// UseHyperNodes also reads Volcano HyperNodes when installed. Default true.
+	UseHyperNodes *bool `json:"useHyperNodes,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NUMATopologyArgs configures the NUMATopology plugin.
+type NUMATopologyArgs struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// ScoringStrategy: LeastNUMANodes (default), MostAllocated or LeastAllocated.
+	ScoringStrategy *string `json:"scoringStrategy,omitempty"`
+	// NodesWithoutTopology: RejectAlignedPods (default) or AdmitAll.
+	NodesWithoutTopology *string `json:"nodesWithoutTopology,omitempty"`
+}

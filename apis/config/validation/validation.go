@@ -1,0 +1,69 @@
+// Package validation checks phalanx plugin args. Errors carry field paths so that
+// a bad config names the exact field when the scheduler refuses to start.
+package validation
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/phalanx-sched/phalanx/apis/config"
+)
+
+// maxTimeoutSeconds keeps timeouts in a range where a typo is caught (one day).
+const maxTimeoutSeconds = 24 * 60 * 60
+
+// ValidateCoschedulingArgs validates CoschedulingArgs.
+func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) error {
+	var errs field.ErrorList
+	errs = append(errs, validateSeconds(path.Child("defaultScheduleTimeoutSeconds"), args.DefaultScheduleTimeoutSeconds, 1)...)
+	return errs.ToAggregate()
+}
+
+// ValidateCapacityQueueArgs validates CapacityQueueArgs.
+func ValidateCapacityQueueArgs(path *field.Path, args *config.CapacityQueueArgs) error {
+	var errs field.ErrorList
+	errs = append(errs, validateObjectName(path.Child("defaultQueue"), args.DefaultQueue)...)
+	return errs.ToAggregate()
+}
+
+// ValidateNetworkTopologyArgs validates NetworkTopologyArgs.
+func ValidateNetworkTopologyArgs(path *field.Path, args *config.NetworkTopologyArgs) error {
+	var errs field.ErrorList
+	errs = append(errs, validateObjectName(path.Child("topologyName"), args.TopologyName)...)
+	return errs.ToAggregate()
+}
+
+// ValidateNUMATopologyArgs validates NUMATopologyArgs.
+func ValidateNUMATopologyArgs(path *field.Path, args *config.NUMATopologyArgs) error {
+	var errs field.ErrorList
+	switch args.ScoringStrategy {
+	case config.LeastNUMANodes, config.MostAllocated, config.LeastAllocated:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("scoringStrategy"), args.ScoringStrategy,
+			[]string{config.LeastNUMANodes, config.MostAllocated, config.LeastAllocated}))
+	}
+	switch args.NodesWithoutTopology {
+	case config.RejectAlignedPods, config.AdmitAll:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("nodesWithoutTopology"), args.NodesWithoutTopology,
+			[]string{config.RejectAlignedPods, config.AdmitAll}))
+	}
+	return errs.ToAggregate()
+}
+
+func validateSeconds(path *field.Path, v int64, min int64) field.ErrorList {
+	if v < min || v > maxTimeoutSeconds {
+		return field.ErrorList{field.Invalid(path, v, fmt.Sprintf("must be between %d and %d", min, maxTimeoutSeconds))}
+	}
+	return nil
+}
+
+func validateObjectName(path *field.Path, name string) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(path, name, msg))
+	}
+	return errs
+}

@@ -1,0 +1,234 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Well-known label and annotation keys and object names of the phalanx contract.
+const (
+	// QueueLabel names the Queue of a pod, of a PodGroup or, as a fallback,
+	// of every pod in a namespace.
+	QueueLabel = GroupName + "/queue"
+	// TopologyRequiredAnnotation names the NetworkTopology level that all
+	// members of a gang must share.
+	TopologyRequiredAnnotation = GroupName + "/topology-required"
+	// TopologyPreferredAnnotation names the NetworkTopology level that the
+	// members of a gang should share if they fit.
+	TopologyPreferredAnnotation = GroupName + "/topology-preferred"
+	// DependsOnAnnotation lists, comma separated, the PodGroups of the same
+	// namespace that must be running before this gang is scheduled.
+	DependsOnAnnotation = GroupName + "/depends-on"
+
+	// DefaultQueueName is the queue of pods that name none.
+	DefaultQueueName = "default"
+	// DefaultNetworkTopologyName is the NetworkTopology object the scheduler reads.
+	DefaultNetworkTopologyName = "default"
+)
+
+// QueueState tells whether a queue admits new gangs.
+// +kubebuilder:validation:Enum=Open;Closed
+type QueueState string
+
+const (
+	// QueueStateOpen admits new gangs.
+	QueueStateOpen QueueState = "Open"
+	// QueueStateClosed admits no new gangs; running ones are left alone.
+	QueueStateClosed QueueState = "Closed"
+)
+
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=pq,categories=phalanx
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Weight",type=integer,JSONPath=`.spec.weight`,description="Share relative to sibling queues"
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parent`,description="Parent queue"
+// +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.spec.state`,description="Open or Closed"
+// +kubebuilder:printcolumn:name="Running",type=integer,JSONPath=`.status.runningGangs`,description="Gangs running"
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pendingGangs`,description="Gangs waiting"
+// +kubebuilder:printcolumn:name="Reclaimable",type=boolean,JSONPath=`.spec.reclaimable`,priority=1,description="Whether other queues may reclaim resources lent by this one"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(self.spec) || !has(self.spec.parent) || self.spec.parent != self.metadata.name",message="a queue cannot be its own parent"
+
+// Queue shares cluster resources between teams. Queues form a tree through
+// spec.parent; only leaf queues take pods.
+type Queue struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired share of the queue.
+	// +optional
+	// +kubebuilder:default={}
+	Spec QueueSpec `json:"spec"`
+	// Status is the observed usage and share of the queue.
+	// +optional
+	Status QueueStatus `json:"status,omitempty"`
+}
+
+// QueueSpec is the desired share of a queue.
+// +kubebuilder:validation:XValidation:rule="!has(self.guarantee) || !has(self.capability) || self.guarantee.all(r, !(r in self.capability) || quantity(string(self.guarantee[r])).compareTo(quantity(string(self.capability[r]))) <= 0)",message="guarantee must not exceed capability for any resource"
+type QueueSpec struct {
+	// Weight is the queue's share of its parent relative to its siblings.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000000
+	Weight int32 `json:"weight,omitempty"`
+
+	// Parent is the name of the parent queue; empty for a top-level queue.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Parent string `json:"parent,omitempty"`
+
+	// Guarantee is the minimum the queue is always given and never lends
+	// below, per resource.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) > 0)",message="resource names must not be empty"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')))",message="quantities must not be negative"
+	Guarantee corev1.ResourceList `json:"guarantee,omitempty"`
+
+	// Capability is the hard maximum the queue may use, per resource;
+	// resources not listed are unbounded.
+	// +optional
+	// +kubebuilder:validation:Type=object
+	// +kubebuilder:validation:MaxProperties=64
+	// +kubebuilder:validation:XValidation:rule="self.all(k, size(k) > 0)",message="resource names must not be empty"
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !quantity(string(self[k])).isLessThan(quantity('0')))",message="quantities must not be negative"
+	Capability corev1.ResourceList `json:"capability,omitempty"`
+
+	// Reclaimable lets starved queues evict gangs that use more than this
+	// queue's deserved share.
+	// +optional
+	// +kubebuilder:default=true
+	Reclaimable *bool `json:"reclaimable,omitempty"`
+
+	// State is Open (admits new gangs) or Closed (admits none).
+	// +optional
+	// +kubebuilder:default=Open
+	State QueueState `json:"state,omitempty"`
+}
+
+// QueueStatus is the observed usage and share of a queue.
+type QueueStatus struct {
+	// Allocated is the sum of the requests of the queue's bound pods,
+	// including those of its descendants.
+	// +optional
+	Allocated corev1.ResourceList `json:"allocated,omitempty"`
+
+	// Deserved is the queue's current fair share.
+	// +optional
+	Deserved corev1.ResourceList `json:"deserved,omitempty"`
+
+	// PendingGangs counts gangs of the queue not yet scheduled.
+	// +optional
+	PendingGangs int32 `json:"pendingGangs,omitempty"`
+
+	// RunningGangs counts gangs of the queue with at least minMember pods bound.
+	// +optional
+	RunningGangs int32 `json:"runningGangs,omitempty"`
+
+	// Conditions are the latest observations of the queue's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// +kubebuilder:object:root=true
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// QueueList is a list of Queues.
+type QueueList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items are the queues.
+	Items []Queue `json:"items"`
+}
+
+// +genclient
+// +genclient:nonNamespaced
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Cluster,shortName=nettopo,categories=phalanx
+// +kubebuilder:subresource:status
+// +kubebuilder:printcolumn:name="Widest",type=string,JSONPath=`.spec.levels[0].name`,description="Widest level"
+// +kubebuilder:printcolumn:name="Narrowest",type=string,JSONPath=`.spec.levels[-1:].name`,description="Narrowest level"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// NetworkTopology names the levels of the network, widest first, each given by
+// a node label. Nodes with equal values of a level's label share a domain of
+// that level. The scheduler reads the object named "default".
+type NetworkTopology struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec lists the topology levels.
+	Spec NetworkTopologySpec `json:"spec"`
+	// Status reports whether the scheduler uses the topology.
+	// +optional
+	Status NetworkTopologyStatus `json:"status,omitempty"`
+}
+
+// NetworkTopologySpec lists the topology levels.
+type NetworkTopologySpec struct {
+	// Levels are the topology levels, widest first (for example
+	// cluster, spine, leaf, host). Names and node labels are unique.
+	// +required
+	// +listType=atomic
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.name == x.name))",message="level names must be unique"
+	// +kubebuilder:validation:XValidation:rule="self.all(x, self.exists_one(y, y.nodeLabel == x.nodeLabel))",message="level nodeLabels must be unique"
+	Levels []TopologyLevel `json:"levels"`
+}
+
+// TopologyLevel is one level of a NetworkTopology.
+type TopologyLevel struct {
+	// Name of the level, as used in the topology annotations of gangs;
+	// a DNS-1123 label.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// NodeLabel is the key of the node label whose value names the node's
+	// domain at this level, e.g. kubernetes.io/hostname.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	// +kubebuilder:validation:Pattern=`^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?(\.[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self.indexOf('/') <= 253",message="the prefix of a label key must be at most 253 characters"
+	NodeLabel string `json:"nodeLabel"`
+}
+
+// NetworkTopologyStatus reports whether the scheduler uses the topology.
+type NetworkTopologyStatus struct {
+	// Conditions are the latest observations of the topology's state.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+}
+
+// +kubebuilder:object:root=true
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// NetworkTopologyList is a list of NetworkTopologies.
+type NetworkTopologyList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items are the topologies.
+	Items []NetworkTopology `json:"items"`
+}

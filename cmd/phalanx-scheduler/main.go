@@ -1,0 +1,31 @@
+// Command phalanx-scheduler is kube-scheduler with the phalanx plugins compiled
+// in. It accepts every kube-scheduler flag.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"k8s.io/component-base/cli"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+
+	"github.com/phalanx-sched/phalanx/internal/version"
+	"github.com/phalanx-sched/phalanx/plugins"
+)
+
+func main() {
+	if version.Requested(os.Args[1:]) {
+		fmt.Println(version.String("phalanx-scheduler"))
+		return
+	}
+	args, err := honourKubeconfig(os.Args[1:])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	cmd := app.NewSchedulerCommand(plugins.Options()...)
+	cmd.SetArgs(args)
+	cmd.Use = "phalanx-scheduler"
+	cmd.Short = "phalanx: kube-scheduler with gang, queue, network-topology and NUMA plugins"
+	os.Exit(cli.Run(cmd))
+}

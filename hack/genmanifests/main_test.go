@@ -1,0 +1,294 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	schedv1 "k8s.io/kube-scheduler/config/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const manifestsDir = "../../manifests"
+
+func generated(t *testing.T) map[string][]byte {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join(manifestsDir, "scheduler-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Generate(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// documents splits a multi-document YAML file, skipping comment-only parts.
+func documents(t *testing.T, name string, b []byte) [][]byte {
+	t.Helper()
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
+	var docs [][]byte
+	for {
+		d, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			return docs
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		content := false
+		for _, line := range strings.Split(string(d), "\n") {
+			l := strings.TrimSpace(line)
+			if l != "" && !strings.HasPrefix(l, "#") && l != "---" {
+				content = true
+			}
+		}
+		if content {
+			docs = append(docs, d)
+		}
+	}
+}
+
+// decodeAll strictly decodes every Kubernetes object of every generated file
+// except the scheduler config.
+func decodeAll(t *testing.T, files map[string][]byte) map[string][]runtime.Object {
+	t.Helper()
+	dec := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+	out := map[string][]runtime.Object{}
+	for name, b := range files {
+		if !bytes.HasPrefix(b, []byte(Header)) {
+			t.Errorf("%s: missing header %q", name, Header)
+		}
+		if name == "replace/config.yaml" {
+			continue
+		}
+		docs := documents(t, name, b)
+		if len(docs) == 0 {
+			t.Errorf("%s: no objects", name)
+		}
+		for i, d := range docs {
+			obj, gvk, err := dec.Decode(d, nil, nil)
+			if err != nil {
+				t.Errorf("%s doc %d: strict decode: %v", name, i, err)
+				continue
+			}
+			if gvk.Kind == "" || gvk.Version == "" {
+				t.Errorf("%s doc %d: no kind/apiVersion", name, i)
+			}
+			out[name] = append(out[name], obj)
+		}
+	}
+	return out
+}
+
+func schedConfig(t *testing.T, what string, b []byte) *schedv1.KubeSchedulerConfiguration {
+	t.Helper()
+	var cfg schedv1.KubeSchedulerConfiguration
+	if err := yaml.UnmarshalStrict(b, &cfg); err != nil {
+		t.Fatalf("%s: not a KubeSchedulerConfiguration: %v", what, err)
+	}
+	if cfg.APIVersion != "kubescheduler.config.k8s.io/v1" || cfg.Kind != "KubeSchedulerConfiguration" {
+		t.Fatalf("%s: apiVersion/kind %s/%s", what, cfg.APIVersion, cfg.Kind)
+	}
+	return &cfg
+}
+
+func findObj[T runtime.Object](objs []runtime.Object, name string) T {
+	var zero T
+	for _, o := range objs {
+		if v, ok := o.(T); ok {
+			if m, ok := any(v).(interface{ GetName() string }); ok && m.GetName() == name {
+				return v
+			}
+		}
+	}
+	return zero
+}
+
+func pluginNames(ps []schedv1.Plugin) []string {
+	var out []string
+	for _, p := range ps {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
+func argsOf(t *testing.T, p schedv1.KubeSchedulerProfile, plugin string) map[string]any {
+	t.Helper()
+	for _, pc := range p.PluginConfig {
+		if pc.Name == plugin {
+			var m map[string]any
+			if err := json.Unmarshal(pc.Args.Raw, &m); err != nil {
+				t.Fatalf("profile %s: %s args: %v", *p.SchedulerName, plugin, err)
+			}
+			return m
+		}
+	}
+	return nil
+}
+
+func TestGeneratedManifests(t *testing.T) {
+	files := generated(t)
+	objs := decodeAll(t, files)
+	canonicalSrc, err := os.ReadFile(filepath.Join(manifestsDir, "scheduler-config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical := schedConfig(t, "canonical", canonicalSrc)
+
+	// Second-scheduler mode: the ConfigMap holds the canonical config plus
+	// leader election in phalanx-system.
+	cm := findObj[*corev1.ConfigMap](objs["install/11-scheduler-config.yaml"], configMapName)
+	if cm == nil {
+		t.Fatalf("ConfigMap %s not generated", configMapName)
+	}
+	inst := schedConfig(t, "ConfigMap "+configMapName, []byte(cm.Data[configKey]))
+	le := inst.LeaderElection
+	if le.LeaderElect == nil || !*le.LeaderElect || le.ResourceNamespace != namespace || le.ResourceName != schedulerName {
+		t.Errorf("install leaderElection = %+v", le)
+	}
+	withoutLE := *inst
+	withoutLE.LeaderElection = canonical.LeaderElection
+	if !reflect.DeepEqual(&withoutLE, canonical) {
+		t.Errorf("install config differs from the canonical one beyond leaderElection")
+	}
+
+	dep := findObj[*appsv1.Deployment](objs["install/12-scheduler.yaml"], schedulerName)
+	if dep == nil {
+		t.Fatal("scheduler Deployment not generated")
+	}
+	ps := dep.Spec.Template.Spec
+	if ps.ServiceAccountName != schedulerName || ps.Volumes[0].ConfigMap.Name != configMapName {
+		t.Errorf("scheduler Deployment: serviceAccount %q, config volume %+v", ps.ServiceAccountName, ps.Volumes[0])
+	}
+	c := ps.Containers[0]
+	if !slices.Contains(c.Command, "--config="+configDir+"/"+configKey) || c.Command[0] != "/phalanx-scheduler" {
+		t.Errorf("scheduler command %v", c.Command)
+	}
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if p == nil || p.HTTPGet.Port.IntValue() != securePort || p.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			t.Errorf("scheduler probe %+v", p)
+		}
+	}
+	sc := c.SecurityContext
+	if !*sc.RunAsNonRoot || !*sc.ReadOnlyRootFilesystem || sc.Capabilities.Drop[0] != "ALL" {
+		t.Errorf("scheduler securityContext %+v", sc)
+	}
+
+	ctrl := findObj[*appsv1.Deployment](objs["install/21-controller.yaml"], controllerName)
+	if ctrl == nil || ctrl.Spec.Template.Spec.Containers[0].LivenessProbe.HTTPGet.Port.IntValue() != controllerHealth {
+		t.Errorf("controller Deployment %+v", ctrl)
+	}
+
+	// Every ServiceAccount a Deployment uses is bound.
+	for sa, file := range map[string]string{schedulerName: "install/10-scheduler-rbac.yaml", controllerName: "install/20-controller-rbac.yaml"} {
+		if findObj[*corev1.ServiceAccount](objs[file], sa) == nil || findObj[*rbacv1.ClusterRoleBinding](objs[file], sa) == nil {
+			t.Errorf("%s: ServiceAccount or ClusterRoleBinding %s missing", file, sa)
+		}
+	}
+
+	// Replace mode: both profiles, identical queueSort and queueSort args.
+	rep := schedConfig(t, "replace/config.yaml", files["replace/config.yaml"])
+	if len(rep.Profiles) != 2 || *rep.Profiles[0].SchedulerName != schedulerName || *rep.Profiles[1].SchedulerName != defaultProfileName {
+		t.Fatalf("replace profiles %+v", rep.Profiles)
+	}
+	phx, def := rep.Profiles[0], rep.Profiles[1]
+	if !reflect.DeepEqual(phx.Plugins.QueueSort, def.Plugins.QueueSort) {
+		t.Errorf("queueSort differs: %+v vs %+v", phx.Plugins.QueueSort, def.Plugins.QueueSort)
+	}
+	if got := pluginNames(phx.Plugins.QueueSort.Enabled); !reflect.DeepEqual(got, []string{queueSortPlugin}) {
+		t.Errorf("queueSort enabled %v", got)
+	}
+	if !slices.Contains(pluginNames(phx.Plugins.QueueSort.Disabled), defaultPrioSort) {
+		t.Errorf("queueSort must disable %s", defaultPrioSort)
+	}
+	if a, b := argsOf(t, phx, queueSortPlugin), argsOf(t, def, queueSortPlugin); !reflect.DeepEqual(a, b) {
+		t.Errorf("%s args differ between profiles: %v vs %v", queueSortPlugin, a, b)
+	}
+	if def.Plugins.MultiPoint.Enabled != nil || len(def.PluginConfig) != 1 {
+		t.Errorf("default-scheduler profile must keep the stock plugins: %+v", def)
+	}
+	// The phalanx profile is the canonical one but for queueSort.enabled.
+	canonProf := canonical.Profiles[0]
+	phxCopy := *phx.DeepCopy()
+	phxCopy.Plugins.QueueSort.Enabled = canonProf.Plugins.QueueSort.Enabled
+	if !reflect.DeepEqual(phxCopy, canonProf) {
+		t.Errorf("replace phalanx profile differs from the canonical one beyond queueSort.enabled")
+	}
+	if rep.ClientConnection.Kubeconfig != schedulerKubeconf || rep.ClientConnection.QPS != canonical.ClientConnection.QPS {
+		t.Errorf("replace clientConnection %+v", rep.ClientConnection)
+	}
+	rle := rep.LeaderElection
+	if rle.LeaderElect == nil || !*rle.LeaderElect || rle.ResourceNamespace != kubeSystem || rle.ResourceName != kubeSchedulerLock {
+		t.Errorf("replace leaderElection %+v", rle)
+	}
+
+	pod := findObj[*corev1.Pod](objs["replace/kube-scheduler.yaml"], "kube-scheduler")
+	if pod == nil || !pod.Spec.HostNetwork || pod.Namespace != kubeSystem {
+		t.Fatalf("static pod %+v", pod)
+	}
+	for _, flag := range []string{
+		"--config=" + hostConfigDir + "/" + configKey,
+		"--kubeconfig=" + schedulerKubeconf,
+		"--authentication-kubeconfig=" + schedulerKubeconf,
+		"--authorization-kubeconfig=" + schedulerKubeconf,
+	} {
+		if !slices.Contains(pod.Spec.Containers[0].Command, flag) {
+			t.Errorf("static pod lacks %s", flag)
+		}
+	}
+	hostPaths := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		hostPaths[v.HostPath.Path] = true
+	}
+	if !hostPaths[hostConfigDir] || !hostPaths[schedulerKubeconf] {
+		t.Errorf("static pod hostPaths %v", hostPaths)
+	}
+	if crb := findObj[*rbacv1.ClusterRoleBinding](objs["replace/rbac.yaml"], schedulerName+":system:kube-scheduler"); crb == nil ||
+		crb.Subjects[0].Kind != "User" || crb.Subjects[0].Name != "system:kube-scheduler" {
+		t.Errorf("replace RBAC binding %+v", crb)
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	a, b := generated(t), generated(t)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("two runs differ")
+	}
+}
+
+// TestUpToDate fails when the checked-in files drift from the generator.
+func TestUpToDate(t *testing.T) {
+	files := generated(t)
+	for name, want := range files {
+		got, err := os.ReadFile(filepath.Join(manifestsDir, filepath.FromSlash(name)))
+		if err != nil || !bytes.Equal(got, want) {
+			t.Errorf("manifests/%s is out of date; run hack/update-manifests.sh", name)
+		}
+	}
+	for _, dir := range []string{"install", "replace"} {
+		ents, _ := os.ReadDir(filepath.Join(manifestsDir, dir))
+		for _, e := range ents {
+			name := dir + "/" + e.Name()
+			if _, ok := files[name]; !ok && strings.HasSuffix(name, ".yaml") {
+				t.Errorf("manifests/%s is not generated; remove it or run hack/update-manifests.sh", name)
+			}
+		}
+	}
+}

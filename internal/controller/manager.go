@@ -1,0 +1,89 @@
+package controller
+
+import (
+	"context"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/selection"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+)
+
+// Options configure the controller manager.
+type Options struct {
+	LeaderElect      bool
+	LeaderElectionNS string
+	MetricsAddr      string // "0" disables
+	HealthProbeAddr  string // "0" disables
+	LeaderElectionID string
+}
+
+// Scheme knows core, PodGroup and phalanx types.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(pgv1alpha1.AddToScheme(s))
+	utilruntime.Must(phalanxv1alpha1.AddToScheme(s))
+	return s
+}
+
+// NewManager builds the controller manager with every reconciler registered.
+func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = "application/json"
+	// Only gang members matter; do not cache every pod of the cluster.
+	member, err := labels.NewRequirement(pgv1alpha1.PodGroupLabel, selection.Exists, nil)
+	if err != nil {
+		return nil, err
+	}
+	id := o.LeaderElectionID
+	if id == "" {
+		id = "phalanx-controller"
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  Scheme(),
+		LeaderElection:          o.LeaderElect,
+		LeaderElectionID:        id,
+		LeaderElectionNamespace: o.LeaderElectionNS,
+		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
+		HealthProbeBindAddress:  o.HealthProbeAddr,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&v1.Pod{}: {Label: labels.NewSelector().Add(*member)},
+		}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := SetupPodGroups(mgr); err != nil {
+		return nil, err
+	}
+	if o.HealthProbeAddr != "0" && o.HealthProbeAddr != "" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	return mgr, nil
+}
+
+// Run builds the manager and runs it until ctx ends.
+func Run(ctx context.Context, cfg *rest.Config, o Options) error {
+	mgr, err := NewManager(cfg, o)
+	if err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}

@@ -1,0 +1,336 @@
+// Package gang is the whole-gang core: the PodGroup model, member tracking and
+// the planner that places a gang's minimum before anything is reserved.
+package gang
+
+import (
+	"sort"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// Shape is a class of interchangeable members: same requests, same constraints.
+type Shape struct {
+	Key     string
+	Request resources.List
+	// Count is how many members of this shape must be placed.
+	Count int
+}
+
+// Node is a candidate node as the planner sees it.
+type Node struct {
+	Name string
+	// Free is allocatable minus requested minus capacity held by other gangs.
+	Free     resources.List
+	FreePods int64
+	// Limit caps members per shape on this node, after every filter and
+	// plugin refinement (NUMA zones, anti-affinity). Missing means ineligible.
+	Limit map[string]int
+	// Domains holds the node's value at each topology level, widest first;
+	// "" where the node lacks the level's label.
+	Domains []string
+}
+
+// Domain names one topology domain: a level and the label value.
+type Domain struct {
+	Level string
+	Value string
+}
+
+// Request asks for a placement of every shape's Count.
+type Request struct {
+	Shapes []Shape
+	Nodes  []Node
+	// Levels are topology level names, widest first, aligned with Node.Domains.
+	Levels []string
+	// Required names a level: every member inside one domain of it, or nothing.
+	Required string
+	// Preferred names a level: the narrowest single domain from this level up
+	// that fits; otherwise as few domains of the widest level as possible.
+	Preferred string
+}
+
+// Plan is a placement: node -> shape key -> members.
+type Plan struct {
+	Slots map[string]map[string]int
+	// Domains are the topology domains the plan uses (none when unconstrained).
+	Domains []Domain
+}
+
+// Members is the number of planned members.
+func (p *Plan) Members() int {
+	n := 0
+	for _, byShape := range p.Slots {
+		for _, c := range byShape {
+			n += c
+		}
+	}
+	return n
+}
+
+// DomainResult says how much of the gang one domain could take.
+type DomainResult struct {
+	Domain   Domain
+	Placed   int
+	Capacity int
+}
+
+// Diagnosis explains a failed plan.
+type Diagnosis struct {
+	Needed int
+	// Placed is the most members any single candidate placement could take.
+	Placed int
+	// Best is the candidate that came closest; empty Level means the cluster.
+	Best Domain
+	// Tried lists the domains evaluated, closest first.
+	Tried []DomainResult
+	// UnknownLevel is set when the constraint names a level that does not exist.
+	UnknownLevel string
+}
+
+// Place finds a placement for every member in req, or explains why none exists.
+// It is deterministic: equal inputs give equal plans.
+func Place(req Request) (*Plan, *Diagnosis) {
+	needed := 0
+	for _, s := range req.Shapes {
+		needed += s.Count
+	}
+	diag := &Diagnosis{Needed: needed}
+	if needed == 0 {
+		return &Plan{Slots: map[string]map[string]int{}}, nil
+	}
+
+	level := req.Required
+	if level == "" {
+		level = req.Preferred
+	}
+	if level == "" {
+		return placeWhole(req, diag)
+	}
+	li := indexOf(req.Levels, level)
+	if li < 0 {
+		diag.UnknownLevel = level
+		if req.Required != "" {
+			return nil, diag
+		}
+		return placeWhole(req, diag)
+	}
+	if req.Required != "" {
+		if plan := placeInOneDomain(req, li, diag); plan != nil {
+			return plan, nil
+		}
+		return nil, diag
+	}
+	// Preferred: one domain of the named level, then of each wider level.
+	for l := li; l >= 0; l-- {
+		if plan := placeInOneDomain(req, l, diag); plan != nil {
+			return plan, nil
+		}
+	}
+	return placeAcrossDomains(req, diag)
+}
+
+func placeWhole(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
+	slots, placed := fill(req.Shapes, req.Nodes)
+	if placed == diag.Needed {
+		return &Plan{Slots: slots}, nil
+	}
+	diag.Placed = placed
+	return nil, diag
+}
+
+// placeInOneDomain tries every domain of level li and keeps the tightest one
+// that fits: big domains stay whole for big gangs.
+func placeInOneDomain(req Request, li int, diag *Diagnosis) *Plan {
+	groups := groupByDomain(req.Nodes, li)
+	var (
+		best      *Plan
+		bestCap   = -1
+		bestValue string
+		tried     []DomainResult
+	)
+	for _, g := range groups {
+		capacity := isolatedCapacity(req.Shapes, g.nodes)
+		slots, placed := fill(req.Shapes, g.nodes)
+		d := Domain{Level: req.Levels[li], Value: g.value}
+		tried = append(tried, DomainResult{Domain: d, Placed: placed, Capacity: capacity})
+		if placed < diag.Needed {
+			continue
+		}
+		if best == nil || capacity < bestCap || (capacity == bestCap && g.value < bestValue) {
+			best = &Plan{Slots: slots, Domains: []Domain{d}}
+			bestCap, bestValue = capacity, g.value
+		}
+	}
+	if best != nil {
+		return best
+	}
+	sort.SliceStable(tried, func(i, j int) bool {
+		if tried[i].Placed != tried[j].Placed {
+			return tried[i].Placed > tried[j].Placed
+		}
+		return tried[i].Domain.Value < tried[j].Domain.Value
+	})
+	diag.Tried = append(diag.Tried, tried...)
+	if len(tried) > 0 && tried[0].Placed >= diag.Placed {
+		diag.Placed = tried[0].Placed
+		diag.Best = tried[0].Domain
+	}
+	return nil
+}
+
+// placeAcrossDomains spans as few domains of the widest level as possible,
+// largest domains first.
+func placeAcrossDomains(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
+	if len(req.Levels) == 0 {
+		return placeWhole(req, diag)
+	}
+	groups := groupByDomain(req.Nodes, 0)
+	sort.SliceStable(groups, func(i, j int) bool {
+		ci, cj := isolatedCapacity(req.Shapes, groups[i].nodes), isolatedCapacity(req.Shapes, groups[j].nodes)
+		if ci != cj {
+			return ci > cj
+		}
+		return groups[i].value < groups[j].value
+	})
+	var nodes []Node
+	var used []Domain
+	for _, g := range groups {
+		nodes = append(nodes, g.nodes...)
+		used = append(used, Domain{Level: req.Levels[0], Value: g.value})
+		if slots, placed := fill(req.Shapes, nodes); placed == diag.Needed {
+			return &Plan{Slots: slots, Domains: used}, nil
+		}
+	}
+	// Nodes without the widest label still count when spanning the cluster.
+	if slots, placed := fill(req.Shapes, req.Nodes); placed == diag.Needed {
+		return &Plan{Slots: slots}, nil
+	} else if placed > diag.Placed {
+		diag.Placed, diag.Best = placed, Domain{}
+	}
+	return nil, diag
+}
+
+type domainGroup struct {
+	value string
+	nodes []Node
+}
+
+func groupByDomain(nodes []Node, li int) []domainGroup {
+	idx := map[string]int{}
+	var groups []domainGroup
+	for _, n := range nodes {
+		if li >= len(n.Domains) || n.Domains[li] == "" {
+			continue
+		}
+		v := n.Domains[li]
+		i, ok := idx[v]
+		if !ok {
+			i = len(groups)
+			idx[v] = i
+			groups = append(groups, domainGroup{value: v})
+		}
+		groups[i].nodes = append(groups[i].nodes, n)
+	}
+	sort.Slice(groups, func(i, j int) bool { return groups[i].value < groups[j].value })
+	return groups
+}
+
+// isolatedCapacity counts how many members of the first shape the nodes could
+// take if nothing else were placed: the size measure used to pick tight domains.
+func isolatedCapacity(shapes []Shape, nodes []Node) int {
+	if len(shapes) == 0 {
+		return 0
+	}
+	s := shapes[0]
+	total := 0
+	for i := range nodes {
+		total += nodeCopies(&nodes[i], s, nodes[i].Free, nodes[i].FreePods)
+	}
+	return total
+}
+
+func nodeCopies(n *Node, s Shape, free resources.List, freePods int64) int {
+	limit, ok := n.Limit[s.Key]
+	if !ok || limit <= 0 || freePods <= 0 {
+		return 0
+	}
+	c := free.Copies(s.Request, int64(limit))
+	if c > freePods {
+		c = freePods
+	}
+	return int(c)
+}
+
+// fill places shapes in order on nodes. For each shape it prefers the smallest
+// node that takes all remaining members (best fit), else the node that takes
+// the most: few nodes per gang, little fragmentation. It returns the slots and
+// the number of members placed.
+func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
+	free := make([]resources.List, len(nodes))
+	freePods := make([]int64, len(nodes))
+	cloned := make([]bool, len(nodes))
+	for i := range nodes {
+		free[i] = nodes[i].Free
+		freePods[i] = nodes[i].FreePods
+	}
+	slots := map[string]map[string]int{}
+	placed := 0
+	for _, s := range shapes {
+		type cand struct{ i, c int }
+		cands := make([]cand, 0, len(nodes))
+		for i := range nodes {
+			if c := nodeCopies(&nodes[i], s, free[i], freePods[i]); c > 0 {
+				cands = append(cands, cand{i, c})
+			}
+		}
+		// Ascending by capacity, then by name descending so that the end of
+		// the slice (taken first) is the largest node with the smallest name.
+		sort.Slice(cands, func(a, b int) bool {
+			if cands[a].c != cands[b].c {
+				return cands[a].c < cands[b].c
+			}
+			return nodes[cands[a].i].Name > nodes[cands[b].i].Name
+		})
+		remaining := s.Count
+		end := len(cands)
+		for remaining > 0 && end > 0 {
+			// Smallest candidate (in the unused prefix) that takes all remaining.
+			k := sort.Search(end, func(j int) bool { return cands[j].c >= remaining })
+			take := end - 1
+			n := cands[take].c
+			if k < end {
+				// Among equal capacities prefer the smallest name: the last of the run.
+				take = k
+				for take+1 < end && cands[take+1].c == cands[k].c {
+					take++
+				}
+				n = remaining
+			}
+			i := cands[take].i
+			if !cloned[i] {
+				// Copy on first write so callers' Free lists stay untouched.
+				free[i], cloned[i] = free[i].Clone(), true
+			}
+			free[i].AddScaled(s.Request, -int64(n))
+			freePods[i] -= int64(n)
+			if slots[nodes[i].Name] == nil {
+				slots[nodes[i].Name] = map[string]int{}
+			}
+			slots[nodes[i].Name][s.Key] += n
+			remaining -= n
+			placed += n
+			cands = append(cands[:take], cands[take+1:]...)
+			end--
+		}
+	}
+	return slots, placed
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}

@@ -1,0 +1,210 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/phalanx-sched/phalanx/internal/testcluster"
+	"github.com/phalanx-sched/phalanx/manifests"
+)
+
+// StockConfig is kube-scheduler's default profile with the same client limits
+// as the canonical phalanx config, so the comparison is about scheduling.
+var StockConfig = []byte(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  qps: 500
+  burst: 1000
+profiles:
+- schedulerName: stock-scheduler
+`)
+
+// Workload is one benchmark case.
+type Workload struct {
+	Name  string
+	Nodes int
+	// Gangs × GangSize pods when GangSize > 0, else Pods plain pods.
+	Pods     int
+	Gangs    int
+	GangSize int
+	CPU      string // per pod
+}
+
+// BenchResult is one workload through both schedulers.
+type BenchResult struct {
+	Workload      Workload
+	StockPodsPerS float64
+	PhalanxPerS   float64
+}
+
+// Ratio is phalanx throughput over stock.
+func (b BenchResult) Ratio() float64 {
+	if b.StockPodsPerS == 0 {
+		return 0
+	}
+	return b.PhalanxPerS / b.StockPodsPerS
+}
+
+// Bench runs each workload on its own cluster: first through the stock
+// profile, then through phalanx, against the same API server and nodes.
+func Bench(ctx context.Context, workloads []Workload, log io.Writer, progress io.Writer) ([]BenchResult, error) {
+	var out []BenchResult
+	for _, w := range workloads {
+		r, err := benchOne(ctx, w, log, progress)
+		if err != nil {
+			return out, fmt.Errorf("%s: %w", w.Name, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func benchOne(ctx context.Context, w Workload, log io.Writer, progress io.Writer) (res BenchResult, err error) {
+	res.Workload = w
+	runner := testcluster.NewRunner(w.Name, log)
+	defer runner.Close()
+	defer func() {
+		if r := recover(); r != nil {
+			f, ok := r.(testcluster.FatalError)
+			if !ok {
+				panic(r)
+			}
+			err = f
+		}
+	}()
+	c, err := testcluster.Start(runner, testcluster.Options{})
+	if err != nil {
+		return res, err
+	}
+	fmt.Fprintf(progress, "%s: creating %d nodes\n", w.Name, w.Nodes)
+	if err := parallel(ctx, w.Nodes, func(i int) error {
+		return c.CreateNodes(ctx, testcluster.NodeSpec{Name: fmt.Sprintf("node-%d", i), CPU: "32", Memory: "256Gi", GPUs: 8, Pods: 110})
+	}); err != nil {
+		return res, err
+	}
+	for _, run := range []struct {
+		name, scheduler string
+		config          []byte
+		into            *float64
+	}{
+		{"stock kube-scheduler", "stock-scheduler", StockConfig, &res.StockPodsPerS},
+		{"phalanx", "phalanx-scheduler", manifests.SchedulerConfig, &res.PhalanxPerS},
+	} {
+		ns := "bench-" + run.scheduler
+		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return res, err
+		}
+		total, err := createWorkload(ctx, c, w, ns, run.scheduler)
+		if err != nil {
+			return res, err
+		}
+		fmt.Fprintf(progress, "%s: %d pods through %s\n", w.Name, total, run.name)
+		s, err := c.StartScheduler(run.config)
+		if err != nil {
+			return res, err
+		}
+		perS, err := measure(ctx, c, ns, total)
+		if stopErr := s.Stop(); err == nil {
+			err = stopErr
+		}
+		if err != nil {
+			return res, err
+		}
+		*run.into = perS
+		fmt.Fprintf(progress, "%s: %s %.0f pods/s\n", w.Name, run.name, perS)
+		if err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// createWorkload creates the pods (and PodGroups) before the scheduler
+// starts, so the measurement is scheduling, not pod creation.
+func createWorkload(ctx context.Context, c *testcluster.Cluster, w Workload, ns, scheduler string) (int, error) {
+	if w.GangSize > 0 {
+		for g := 0; g < w.Gangs; g++ {
+			if err := c.CreatePodGroup(ctx, testcluster.PodGroup(ns, fmt.Sprintf("gang-%d", g), int32(w.GangSize))); err != nil {
+				return 0, err
+			}
+		}
+		total := w.Gangs * w.GangSize
+		return total, parallel(ctx, total, func(i int) error {
+			return c.CreatePods(ctx, testcluster.PodSpec{
+				Name: fmt.Sprintf("gang-%d-%d", i/w.GangSize, i%w.GangSize), Namespace: ns, SchedulerName: scheduler,
+				CPU: w.CPU, PodGroup: fmt.Sprintf("gang-%d", i/w.GangSize),
+			})
+		})
+	}
+	return w.Pods, parallel(ctx, w.Pods, func(i int) error {
+		return c.CreatePods(ctx, testcluster.PodSpec{Name: fmt.Sprintf("pod-%d", i), Namespace: ns, SchedulerName: scheduler, CPU: w.CPU})
+	})
+}
+
+// measure polls until all pods are bound and returns pods/s between the
+// first and the last bind (scheduler start-up is not counted).
+func measure(ctx context.Context, c *testcluster.Cluster, ns string, total int) (float64, error) {
+	var first time.Time
+	deadline := time.Now().Add(15 * time.Minute)
+	for time.Now().Before(deadline) {
+		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return 0, err
+		}
+		bound := 0
+		for i := range list.Items {
+			if list.Items[i].Spec.NodeName != "" {
+				bound++
+			}
+		}
+		if bound > 0 && first.IsZero() {
+			first = time.Now()
+		}
+		if bound == total {
+			elapsed := time.Since(first)
+			if elapsed <= 0 {
+				elapsed = time.Millisecond
+			}
+			return float64(total) / elapsed.Seconds(), nil
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	return 0, fmt.Errorf("pods not all bound within 15m")
+}
+
+// parallel runs f(0..n-1) on 32 workers and returns the first error.
+func parallel(ctx context.Context, n int, f func(int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var once sync.Once
+	var firstErr error
+	for w := 0; w < 32; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					once.Do(func() { firstErr = err })
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return firstErr
+}

@@ -1,0 +1,172 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"k8s.io/component-base/configz"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"sigs.k8s.io/yaml"
+
+	"github.com/phalanx-sched/phalanx/plugins"
+)
+
+// configzMu serialises in-process schedulers' use of the global configz key.
+var configzMu sync.Mutex
+
+// Scheduler is a running phalanx scheduler, in-process or a child process.
+type Scheduler struct {
+	stop func() error
+	// Log is the child process's output file ("" in-process).
+	Log string
+}
+
+// Stop ends the scheduler and waits for it to exit.
+func (s *Scheduler) Stop() error {
+	if s == nil || s.stop == nil {
+		return nil
+	}
+	f := s.stop
+	s.stop = nil
+	return f()
+}
+
+// WriteSchedulerConfig writes config to a file, pointing clientConnection at
+// the cluster (unless withKubeconfig is false) and turning leader election off
+// unless the config sets it.
+func (c *Cluster) WriteSchedulerConfig(config []byte, withKubeconfig bool) (string, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(config, &doc); err != nil {
+		return "", fmt.Errorf("scheduler config: %w", err)
+	}
+	if doc == nil {
+		doc = map[string]any{}
+	}
+	conn, _ := doc["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	if withKubeconfig {
+		conn["kubeconfig"] = c.Kubeconfig
+	}
+	doc["clientConnection"] = conn
+	if _, ok := doc["leaderElection"]; !ok {
+		doc["leaderElection"] = map[string]any{"leaderElect": false}
+	}
+	out, err := yaml.Marshal(doc)
+	if err != nil {
+		return "", err
+	}
+	f, err := os.CreateTemp(c.Dir, "scheduler-config-*.yaml")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	_, err = f.Write(out)
+	return f.Name(), err
+}
+
+// StartScheduler runs the real kube-scheduler app with the phalanx plugins in
+// this process. It returns once the scheduler is set up; errors in config or
+// plugin args are returned here, as the binary would refuse to start.
+func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
+	path, err := c.WriteSchedulerConfig(config, true)
+	if err != nil {
+		return nil, err
+	}
+	opts := options.NewOptions()
+	opts.ConfigFile = path
+	opts.SecureServing.BindPort = 0
+	opts.SecureServing.Listener = nil
+
+	configzMu.Lock()
+	ctx, cancel := context.WithCancel(context.Background())
+	cc, sched, err := app.Setup(ctx, opts, plugins.Options()...)
+	if err != nil {
+		cancel()
+		configz.Delete("componentconfig")
+		configzMu.Unlock()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- app.Run(ctx, cc, sched) }()
+	s := &Scheduler{}
+	s.stop = func() error {
+		cancel()
+		var err error
+		select {
+		case err = <-done:
+		case <-time.After(30 * time.Second):
+			err = fmt.Errorf("scheduler did not stop within 30s")
+		}
+		configz.Delete("componentconfig")
+		configzMu.Unlock()
+		// Without leader election, Run reports its normal end as an error.
+		if err == context.Canceled || (err != nil && err.Error() == "finished without leader elect") {
+			err = nil
+		}
+		return err
+	}
+	c.onStop(func() { _ = s.Stop() })
+	return s, nil
+}
+
+// StartSchedulerBinary runs the built phalanx-scheduler binary with
+// --config and --kubeconfig, plus args. Its output goes to s.Log.
+func (c *Cluster) StartSchedulerBinary(binary string, config []byte, args ...string) (*Scheduler, error) {
+	path, err := c.WriteSchedulerConfig(config, false)
+	if err != nil {
+		return nil, err
+	}
+	logFile, err := os.CreateTemp(c.Dir, "scheduler-*.log")
+	if err != nil {
+		return nil, err
+	}
+	argv := append([]string{"--config=" + path, "--kubeconfig=" + c.Kubeconfig, "--secure-port=0"}, args...)
+	cmd := exec.Command(binary, argv...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait(); logFile.Close() }()
+	s := &Scheduler{Log: logFile.Name()}
+	s.stop = func() error {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		return nil
+	}
+	c.onStop(func() { _ = s.Stop() })
+	return s, nil
+}
+
+// RunSchedulerBinary runs the binary to completion (for start-up failures) and
+// returns its combined output and exit error, or an error if it is still
+// running after timeout.
+func (c *Cluster) RunSchedulerBinary(binary string, config []byte, timeout time.Duration, args ...string) (string, error) {
+	path, err := c.WriteSchedulerConfig(config, false)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	argv := append([]string{"--config=" + path, "--kubeconfig=" + c.Kubeconfig, "--secure-port=0"}, args...)
+	out, err := exec.CommandContext(ctx, binary, argv...).CombinedOutput()
+	if ctx.Err() != nil {
+		return string(out), fmt.Errorf("%s still running after %v", filepath.Base(binary), timeout)
+	}
+	return string(out), err
+}
