@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -298,6 +299,7 @@ func TestGangRestartMidGang(t *testing.T) {
 	s := startScheduler(t, c)
 	ctx := ctxFor(t)
 	pods := gangPods("default", "r", 3, testcluster.PodSpec{CPU: "1"})
+	plannedBefore := planOutcomes(t, "planned")
 	pg := testcluster.PodGroup("default", "r", 3)
 	pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](600)
 	if err := c.CreatePodGroup(ctx, pg); err != nil {
@@ -313,17 +315,15 @@ func TestGangRestartMidGang(t *testing.T) {
 	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, gated, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// Wait until the two members are waiting in Permit (the Scheduled
-	// condition is only written at quorum, so observe the pods' absence of
-	// binding after the plan: the metric-free way is to wait for them to be
-	// attempted, which PreFilter records as the gang's plan).
+	// The scheduler runs in this process: its plan counter shows the gang
+	// was planned, so its two members are reserved and wait in Permit.
 	err := testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
-		n, err := boundCount(ctx, c, "default", "r")
-		return n == 0, err
+		return planOutcomes(t, "planned") > plannedBefore, nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("gang never planned: %v", err)
 	}
+	assertBound(t, c, "default", "r", 0)
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -339,4 +339,105 @@ func TestGangRestartMidGang(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitBoundCount(t, c, "default", "r", 3)
+}
+
+// TestGangScheduleTimeout: members wait in Permit for a sibling that never
+// comes; at the PodGroup's timeout they are all released (nothing bound,
+// nothing held) and the condition says so.
+func TestGangScheduleTimeout(t *testing.T) {
+	c := startCluster(t, nodes("n", 1, testcluster.NodeSpec{CPU: "4", Memory: "16Gi"})...)
+	startScheduler(t, c)
+	ctx := ctxFor(t)
+	pg := testcluster.PodGroup("default", "slow", 3)
+	pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](3)
+	if err := c.CreatePodGroup(ctx, pg); err != nil {
+		t.Fatal(err)
+	}
+	pods := gangPods("default", "slow", 3, testcluster.PodSpec{CPU: "1"})
+	gated := pods[2].Pod()
+	gated.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+	if err := c.CreatePods(ctx, pods[:2]...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, gated, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cond := waitCondition(t, c, "default", "slow", "ScheduleTimeout")
+	if !strings.Contains(cond.Message, "of 3 members were placed within 3s") {
+		t.Fatalf("condition: %s", cond.Message)
+	}
+	assertBound(t, c, "default", "slow", 0)
+	// Nothing stays held: a plain pod takes the whole node.
+	if err := c.CreatePods(ctx, testcluster.PodSpec{Name: "whole-node", CPU: "4"}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, c, "default", "whole-node")
+	assertBound(t, c, "default", "slow", 0)
+}
+
+// TestPodGroupStatusFromController: phalanx-controller keeps phase and counts.
+func TestPodGroupStatusFromController(t *testing.T) {
+	c := startCluster(t, nodes("n", 2, testcluster.NodeSpec{CPU: "4", Memory: "16Gi"})...)
+	startScheduler(t, c)
+	if err := c.StartController(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t)
+	createGang(t, c, testcluster.PodGroup("default", "st", 2), gangPods("default", "st", 2, testcluster.PodSpec{CPU: "1"}))
+	waitBoundCount(t, c, "default", "st", 2)
+	waitPhase := func(phase pgv1alpha1.PodGroupPhase, check func(pgv1alpha1.PodGroupStatus) bool) {
+		t.Helper()
+		var last pgv1alpha1.PodGroupStatus
+		err := testcluster.Eventually(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
+			pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups("default").Get(ctx, "st", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			last = pg.Status
+			return pg.Status.Phase == phase && check(pg.Status), nil
+		})
+		if err != nil {
+			t.Fatalf("PodGroup never reached %s: last status %+v: %v", phase, last, err)
+		}
+	}
+	waitPhase(pgv1alpha1.PodGroupScheduling, func(s pgv1alpha1.PodGroupStatus) bool { return !s.ScheduleStartTime.IsZero() })
+	setPhase := func(phase v1.PodPhase) {
+		for i := 0; i < 2; i++ {
+			p, err := c.Client.CoreV1().Pods("default").Get(ctx, fmt.Sprintf("st-%d", i), metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Status.Phase = phase
+			if _, err := c.Client.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	setPhase(v1.PodRunning)
+	waitPhase(pgv1alpha1.PodGroupRunning, func(s pgv1alpha1.PodGroupStatus) bool { return s.Running == 2 })
+	setPhase(v1.PodSucceeded)
+	waitPhase(pgv1alpha1.PodGroupFinished, func(s pgv1alpha1.PodGroupStatus) bool { return s.Succeeded == 2 && s.Running == 0 })
+}
+
+// planOutcomes reads phalanx_gang_plan_outcomes_total{outcome} from the
+// in-process scheduler's metrics registry.
+func planOutcomes(t *testing.T, outcome string) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != "phalanx_gang_plan_outcomes_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" && l.GetValue() == outcome {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -1,0 +1,185 @@
+package validation
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/phalanx-sched/phalanx/apis/config"
+)
+
+func argsPath(plugin string) *field.Path {
+	return field.NewPath("pluginConfig").Key(plugin).Child("args")
+}
+
+// checkErr asserts that err is nil when wantFields is empty, and otherwise that
+// err names every field in wantFields (full path) and each of wantSubstrings.
+func checkErr(t *testing.T, err error, wantFields []string, wantSubstrings []string) {
+	t.Helper()
+	if len(wantFields) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	if err == nil {
+		t.Fatalf("expected an error naming %v, got nil", wantFields)
+	}
+	msg := err.Error()
+	for _, f := range wantFields {
+		if !strings.Contains(msg, f) {
+			t.Errorf("error %q does not contain field path %q", msg, f)
+		}
+	}
+	for _, s := range wantSubstrings {
+		if !strings.Contains(msg, s) {
+			t.Errorf("error %q does not contain %q", msg, s)
+		}
+	}
+}
+
+func TestValidateCoschedulingArgs(t *testing.T) {
+	const f = "pluginConfig[Coscheduling].args.defaultScheduleTimeoutSeconds"
+	tests := []struct {
+		name       string
+		timeout    int64
+		wantFields []string
+		wantSubstr []string
+	}{
+		{name: "default 60", timeout: 60},
+		{name: "lower bound 1", timeout: 1},
+		{name: "upper bound 86400", timeout: 86400},
+		{name: "zero", timeout: 0, wantFields: []string{f}, wantSubstr: []string{"must be between 1 and 86400"}},
+		{name: "negative", timeout: -5, wantFields: []string{f}, wantSubstr: []string{"-5"}},
+		{name: "one past a day", timeout: 86401, wantFields: []string{f}, wantSubstr: []string{"86401", "must be between 1 and 86400"}},
+		{name: "huge", timeout: 1 << 40, wantFields: []string{f}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: tc.timeout})
+			checkErr(t, err, tc.wantFields, tc.wantSubstr)
+		})
+	}
+}
+
+func TestValidateCapacityQueueArgs(t *testing.T) {
+	const f = "pluginConfig[CapacityQueue].args.defaultQueue"
+	tests := []struct {
+		name       string
+		args       config.CapacityQueueArgs
+		wantFields []string
+		wantSubstr []string
+	}{
+		{name: "defaults", args: config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: true}},
+		{name: "reclaim off", args: config.CapacityQueueArgs{DefaultQueue: "default"}},
+		{name: "dotted subdomain", args: config.CapacityQueueArgs{DefaultQueue: "team-a.batch"}},
+		{name: "253 characters", args: config.CapacityQueueArgs{DefaultQueue: strings.Repeat("a", 253)}},
+		{name: "empty", args: config.CapacityQueueArgs{DefaultQueue: ""}, wantFields: []string{f}},
+		{name: "upper case", args: config.CapacityQueueArgs{DefaultQueue: "Default"}, wantFields: []string{f}, wantSubstr: []string{`"Default"`}},
+		{name: "underscore", args: config.CapacityQueueArgs{DefaultQueue: "my_queue"}, wantFields: []string{f}},
+		{name: "leading dash", args: config.CapacityQueueArgs{DefaultQueue: "-q"}, wantFields: []string{f}},
+		{name: "space", args: config.CapacityQueueArgs{DefaultQueue: "a b"}, wantFields: []string{f}},
+		{name: "254 characters", args: config.CapacityQueueArgs{DefaultQueue: strings.Repeat("a", 254)}, wantFields: []string{f}, wantSubstr: []string{"253"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateCapacityQueueArgs(argsPath("CapacityQueue"), &tc.args)
+			checkErr(t, err, tc.wantFields, tc.wantSubstr)
+		})
+	}
+}
+
+func TestValidateNetworkTopologyArgs(t *testing.T) {
+	const f = "pluginConfig[NetworkTopology].args.topologyName"
+	tests := []struct {
+		name       string
+		args       config.NetworkTopologyArgs
+		wantFields []string
+		wantSubstr []string
+	}{
+		{name: "defaults", args: config.NetworkTopologyArgs{TopologyName: "default", UseHyperNodes: true}},
+		{name: "hypernodes off", args: config.NetworkTopologyArgs{TopologyName: "fabric-1"}},
+		{name: "empty", args: config.NetworkTopologyArgs{TopologyName: ""}, wantFields: []string{f}},
+		{name: "upper case", args: config.NetworkTopologyArgs{TopologyName: "Fabric"}, wantFields: []string{f}, wantSubstr: []string{`"Fabric"`}},
+		{name: "slash", args: config.NetworkTopologyArgs{TopologyName: "ns/fabric"}, wantFields: []string{f}},
+		{name: "trailing dot", args: config.NetworkTopologyArgs{TopologyName: "fabric."}, wantFields: []string{f}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateNetworkTopologyArgs(argsPath("NetworkTopology"), &tc.args)
+			checkErr(t, err, tc.wantFields, tc.wantSubstr)
+		})
+	}
+}
+
+func TestValidateNUMATopologyArgs(t *testing.T) {
+	const (
+		fs = "pluginConfig[NUMATopology].args.scoringStrategy"
+		fn = "pluginConfig[NUMATopology].args.nodesWithoutTopology"
+	)
+	tests := []struct {
+		name       string
+		args       config.NUMATopologyArgs
+		wantFields []string
+		wantSubstr []string
+		notFields  []string
+	}{
+		{name: "defaults", args: config.NUMATopologyArgs{ScoringStrategy: config.LeastNUMANodes, NodesWithoutTopology: config.RejectAlignedPods}},
+		{name: "MostAllocated, AdmitAll", args: config.NUMATopologyArgs{ScoringStrategy: config.MostAllocated, NodesWithoutTopology: config.AdmitAll}},
+		{name: "LeastAllocated", args: config.NUMATopologyArgs{ScoringStrategy: config.LeastAllocated, NodesWithoutTopology: config.RejectAlignedPods}},
+		{
+			name:       "unsupported strategy",
+			args:       config.NUMATopologyArgs{ScoringStrategy: "BestFit", NodesWithoutTopology: config.AdmitAll},
+			wantFields: []string{fs},
+			wantSubstr: []string{`"BestFit"`, "LeastNUMANodes", "MostAllocated", "LeastAllocated"},
+			notFields:  []string{fn},
+		},
+		{
+			name:       "enum values are case sensitive",
+			args:       config.NUMATopologyArgs{ScoringStrategy: "leastnumanodes", NodesWithoutTopology: config.AdmitAll},
+			wantFields: []string{fs},
+			notFields:  []string{fn},
+		},
+		{
+			name:       "empty strategy",
+			args:       config.NUMATopologyArgs{NodesWithoutTopology: config.AdmitAll},
+			wantFields: []string{fs},
+			notFields:  []string{fn},
+		},
+		{
+			name:       "unsupported nodesWithoutTopology",
+			args:       config.NUMATopologyArgs{ScoringStrategy: config.LeastNUMANodes, NodesWithoutTopology: "RejectAll"},
+			wantFields: []string{fn},
+			wantSubstr: []string{`"RejectAll"`, "RejectAlignedPods", "AdmitAll"},
+			notFields:  []string{fs},
+		},
+		{
+			name:       "both invalid: both reported",
+			args:       config.NUMATopologyArgs{},
+			wantFields: []string{fs, fn},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateNUMATopologyArgs(argsPath("NUMATopology"), &tc.args)
+			checkErr(t, err, tc.wantFields, tc.wantSubstr)
+			for _, f := range tc.notFields {
+				if err != nil && strings.Contains(err.Error(), f) {
+					t.Errorf("error %q names valid field %q", err, f)
+				}
+			}
+		})
+	}
+}
+
+// TestPathIsRespected checks that errors are rooted at the caller's path, not a
+// fixed one, so the scheduler can report the failing profile.
+func TestPathIsRespected(t *testing.T) {
+	path := field.NewPath("profiles").Index(2).Child("pluginConfig").Index(0).Child("args")
+	err := ValidateCoschedulingArgs(path, &config.CoschedulingArgs{})
+	checkErr(t, err, []string{"profiles[2].pluginConfig[0].args.defaultScheduleTimeoutSeconds"}, nil)
+	if strings.Contains(err.Error(), "pluginConfig[Coscheduling]") {
+		t.Errorf("error %q uses a fixed path instead of the caller's", err)
+	}
+}
