@@ -32,42 +32,54 @@ type PodGroupStatus struct {
 	ScheduleStartTime *metav1.Time             `json:"scheduleStartTime,omitempty"`
 }
 
-// ComputePodGroupStatus derives the status from the gang's pods.
-func ComputePodGroupStatus(minMember int32, pods []v1.Pod, previousStart metav1.Time) PodGroupStatus {
+// ComputePodGroupStatus derives the status from the gang's pods and the
+// previous status. Finished is final once reached: finished pods may be
+// garbage-collected later, and gangs that depend on this one must not wait
+// again. Pods being deleted (evicted, reclaimed) do not count as failures.
+func ComputePodGroupStatus(minMember int32, pods []v1.Pod, prev pgv1alpha1.PodGroupStatus) PodGroupStatus {
 	var st PodGroupStatus
-	total := int32(0)
+	active := int32(0) // not finished: pending, bound or running
 	for i := range pods {
 		p := &pods[i]
-		if p.DeletionTimestamp != nil && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
-			continue
-		}
-		total++
+		terminating := p.DeletionTimestamp != nil
 		switch p.Status.Phase {
 		case v1.PodSucceeded:
 			st.Succeeded++
 		case v1.PodFailed:
-			st.Failed++
-		case v1.PodRunning:
-			st.Running++
-		}
-		if p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed {
-			st.Scheduled++
+			if !terminating {
+				st.Failed++
+			}
+		default:
+			if terminating {
+				continue
+			}
+			active++
+			if p.Status.Phase == v1.PodRunning {
+				st.Running++
+			}
+			if p.Spec.NodeName != "" {
+				st.Scheduled++
+			}
 		}
 	}
 	switch {
-	case st.Succeeded >= minMember && st.Running == 0:
+	case active == 0 && (st.Succeeded >= minMember || prev.Phase == pgv1alpha1.PodGroupFinished):
 		st.Phase = pgv1alpha1.PodGroupFinished
-	case st.Failed > 0 && total-st.Failed < minMember:
+		if prev.Succeeded > st.Succeeded {
+			st.Succeeded = prev.Succeeded
+		}
+	case st.Failed > 0 && active+st.Succeeded < minMember:
 		st.Phase = pgv1alpha1.PodGroupFailed
 	case st.Running+st.Succeeded >= minMember:
 		st.Phase = pgv1alpha1.PodGroupRunning
-	case st.Scheduled+st.Running+st.Succeeded > 0:
+	case st.Scheduled+st.Succeeded > 0:
 		st.Phase = pgv1alpha1.PodGroupScheduling
 	default:
 		st.Phase = pgv1alpha1.PodGroupPending
 	}
-	if !previousStart.IsZero() {
-		st.ScheduleStartTime = &previousStart
+	if !prev.ScheduleStartTime.IsZero() {
+		start := prev.ScheduleStartTime
+		st.ScheduleStartTime = &start
 	} else if st.Phase != pgv1alpha1.PodGroupPending {
 		now := metav1.Now()
 		st.ScheduleStartTime = &now
@@ -96,11 +108,9 @@ func (r *PodGroupReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 	if err := r.List(ctx, pods, client.InNamespace(pg.Namespace), client.MatchingLabels{pgv1alpha1.PodGroupLabel: pg.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
-	st := ComputePodGroupStatus(pg.Spec.MinMember, pods.Items, pg.Status.ScheduleStartTime)
-	if sameCounts(st, pg.Status) {
-		if prev, ok := r.lastWritten[req.NamespacedName]; ok && prev.Scheduled == st.Scheduled {
-			return reconcile.Result{}, nil
-		}
+	st := ComputePodGroupStatus(pg.Spec.MinMember, pods.Items, pg.Status)
+	if prev, ok := r.lastWritten[req.NamespacedName]; ok && prev.Scheduled == st.Scheduled && sameCounts(st, pg.Status) {
+		return reconcile.Result{}, nil
 	}
 	body, err := json.Marshal(map[string]any{"status": st})
 	if err != nil {
@@ -116,7 +126,7 @@ func (r *PodGroupReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 
 func sameCounts(st PodGroupStatus, cur pgv1alpha1.PodGroupStatus) bool {
 	return st.Phase == cur.Phase && st.Running == cur.Running && st.Succeeded == cur.Succeeded &&
-		st.Failed == cur.Failed && !cur.ScheduleStartTime.IsZero()
+		st.Failed == cur.Failed && (st.ScheduleStartTime == nil) == cur.ScheduleStartTime.IsZero()
 }
 
 // SetupPodGroups registers the reconciler: PodGroups, and pods by their label.

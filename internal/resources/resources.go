@@ -103,10 +103,13 @@ func (l List) IsZero() bool {
 }
 
 // String renders the list deterministically, e.g. "cpu=4000m nvidia.com/gpu=2".
+// Zero amounts are left out: {cpu: 1} and {cpu: 1, memory: 0} are the same.
 func (l List) String() string {
 	names := make([]string, 0, len(l))
-	for k := range l {
-		names = append(names, string(k))
+	for k, v := range l {
+		if v != 0 {
+			names = append(names, string(k))
+		}
 	}
 	sort.Strings(names)
 	var b strings.Builder
