@@ -217,6 +217,21 @@ func (m *Manager) ReservedUIDs(key string) sets.Set[types.UID] {
 	return out
 }
 
+// ReservedNodes returns the nodes of the gang's reserved members.
+func (m *Manager) ReservedNodes(key string) []string {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	g := m.gangs[key]
+	if g == nil {
+		return nil
+	}
+	out := make([]string, 0, len(g.members))
+	for _, r := range g.members {
+		out = append(out, r.node)
+	}
+	return out
+}
+
 // IsReserved reports whether the member holds a reservation.
 func (m *Manager) IsReserved(key string, uid types.UID) bool {
 	m.mu.RLock()

@@ -178,32 +178,62 @@ func placeInOneDomain(req Request, li int, diag *Diagnosis) *Plan {
 	return nil
 }
 
-// placeAcrossDomains spans as few domains of the widest level as possible,
-// largest domains first.
+// placeAcrossDomains spans as few domains of the widest level as possible:
+// while no single unused domain takes the rest, it fills the largest one; then
+// the rest goes to the smallest domain that takes it all (big domains stay
+// whole, most members share one domain).
 func placeAcrossDomains(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
 	if len(req.Levels) == 0 {
 		return placeWhole(req, diag)
 	}
 	groups := groupByDomain(req.Nodes, 0)
+	capacity := make(map[string]int, len(groups))
+	for _, g := range groups {
+		capacity[g.value] = isolatedCapacity(req.Shapes, g.nodes)
+	}
+	// Largest first; equal capacities by name.
 	sort.SliceStable(groups, func(i, j int) bool {
-		ci, cj := isolatedCapacity(req.Shapes, groups[i].nodes), isolatedCapacity(req.Shapes, groups[j].nodes)
-		if ci != cj {
-			return ci > cj
+		if capacity[groups[i].value] != capacity[groups[j].value] {
+			return capacity[groups[i].value] > capacity[groups[j].value]
 		}
 		return groups[i].value < groups[j].value
 	})
-	var nodes []Node
+	remaining := append([]Shape(nil), req.Shapes...)
+	left := diag.Needed
+	slots := map[string]map[string]int{}
 	var used []Domain
-	for _, g := range groups {
-		nodes = append(nodes, g.nodes...)
-		used = append(used, Domain{Level: req.Levels[0], Value: g.value})
-		if slots, placed := fill(req.Shapes, nodes); placed == diag.Needed {
-			return &Plan{Slots: slots, Domains: used}, nil
+	take := func(g domainGroup) {
+		s, _ := fill(remaining, g.nodes)
+		for node, byShape := range s {
+			slots[node] = byShape
+			for i := range remaining {
+				remaining[i].Count -= byShape[remaining[i].Key]
+				left -= byShape[remaining[i].Key]
+			}
 		}
+		used = append(used, Domain{Level: req.Levels[0], Value: g.value})
 	}
-	// Nodes without the widest label still count when spanning the cluster.
-	if slots, placed := fill(req.Shapes, req.Nodes); placed == diag.Needed {
-		return &Plan{Slots: slots}, nil
+	for len(groups) > 0 && left > 0 {
+		// The smallest domain that takes all that is left, if any.
+		best := -1
+		for i := len(groups) - 1; i >= 0; i-- {
+			if _, placed := fill(remaining, groups[i].nodes); placed == left {
+				best = i
+				break
+			}
+		}
+		if best < 0 {
+			best = 0
+		}
+		take(groups[best])
+		groups = append(groups[:best], groups[best+1:]...)
+	}
+	if left == 0 {
+		return &Plan{Slots: slots, Domains: used}, nil
+	}
+	// Nodes without the widest level's label still count across the cluster.
+	if s, placed := fill(req.Shapes, req.Nodes); placed == diag.Needed {
+		return &Plan{Slots: s}, nil
 	} else if placed > diag.Placed {
 		diag.Placed, diag.Best = placed, Domain{}
 	}

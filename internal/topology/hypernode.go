@@ -100,6 +100,12 @@ func FromHyperNodes(hyperNodes []*unstructured.Unstructured, nodes []*v1.Node) (
 		for _, m := range h.members {
 			switch m.typ {
 			case MemberNode:
+				if m.exact != "" { // the common case: no scan
+					if _, ok := nodeLabels[m.exact]; ok {
+						addClaim(nodeClaims, m.exact, h.tier, h.name)
+					}
+					continue
+				}
 				for _, n := range nodeNames {
 					if m.matches(n, nodeLabels[n]) {
 						addClaim(nodeClaims, n, h.tier, h.name)
@@ -212,7 +218,7 @@ func (b *hnBuilder) resolve(what, name string, direct map[int][]string) map[int]
 		sort.Strings(hs)
 		chosen[tier] = hs[0]
 		for _, other := range hs[1:] {
-			b.errorf("HyperNode %q (tier %d): %s %q is already in tier-%d HyperNode %q; ignored for it", other, tier, what, name, tier, hs[0])
+			b.errorf("HyperNode %q (tier %d): %s %q is already in tier-%d HyperNode %q; membership ignored", other, tier, what, name, tier, hs[0])
 		}
 		for t, a := range b.ancestorsOf(hs[0]) {
 			add(t, a)

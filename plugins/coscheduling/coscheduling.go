@@ -26,6 +26,7 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config"
 	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/plugins/shared"
@@ -36,7 +37,7 @@ const Name = "Coscheduling"
 
 // DependsOnAnnotation on a PodGroup names gangs (same namespace) that must be
 // running or done before its pods are scheduled.
-const DependsOnAnnotation = "scheduling.phalanx.dev/depends-on"
+const DependsOnAnnotation = phalanxv1alpha1.DependsOnAnnotation
 
 const stateKey fwk.StateKey = "phalanx.dev/" + Name
 

@@ -14,7 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/plugins/shared"
@@ -81,11 +83,19 @@ func (pl *Coscheduling) plan(ctx context.Context, p *planning, cs *cycleState) (
 		shapes[i] = gang.Shape{Key: g.key, Request: g.req, Count: g.count}
 		requests[g.key] = g.req
 	}
-	plan, diag := gang.Place(gang.Request{Shapes: shapes, Nodes: candidates})
+	req := gang.Request{Shapes: shapes, Nodes: candidates}
+	constraint := pl.constrain(pg, pod, cs.gangKey, members, &req)
+	plan, diag := gang.Place(req)
 	planDuration.Observe(time.Since(start).Seconds())
 	key := cs.gangKey
 	if plan == nil {
-		msg := describeFailure(diag, len(placed), int(pg.Spec.MinMember), failures, len(nodes))
+		failed := make(map[string]*fwk.Status, len(nodes))
+		for i, st := range failures {
+			if st != nil {
+				failed[nodes[i].Node().Name] = st
+			}
+		}
+		msg := describeFailure(diag, len(placed), int(pg.Spec.MinMember), constraint, req, failed, len(nodes))
 		logger.V(2).Info("Gang cannot be placed", "podGroup", key, "reason", msg)
 		pl.s.Gangs.Fail(key, msg)
 		pl.mu.Lock()
@@ -110,6 +120,30 @@ func (pl *Coscheduling) plan(ctx context.Context, p *planning, cs *cycleState) (
 
 	open, _ := pl.s.Gangs.OpenNodes(key, cs.shape)
 	return open, nil
+}
+
+// constrain applies the gang's network-topology constraint. Without the
+// NetworkTopology plugin a required level cannot be honoured, and says so.
+func (pl *Coscheduling) constrain(pg *pgv1alpha1.PodGroup, pod *v1.Pod, key string, members []*v1.Pod, req *gang.Request) string {
+	t := pl.s.Topology()
+	if t == nil {
+		req.Required = pg.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
+		if req.Required == "" {
+			req.Required = pod.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
+		}
+		if req.Required != "" {
+			return "required " + req.Required + " (the NetworkTopology plugin is not enabled)"
+		}
+		return ""
+	}
+	var placedNodes []string
+	for _, m := range members {
+		if m.Spec.NodeName != "" && m.DeletionTimestamp == nil {
+			placedNodes = append(placedNodes, m.Spec.NodeName)
+		}
+	}
+	placedNodes = append(placedNodes, pl.s.Gangs.ReservedNodes(key)...)
+	return t.Constrain(pg, pod, placedNodes, req)
 }
 
 func limitFor(onePerNode bool, needed int) int {
@@ -152,37 +186,57 @@ func pendingShapes(pod *v1.Pod, cs *cycleState, members []*v1.Pod, placed map[ty
 	return groups
 }
 
-// describeFailure says why no placement exists, in terms users can act on.
-func describeFailure(diag *gang.Diagnosis, placed, minMember int, failures []*fwk.Status, nodes int) string {
+// describeFailure says why no placement exists, in terms users can act on:
+// how many members fit, in which domains, and which filters rejected nodes.
+func describeFailure(diag *gang.Diagnosis, placed, minMember int, constraint string, req gang.Request,
+	failed map[string]*fwk.Status, nodes int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "no placement for %d more members (minMember %d, %d placed): at most %d fit",
-		diag.Needed, minMember, placed, diag.Placed)
+	fmt.Fprintf(&b, "no placement for %d more members (minMember %d, %d placed)", diag.Needed, minMember, placed)
+	if constraint != "" {
+		fmt.Fprintf(&b, " with topology %s", constraint)
+	}
+	fmt.Fprintf(&b, ": at most %d fit", diag.Placed)
 	if diag.Best.Level != "" {
 		fmt.Fprintf(&b, " in %s %s", diag.Best.Level, diag.Best.Value)
 	}
 	if diag.UnknownLevel != "" {
-		fmt.Fprintf(&b, "; topology level %q is not defined", diag.UnknownLevel)
+		fmt.Fprintf(&b, "; topology level %q is not defined (levels: %s)", diag.UnknownLevel, strings.Join(req.Levels, ", "))
+	}
+	if len(diag.Tried) > 0 {
+		li := indexOf(req.Levels, diag.Tried[0].Domain.Level)
+		b.WriteString("; tried")
+		for i, d := range diag.Tried {
+			if i == 4 {
+				fmt.Fprintf(&b, ", and %d more", len(diag.Tried)-i)
+				break
+			}
+			total, filteredOut := 0, map[string]int{}
+			for _, n := range req.Nodes {
+				if li >= 0 && li < len(n.Domains) && n.Domains[li] == d.Domain.Value {
+					total++
+					if st := failed[n.Name]; st != nil {
+						filteredOut[st.Plugin()]++
+					}
+				}
+			}
+			sep := ","
+			if i == 0 {
+				sep = ""
+			}
+			fmt.Fprintf(&b, "%s %s (room for %d", sep, d.Domain.Value, d.Placed)
+			for _, plugin := range sortedKeys(filteredOut) {
+				fmt.Fprintf(&b, "; %d of %d nodes fail %s", filteredOut[plugin], total, plugin)
+			}
+			b.WriteString(")")
+		}
 	}
 	byReason := map[string]int{}
-	filtered := 0
-	for _, st := range failures {
-		if st == nil {
-			continue
-		}
-		filtered++
+	for _, st := range failed {
 		byReason[st.Plugin()+": "+strings.Join(st.Reasons(), ", ")]++
 	}
-	fmt.Fprintf(&b, "; %d of %d nodes fail filters", filtered, nodes)
-	reasons := make([]string, 0, len(byReason))
-	for r := range byReason {
-		reasons = append(reasons, r)
-	}
-	sort.Slice(reasons, func(i, j int) bool {
-		if byReason[reasons[i]] != byReason[reasons[j]] {
-			return byReason[reasons[i]] > byReason[reasons[j]]
-		}
-		return reasons[i] < reasons[j]
-	})
+	fmt.Fprintf(&b, "; %d of %d nodes fail filters", len(failed), nodes)
+	reasons := sortedKeys(byReason)
+	sort.SliceStable(reasons, func(i, j int) bool { return byReason[reasons[i]] > byReason[reasons[j]] })
 	for i, r := range reasons {
 		if i == 3 {
 			fmt.Fprintf(&b, "; …")
@@ -191,6 +245,24 @@ func describeFailure(diag *gang.Diagnosis, placed, minMember int, failures []*fw
 		fmt.Fprintf(&b, "; %d × %s", byReason[r], r)
 	}
 	return b.String()
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
 }
 
 func metaOf(obj any) (metav1.Object, error) {

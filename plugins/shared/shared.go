@@ -50,6 +50,7 @@ type State struct {
 	mu         sync.Mutex
 	onCapacity []func()
 	onPodGroup []func(*pgv1alpha1.PodGroup)
+	topology   Topology
 }
 
 var (
