@@ -108,22 +108,36 @@ func bench(ctx context.Context, args []string) error {
 	gangs := fs.Int("gangs", 100, "gangs")
 	gangSize := fs.Int("gang-size", 64, "pods per gang")
 	gangNodes := fs.Int("gang-nodes", 1000, "nodes for the gang workload")
+	topoNodes := fs.Int("topology-nodes", 4096, "nodes (3 network levels) for the topology workload")
+	topoGang := fs.Int("topology-gang", 1024, "members of the topology-constrained gang")
+	only := fs.String("only", "", "run only this workload (plain-pods, gangs, topology)")
 	logFile := fs.String("log", "", "write the control plane's log to this file")
 	_ = fs.Parse(args)
 	logw, closeLog := quietLogs(*logFile)
 	defer closeLog()
-	workloads := []sim.Workload{
+	var workloads []sim.Workload
+	for _, w := range []sim.Workload{
 		{Name: "plain-pods", Nodes: *nodes, Pods: *pods, CPU: "100m"},
 		{Name: "gangs", Nodes: *gangNodes, Gangs: *gangs, GangSize: *gangSize, CPU: "1"},
+		// One gang of 4 GPUs per member, required inside one IB cluster.
+		{Name: "topology", Nodes: *topoNodes, Gangs: 1, GangSize: *topoGang, CPU: "1", GPUs: 4, Topology: true, RequiredLevel: "ib-cluster"},
+	} {
+		if *only == "" || *only == w.Name {
+			workloads = append(workloads, w)
+		}
 	}
 	results, err := sim.Bench(ctx, workloads, logw, os.Stdout)
-	fmt.Printf("\n%-12s %7s %7s %14s %14s %8s\n", "WORKLOAD", "NODES", "PODS", "STOCK pods/s", "PHALANX pods/s", "RATIO")
+	fmt.Printf("\n%-12s %7s %7s %14s %14s %8s %14s\n", "WORKLOAD", "NODES", "PODS", "STOCK pods/s", "PHALANX pods/s", "RATIO", "PLAN ms/gang")
 	for _, r := range results {
 		pods := r.Workload.Pods
 		if r.Workload.GangSize > 0 {
 			pods = r.Workload.Gangs * r.Workload.GangSize
 		}
-		fmt.Printf("%-12s %7d %7d %14.0f %14.0f %8.2f\n", r.Workload.Name, r.Workload.Nodes, pods, r.StockPodsPerS, r.PhalanxPerS, r.Ratio())
+		plan := "-"
+		if r.PlanSeconds > 0 {
+			plan = fmt.Sprintf("%.1f", r.PlanSeconds*1000)
+		}
+		fmt.Printf("%-12s %7d %7d %14.0f %14.0f %8.2f %14s\n", r.Workload.Name, r.Workload.Nodes, pods, r.StockPodsPerS, r.PhalanxPerS, r.Ratio(), plan)
 	}
 	return err
 }

@@ -10,7 +10,9 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 	"github.com/phalanx-sched/phalanx/manifests"
 )
@@ -35,6 +37,11 @@ type Workload struct {
 	Gangs    int
 	GangSize int
 	CPU      string // per pod
+	GPUs     int64  // per pod
+	// Topology labels nodes in 3 levels (ib-cluster of 512 nodes, leaf of 16,
+	// host) and asks gangs for RequiredLevel.
+	Topology      bool
+	RequiredLevel string
 }
 
 // BenchResult is one workload through both schedulers.
@@ -42,6 +49,9 @@ type BenchResult struct {
 	Workload      Workload
 	StockPodsPerS float64
 	PhalanxPerS   float64
+	// PlanSeconds is the mean time phalanx took to plan one gang (filters
+	// over all nodes included), from phalanx_gang_plan_duration_seconds.
+	PlanSeconds float64
 }
 
 // Ratio is phalanx throughput over stock.
@@ -85,10 +95,26 @@ func benchOne(ctx context.Context, w Workload, log io.Writer, progress io.Writer
 	}
 	fmt.Fprintf(progress, "%s: creating %d nodes\n", w.Name, w.Nodes)
 	if err := parallel(ctx, w.Nodes, func(i int) error {
-		return c.CreateNodes(ctx, testcluster.NodeSpec{Name: fmt.Sprintf("node-%d", i), CPU: "32", Memory: "256Gi", GPUs: 8, Pods: 110})
+		spec := testcluster.NodeSpec{Name: fmt.Sprintf("node-%d", i), CPU: "32", Memory: "256Gi", GPUs: 8, Pods: 110}
+		if w.Topology {
+			spec.Labels = map[string]string{ibLabel: fmt.Sprintf("ib-%d", i/512), leafLabel: fmt.Sprintf("leaf-%d", i/16)}
+		}
+		return c.CreateNodes(ctx, spec)
 	}); err != nil {
 		return res, err
 	}
+	if w.Topology {
+		nt := &phalanxv1alpha1.NetworkTopology{
+			ObjectMeta: metav1.ObjectMeta{Name: "default"},
+			Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
+				{Name: "ib-cluster", NodeLabel: ibLabel}, {Name: "leaf", NodeLabel: leafLabel}, {Name: "host", NodeLabel: v1.LabelHostname},
+			}},
+		}
+		if _, err := c.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctx, nt, metav1.CreateOptions{}); err != nil {
+			return res, err
+		}
+	}
+	planBefore := planStats()
 	for _, run := range []struct {
 		name, scheduler string
 		config          []byte
@@ -119,6 +145,12 @@ func benchOne(ctx context.Context, w Workload, log io.Writer, progress io.Writer
 		}
 		*run.into = perS
 		fmt.Fprintf(progress, "%s: %s %.0f pods/s\n", w.Name, run.name, perS)
+		if run.scheduler == "phalanx-scheduler" {
+			after := planStats()
+			if n := after.count - planBefore.count; n > 0 {
+				res.PlanSeconds = (after.sum - planBefore.sum) / n
+			}
+		}
 		if err := c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
 			return res, err
 		}
@@ -126,12 +158,40 @@ func benchOne(ctx context.Context, w Workload, log io.Writer, progress io.Writer
 	return res, nil
 }
 
+const (
+	ibLabel   = "network.example.com/ib-cluster"
+	leafLabel = "network.example.com/leaf"
+)
+
+type histogram struct{ sum, count float64 }
+
+// planStats reads phalanx_gang_plan_duration_seconds from this process's
+// registry (the scheduler runs in-process).
+func planStats() histogram {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return histogram{}
+	}
+	for _, f := range families {
+		if f.GetName() == "phalanx_gang_plan_duration_seconds" {
+			for _, m := range f.GetMetric() {
+				return histogram{sum: m.GetHistogram().GetSampleSum(), count: float64(m.GetHistogram().GetSampleCount())}
+			}
+		}
+	}
+	return histogram{}
+}
+
 // createWorkload creates the pods (and PodGroups) before the scheduler
 // starts, so the measurement is scheduling, not pod creation.
 func createWorkload(ctx context.Context, c *testcluster.Cluster, w Workload, ns, scheduler string) (int, error) {
 	if w.GangSize > 0 {
 		for g := 0; g < w.Gangs; g++ {
-			if err := c.CreatePodGroup(ctx, testcluster.PodGroup(ns, fmt.Sprintf("gang-%d", g), int32(w.GangSize))); err != nil {
+			pg := testcluster.PodGroup(ns, fmt.Sprintf("gang-%d", g), int32(w.GangSize))
+			if w.RequiredLevel != "" {
+				pg.Annotations = map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: w.RequiredLevel}
+			}
+			if err := c.CreatePodGroup(ctx, pg); err != nil {
 				return 0, err
 			}
 		}
@@ -139,7 +199,7 @@ func createWorkload(ctx context.Context, c *testcluster.Cluster, w Workload, ns,
 		return total, parallel(ctx, total, func(i int) error {
 			return c.CreatePods(ctx, testcluster.PodSpec{
 				Name: fmt.Sprintf("gang-%d-%d", i/w.GangSize, i%w.GangSize), Namespace: ns, SchedulerName: scheduler,
-				CPU: w.CPU, PodGroup: fmt.Sprintf("gang-%d", i/w.GangSize),
+				CPU: w.CPU, GPUs: w.GPUs, PodGroup: fmt.Sprintf("gang-%d", i/w.GangSize),
 			})
 		})
 	}

@@ -453,7 +453,7 @@ func (pl *NetworkTopology) Score(ctx context.Context, state fwk.CycleState, pod 
 	if st.occupied != nil {
 		for li := len(st.occupied) - 1; li >= 0; li-- {
 			if li < len(domains) && domains[li] != "" && st.occupied[li].Has(domains[li]) {
-				return int64(li+1) * fwk.MaxNodeScore / int64(len(st.occupied)), nil
+				return int64(li+1) * fwk.MaxScore / int64(len(st.occupied)), nil
 			}
 		}
 		return 0, nil
@@ -461,7 +461,7 @@ func (pl *NetworkTopology) Score(ctx context.Context, state fwk.CycleState, pod 
 	if st.packLevel < 0 || st.packLevel >= len(domains) {
 		return 0, nil
 	}
-	return int64(st.used[domains[st.packLevel]] * float64(fwk.MaxNodeScore)), nil
+	return int64(st.used[domains[st.packLevel]] * float64(fwk.MaxScore)), nil
 }
 
 // ScoreExtensions returns nil: scores are already in range.
