@@ -23,6 +23,7 @@ func main() {
 	flag.StringVar(&o.LeaderElectionNS, "leader-election-namespace", "", "Namespace of the leader lease (default: the pod's namespace).")
 	flag.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint; 0 disables it.")
 	flag.StringVar(&o.HealthProbeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables them.")
+	flag.StringVar(&o.DefaultQueue, "default-queue", "default", "Queue of pods that name none (keep equal to CapacityQueueArgs.defaultQueue).")
 	klog.InitFlags(nil)
 	flag.Parse()
 	ctrl.SetLogger(klog.NewKlogr())

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"k8s.io/klog/v2"
 
@@ -41,7 +42,7 @@ func main() {
 		usage()
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "phalanx-sim:", err)
+		fmt.Fprintln(errOut, "phalanx-sim:", err)
 		os.Exit(1)
 	}
 }
@@ -52,7 +53,11 @@ func usage() {
 }
 
 // quietLogs sends the control plane's klog output to a file, or drops it.
+// The embedded etcd client logs through its own logger to stderr, so stderr
+// goes there too while the run lasts; phalanx-sim's own errors use the saved
+// stderr (errOut).
 func quietLogs(path string) (io.Writer, func()) {
+	restoreStderr := redirectStderr(path)
 	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(fs)
 	// Errors of the embedded control plane (no kube-system namespace, loopback
@@ -63,13 +68,35 @@ func quietLogs(path string) (io.Writer, func()) {
 		klog.SetOutput(io.Discard)
 		return io.Discard, func() {}
 	}
-	f, err := os.Create(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		klog.SetOutput(io.Discard)
-		return io.Discard, func() {}
+		return io.Discard, restoreStderr
 	}
 	klog.SetOutput(f)
-	return f, func() { f.Close() }
+	return f, func() { restoreStderr(); f.Close() }
+}
+
+// errOut is the terminal's stderr, kept while fd 2 is redirected.
+var errOut = os.Stderr
+
+func redirectStderr(path string) func() {
+	if path == "" {
+		path = os.DevNull
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return func() {}
+	}
+	saved, err := syscall.Dup(2)
+	if err != nil {
+		f.Close()
+		return func() {}
+	}
+	errOut = os.NewFile(uintptr(saved), "stderr")
+	_ = syscall.Dup2(int(f.Fd()), 2)
+	f.Close()
+	return func() { _ = syscall.Dup2(saved, 2) }
 }
 
 func demo(ctx context.Context, args []string) error {

@@ -453,6 +453,8 @@ func schedulerRules() []rbacv1.PolicyRule {
 		rule([]string{"scheduling.x-k8s.io"}, []string{"podgroups/status"}, statusVerbs),
 		// Own API: queues and the network topology.
 		rule([]string{"scheduling.phalanx.dev"}, []string{"queues", "networktopologies"}, readVerbs),
+		// The scheduler creates the default queue when it is missing.
+		rule([]string{"scheduling.phalanx.dev"}, []string{"queues"}, []string{"create"}),
 		rule([]string{"scheduling.phalanx.dev"}, []string{"queues/status", "networktopologies/status"}, statusVerbs),
 		// NUMA zones published by NFD topology-updater.
 		rule([]string{"topology.node.k8s.io"}, []string{"noderesourcetopologies"}, readVerbs),

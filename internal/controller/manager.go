@@ -3,16 +3,13 @@ package controller
 import (
 	"context"
 
-	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
+	"time"
+
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -27,6 +24,8 @@ type Options struct {
 	MetricsAddr      string // "0" disables
 	HealthProbeAddr  string // "0" disables
 	LeaderElectionID string
+	// DefaultQueue is the queue of pods that name none (as in CapacityQueueArgs).
+	DefaultQueue string
 }
 
 // Scheme knows core, PodGroup and phalanx types.
@@ -42,11 +41,6 @@ func Scheme() *runtime.Scheme {
 func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = "application/json"
-	// Only gang members matter; do not cache every pod of the cluster.
-	member, err := labels.NewRequirement(pgv1alpha1.PodGroupLabel, selection.Exists, nil)
-	if err != nil {
-		return nil, err
-	}
 	id := o.LeaderElectionID
 	if id == "" {
 		id = "phalanx-controller"
@@ -58,14 +52,20 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace: o.LeaderElectionNS,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.HealthProbeAddr,
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&v1.Pod{}: {Label: labels.NewSelector().Add(*member)},
-		}},
 	})
 	if err != nil {
 		return nil, err
 	}
 	if err := SetupPodGroups(mgr); err != nil {
+		return nil, err
+	}
+	// Queue shares depend on every pod (each pod is in a queue), so the
+	// cache holds all pods.
+	defaultQueue := o.DefaultQueue
+	if defaultQueue == "" {
+		defaultQueue = phalanxv1alpha1.DefaultQueueName
+	}
+	if err := mgr.Add(&QueueStatusUpdater{Client: mgr.GetClient(), DefaultQueue: defaultQueue, Interval: 2 * time.Second}); err != nil {
 		return nil, err
 	}
 	if o.HealthProbeAddr != "0" && o.HealthProbeAddr != "" {

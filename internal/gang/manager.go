@@ -144,6 +144,34 @@ func (m *Manager) OpenNodes(key, shape string) (sets.Set[string], bool) {
 	return nodes, true
 }
 
+// Live reports whether the gang has a live plan.
+func (m *Manager) Live(key string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.liveLocked(m.gangs[key])
+}
+
+// OpenRequests returns, per gang with a live plan, the resources its open
+// slots hold (planned members not yet reserved).
+func (m *Manager) OpenRequests() map[string]resources.List {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[string]resources.List{}
+	for key, g := range m.gangs {
+		if !m.liveLocked(g) {
+			continue
+		}
+		sum := resources.List{}
+		for _, byShape := range g.open {
+			for shape, n := range byShape {
+				sum.AddScaled(g.shapes[shape], int64(n))
+			}
+		}
+		out[key] = sum
+	}
+	return out
+}
+
 // PlannedDomains returns the topology domains of the gang's live plan.
 func (m *Manager) PlannedDomains(key string) []Domain {
 	m.mu.RLock()

@@ -94,6 +94,11 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 	for _, g := range sc.Nodes {
 		for i := 0; i < g.Count; i++ {
 			spec := testcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", g.Prefix, i), CPU: g.CPU, Memory: g.Memory, GPUs: g.GPUs, Labels: g.Labels}
+			if g.GPUs > 0 {
+				// GPU nodes publish their topology, as NFD does; policy none
+				// unless the scenario models NUMA zones.
+				spec.NRTPolicy = "none"
+			}
 			if g.Tainted {
 				spec.Taints = []v1.Taint{{Key: "phalanx.dev/reserved", Value: "true", Effect: v1.TaintEffectNoSchedule}}
 			}

@@ -25,6 +25,10 @@ type NodeSpec struct {
 	Pods   int64 // default 110
 	Labels map[string]string
 	Taints []v1.Taint
+	// NRTPolicy, when set, publishes a NodeResourceTopology object for the
+	// node with this Topology Manager policy and one zone holding the whole
+	// node, as NFD topology-updater does ("none" on most GPU nodes).
+	NRTPolicy string
 }
 
 // Node builds the Node object of a spec, Ready, with capacity = allocatable.
@@ -72,6 +76,12 @@ func (c *Cluster) CreateNodes(ctx context.Context, specs ...NodeSpec) error {
 		got.Status = want.Status
 		if _, err := c.Client.CoreV1().Nodes().UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("setting status of node %s: %w", s.Name, err)
+		}
+		if s.NRTPolicy != "" {
+			zone := ZoneSpec{Name: "node-0", CPU: s.CPU, Memory: s.Memory, GPUs: s.GPUs}
+			if err := c.CreateNRT(ctx, s.Name, s.NRTPolicy, "container", zone); err != nil {
+				return fmt.Errorf("publishing the NodeResourceTopology of %s: %w", s.Name, err)
+			}
 		}
 	}
 	return nil

@@ -147,10 +147,16 @@ func readState(state fwk.CycleState) *cycleState {
 	return c
 }
 
-// Less orders by priority, then gang age, keeping each gang's members
-// together so they are scheduled back to back.
+// Less orders by queue share (with CapacityQueue: the queue furthest below
+// its deserved share first), then priority, then gang age, keeping each
+// gang's members together so they are scheduled back to back.
 func (pl *Coscheduling) Less(a, b fwk.QueuedPodInfo) bool {
 	pa, pb := a.GetPodInfo().GetPod(), b.GetPodInfo().GetPod()
+	if qo := pl.s.QueueOrder(); qo != nil {
+		if c := qo.Compare(pa, pb); c != 0 {
+			return c < 0
+		}
+	}
 	if prioA, prioB := corev1helpers.PodPriority(pa), corev1helpers.PodPriority(pb); prioA != prioB {
 		return prioA > prioB
 	}
@@ -539,15 +545,26 @@ func (pl *Coscheduling) activatePending(keys []string) {
 	}
 }
 
-// EventsToRegister lists the events that can make a rejected member schedulable.
+// EventsToRegister lists the events that can make a rejected member
+// schedulable, including those of the plugins the planner consults (a
+// rejected gang is requeued only by the rejecting plugin's events).
 func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	return []fwk.ClusterEventWithHint{
+	var collaborators []fwk.ClusterEventWithHint
+	if pl.s.NodeLimiter() != nil {
+		collaborators = append(collaborators, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{
+			Resource: "noderesourcetopologies.v1alpha2.topology.node.k8s.io", ActionType: fwk.Add | fwk.Update}})
+	}
+	if pl.s.Topology() != nil {
+		collaborators = append(collaborators, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{
+			Resource: "networktopologies.v1alpha1.scheduling.phalanx.dev", ActionType: fwk.All}})
+	}
+	return append(collaborators, []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: pl.hintSiblingAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: pl.hintDependencyProgress},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
 		{Event: fwk.ClusterEvent{Resource: podGroupEvents, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.hintPodGroup},
-	}, nil
+	}...), nil
 }
 
 func (pl *Coscheduling) hintSiblingAdded(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {

@@ -57,6 +57,7 @@ func (pl *Coscheduling) plan(ctx context.Context, p *planning, cs *cycleState) (
 	candidates := make([]gang.Node, len(nodes))
 	failures := make([]*fwk.Status, len(nodes))
 	primaryOnePerNode := gang.OnePerNode(pod)
+	limiter := pl.s.NodeLimiter()
 	pl.h.Parallelizer().Until(ctx, len(nodes), func(i int) {
 		ni := nodes[i]
 		node := ni.Node()
@@ -72,6 +73,14 @@ func (pl *Coscheduling) plan(ctx context.Context, p *planning, cs *cycleState) (
 		for _, g := range groups[1:] {
 			if gang.NodeAdmits(g.rep, node) {
 				c.Limit[g.key] = limitFor(gang.OnePerNode(g.rep), needed)
+			}
+		}
+		// Per-zone fit (NUMA) caps members per node beyond arithmetic.
+		if limiter != nil {
+			for _, g := range groups {
+				if l, ok := c.Limit[g.key]; ok {
+					c.Limit[g.key] = limiter.Limit(g.rep, node.Name, l)
+				}
 			}
 		}
 		candidates[i] = c

@@ -51,6 +51,8 @@ type State struct {
 	onCapacity []func()
 	onPodGroup []func(*pgv1alpha1.PodGroup)
 	topology   Topology
+	queueOrder QueueOrder
+	limiter    NodeLimiter
 }
 
 var (

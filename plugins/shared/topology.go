@@ -29,3 +29,44 @@ func (s *State) Topology() Topology {
 	defer s.mu.Unlock()
 	return s.topology
 }
+
+// QueueOrder is what the CapacityQueue plugin offers Coscheduling's QueueSort:
+// the pod whose queue is further below its deserved share goes first.
+type QueueOrder interface {
+	// Compare returns <0 if a's queue should go before b's, >0 after, 0 if equal.
+	Compare(a, b *v1.Pod) int
+}
+
+// SetQueueOrder registers the queue ordering (the CapacityQueue plugin).
+func (s *State) SetQueueOrder(q QueueOrder) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queueOrder = q
+}
+
+// QueueOrder returns the registered ordering, or nil.
+func (s *State) QueueOrder() QueueOrder {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.queueOrder
+}
+
+// NodeLimiter caps how many copies of a pod fit a node beyond resource
+// arithmetic (the NUMATopology plugin: per-zone fit).
+type NodeLimiter interface {
+	Limit(pod *v1.Pod, node string, max int) int
+}
+
+// SetNodeLimiter registers the limiter.
+func (s *State) SetNodeLimiter(l NodeLimiter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.limiter = l
+}
+
+// NodeLimiter returns the registered limiter, or nil.
+func (s *State) NodeLimiter() NodeLimiter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.limiter
+}

@@ -25,7 +25,7 @@ func TestGangContention(t *testing.T) {
 	if s, err := strconv.Atoi(os.Getenv("PHALANX_CONTENTION_SEEDS")); err == nil && s > 0 {
 		seeds = s
 	}
-	c := startCluster(t, nodes("gpu", 4, testcluster.NodeSpec{CPU: "32", Memory: "128Gi", GPUs: 4})...)
+	c := startCluster(t, nodes("gpu", 4, testcluster.NodeSpec{CPU: "32", Memory: "128Gi", GPUs: 4, NRTPolicy: "none"})...)
 	startScheduler(t, c)
 	for seed := int64(1); seed <= int64(seeds); seed++ {
 		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) {
@@ -78,7 +78,14 @@ func runContention(t *testing.T, c *testcluster.Cluster, seed int64) {
 	deadline := time.Now().Add(3 * time.Minute)
 	for len(finished) < gangs {
 		if time.Now().After(deadline) {
-			t.Fatalf("seed %d: only %d of %d gangs ran before the deadline: deadlock or starvation", seed, len(finished), gangs)
+			t.Errorf("seed %d: only %d of %d gangs ran before the deadline: deadlock or starvation", seed, len(finished), gangs)
+			for g := 0; g < gangs; g++ {
+				if cond, err := scheduledCondition(ctx, c, ns, fmt.Sprintf("g%d", g)); err == nil && cond != nil {
+					t.Logf("g%d: %s: %s", g, cond.Reason, cond.Message)
+				}
+			}
+			dumpPods(t, c, ns)
+			t.FailNow()
 		}
 		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {

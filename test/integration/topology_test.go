@@ -39,7 +39,7 @@ func ibClusters(sizes map[string]int, tainted ...string) []testcluster.NodeSpec 
 	for _, ib := range names {
 		for i := 0; i < sizes[ib]; i++ {
 			s := testcluster.NodeSpec{Name: fmt.Sprintf("%s-n%d", ib, i), CPU: "32", Memory: "128Gi", GPUs: 4,
-				Labels: map[string]string{ibLabel: ib}}
+				Labels: map[string]string{ibLabel: ib}, NRTPolicy: "none"}
 			if isTainted[ib] {
 				s.Taints = []v1.Taint{{Key: "maintenance", Value: "true", Effect: v1.TaintEffectNoSchedule}}
 			}
