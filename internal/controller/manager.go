@@ -10,6 +10,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -26,6 +27,9 @@ type Options struct {
 	LeaderElectionID string
 	// DefaultQueue is the queue of pods that name none (as in CapacityQueueArgs).
 	DefaultQueue string
+	// Repeatable allows several managers in one process one after another
+	// (the test harness); controller-runtime otherwise rejects reused names.
+	Repeatable bool
 }
 
 // Scheme knows core, PodGroup and phalanx types.
@@ -52,6 +56,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		LeaderElectionNamespace: o.LeaderElectionNS,
 		Metrics:                 metricsserver.Options{BindAddress: o.MetricsAddr},
 		HealthProbeBindAddress:  o.HealthProbeAddr,
+		Controller:              ctrlconfig.Controller{SkipNameValidation: &o.Repeatable},
 	})
 	if err != nil {
 		return nil, err

@@ -18,7 +18,7 @@ var setLoggerOnce sync.Once
 // endpoints, no leader election) until Stop.
 func (c *Cluster) StartController() error {
 	setLoggerOnce.Do(func() { ctrllog.SetLogger(klog.NewKlogr()) })
-	mgr, err := controller.NewManager(c.Config, controller.Options{MetricsAddr: "0", HealthProbeAddr: "0"})
+	mgr, err := controller.NewManager(c.Config, controller.Options{MetricsAddr: "0", HealthProbeAddr: "0", Repeatable: true})
 	if err != nil {
 		return err
 	}
