@@ -72,7 +72,6 @@ func (m *Manager) SetPlan(key string, plan *Plan, shapes map[string]resources.Li
 	g := m.gang(key)
 	m.clearHoldsLocked(key, g)
 	g.shapes = shapes
-	g.domains = plan.Domains
 	g.open = map[string]map[string]int{}
 	for node, byShape := range plan.Slots {
 		g.open[node] = map[string]int{}
@@ -170,17 +169,6 @@ func (m *Manager) OpenRequests() map[string]resources.List {
 		out[key] = sum
 	}
 	return out
-}
-
-// PlannedDomains returns the topology domains of the gang's live plan.
-func (m *Manager) PlannedDomains(key string) []Domain {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	g := m.gangs[key]
-	if !m.liveLocked(g) {
-		return nil
-	}
-	return g.domains
 }
 
 func (m *Manager) liveLocked(g *gangState) bool {
@@ -311,7 +299,6 @@ func (m *Manager) dropLocked(key string, g *gangState) {
 	m.clearHoldsLocked(key, g)
 	g.planned = false
 	g.open = nil
-	g.domains = nil
 	m.version++
 }
 

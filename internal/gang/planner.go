@@ -3,6 +3,7 @@
 package gang
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -106,7 +107,7 @@ func Place(req Request) (*Plan, *Diagnosis) {
 	if level == "" {
 		return placeWhole(req, diag)
 	}
-	li := indexOf(req.Levels, level)
+	li := slices.Index(req.Levels, level)
 	if li < 0 {
 		diag.UnknownLevel = level
 		if req.Required != "" {
@@ -354,13 +355,4 @@ func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
 		}
 	}
 	return slots, placed
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return -1
 }

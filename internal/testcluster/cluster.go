@@ -7,7 +7,6 @@ package testcluster
 import (
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
@@ -289,6 +288,3 @@ func writeKubeconfig(dir string, cfg *rest.Config) (string, error) {
 	p := filepath.Join(dir, "kubeconfig")
 	return p, clientcmd.WriteToFile(*kc, p)
 }
-
-// Quiet is an io.Writer that drops everything; for noisy component logs.
-var Quiet io.Writer = io.Discard

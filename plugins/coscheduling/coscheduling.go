@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -613,7 +614,7 @@ func (pl *Coscheduling) hintPodGroup(_ klog.Logger, pod *v1.Pod, _, newObj any) 
 	if key == "" {
 		return fwk.QueueSkip, nil
 	}
-	meta, err := metaOf(newObj)
+	meta, err := apimeta.Accessor(newObj)
 	if err != nil {
 		return fwk.Queue, nil
 	}

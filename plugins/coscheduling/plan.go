@@ -3,12 +3,12 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -212,7 +212,7 @@ func describeFailure(diag *gang.Diagnosis, placed, minMember int, constraint str
 		fmt.Fprintf(&b, "; topology level %q is not defined (levels: %s)", diag.UnknownLevel, strings.Join(req.Levels, ", "))
 	}
 	if len(diag.Tried) > 0 {
-		li := indexOf(req.Levels, diag.Tried[0].Domain.Level)
+		li := slices.Index(req.Levels, diag.Tried[0].Domain.Level)
 		b.WriteString("; tried")
 		for i, d := range diag.Tried {
 			if i == 4 {
@@ -263,17 +263,4 @@ func sortedKeys(m map[string]int) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return -1
-}
-
-func metaOf(obj any) (metav1.Object, error) {
-	return meta.Accessor(obj)
 }

@@ -8,6 +8,7 @@ package networktopology
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 
@@ -278,7 +279,7 @@ func placedDomain(t *topology.Tree, required string, placedNodes []string) (stri
 	if required == "" || len(placedNodes) == 0 {
 		return "", -1
 	}
-	li := indexOf(t.Levels(), required)
+	li := slices.Index(t.Levels(), required)
 	if li < 0 {
 		return "", -1
 	}
@@ -289,15 +290,6 @@ func placedDomain(t *topology.Tree, required string, placedNodes []string) (stri
 		}
 	}
 	return "", -1
-}
-
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // placedNodes returns the nodes of a gang's bound and reserved members.
