@@ -28,7 +28,6 @@ type gangState struct {
 	// shapes maps a shape key to its per-member request.
 	shapes     map[string]resources.List
 	open       map[string]map[string]int // node -> shape -> slots not yet reserved
-	domains    []Domain
 	expires    time.Time
 	planned    bool
 	generation uint64
