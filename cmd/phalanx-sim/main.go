@@ -2,7 +2,7 @@
 // scheduler (demo), and measures phalanx against the stock kube-scheduler
 // profile in the same run (bench).
 //
-//	phalanx-sim demo [scenario.yaml]
+//	phalanx-sim demo [-html report.html] [scenario.yaml]
 //	phalanx-sim bench [-nodes 5000 -pods 10000 ...]
 package main
 
@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"k8s.io/klog/v2"
@@ -102,6 +103,7 @@ func redirectStderr(path string) func() {
 func demo(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("demo", flag.ExitOnError)
 	logFile := fs.String("log", "", "write the control plane's log to this file")
+	htmlPath := fs.String("html", "report/phalanx-sim.html", "write the HTML report here (\"\": none)")
 	_ = fs.Parse(args)
 	raw := examples.Demo
 	if fs.NArg() > 0 {
@@ -110,22 +112,49 @@ func demo(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	sc, err := sim.Parse(raw)
+	suite, err := sim.Parse(raw)
 	if err != nil {
 		return err
 	}
 	logw, closeLog := quietLogs(*logFile)
 	defer closeLog()
-	fmt.Printf("phalanx-sim: starting an in-process cluster (etcd, kube-apiserver, phalanx-scheduler, phalanx-controller) for %q\n", sc.Name)
-	res, err := sim.Run(ctx, sc, sim.Options{Log: logw, Progress: os.Stdout})
+	fmt.Printf("phalanx-sim: %d scenario(s), each on a fresh in-process cluster\n", len(suite.Scenarios))
+	results, err := sim.RunSuite(ctx, suite, sim.Options{Log: logw, Progress: os.Stdout})
+	for _, res := range results {
+		res.WriteText(os.Stdout)
+	}
+	if *htmlPath != "" && len(results) > 0 {
+		if werr := writeHTML(*htmlPath, results); werr != nil {
+			return werr
+		}
+		fmt.Printf("\nHTML report: %s\n", *htmlPath)
+	}
 	if err != nil {
 		return err
 	}
-	res.WriteText(os.Stdout)
-	if errs := res.Check(); len(errs) > 0 {
-		return fmt.Errorf("%d expectation(s) not met", len(errs))
+	failed := 0
+	for _, res := range results {
+		failed += len(res.Check())
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d expectation(s) not met", failed)
 	}
 	return nil
+}
+
+func writeHTML(path string, results []*sim.Result) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := sim.WriteHTML(f, results); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func bench(ctx context.Context, args []string) error {
@@ -137,7 +166,8 @@ func bench(ctx context.Context, args []string) error {
 	gangNodes := fs.Int("gang-nodes", 1000, "nodes for the gang workload")
 	topoNodes := fs.Int("topology-nodes", 4096, "nodes (3 network levels) for the topology workload")
 	topoGang := fs.Int("topology-gang", 1024, "members of the topology-constrained gang")
-	only := fs.String("only", "", "run only this workload (plain-pods, gangs, topology)")
+	queues := fs.Int("queues", 4, "queues (weights 1..n) the queue workload's gangs are spread over")
+	only := fs.String("only", "", "run only this workload (plain-pods, gangs, topology, queues)")
 	logFile := fs.String("log", "", "write the control plane's log to this file")
 	_ = fs.Parse(args)
 	logw, closeLog := quietLogs(*logFile)
@@ -148,6 +178,8 @@ func bench(ctx context.Context, args []string) error {
 		{Name: "gangs", Nodes: *gangNodes, Gangs: *gangs, GangSize: *gangSize, CPU: "1"},
 		// One gang of 4 GPUs per member, required inside one IB cluster.
 		{Name: "topology", Nodes: *topoNodes, Gangs: 1, GangSize: *topoGang, CPU: "1", GPUs: 4, Topology: true, RequiredLevel: "ib-cluster"},
+		// The gang workload again, its gangs spread over weighted queues.
+		{Name: "queues", Nodes: *gangNodes, Gangs: *gangs, GangSize: *gangSize, CPU: "1", Queues: *queues},
 	} {
 		if *only == "" || *only == w.Name {
 			workloads = append(workloads, w)

@@ -42,6 +42,9 @@ type Workload struct {
 	// host) and asks gangs for RequiredLevel.
 	Topology      bool
 	RequiredLevel string
+	// Queues spreads the gangs round-robin over this many queues with
+	// weights 1..Queues (the stock scheduler ignores them).
+	Queues int
 }
 
 // BenchResult is one workload through both schedulers.
@@ -111,6 +114,12 @@ func benchOne(ctx context.Context, w Workload, log io.Writer, progress io.Writer
 			}},
 		}
 		if _, err := c.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctx, nt, metav1.CreateOptions{}); err != nil {
+			return res, err
+		}
+	}
+	for q := 0; q < w.Queues; q++ {
+		queue := &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("queue-%d", q)}, Spec: phalanxv1alpha1.QueueSpec{Weight: int32(q + 1)}}
+		if _, err := c.Phalanx.SchedulingV1alpha1().Queues().Create(ctx, queue, metav1.CreateOptions{}); err != nil {
 			return res, err
 		}
 	}
@@ -191,6 +200,9 @@ func createWorkload(ctx context.Context, c *testcluster.Cluster, w Workload, ns,
 			pg := testcluster.PodGroup(ns, fmt.Sprintf("gang-%d", g), int32(w.GangSize))
 			if w.RequiredLevel != "" {
 				pg.Annotations = map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: w.RequiredLevel}
+			}
+			if w.Queues > 0 {
+				pg.Labels = map[string]string{phalanxv1alpha1.QueueLabel: fmt.Sprintf("queue-%d", g%w.Queues)}
 			}
 			if err := c.CreatePodGroup(ctx, pg); err != nil {
 				return 0, err

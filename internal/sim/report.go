@@ -6,39 +6,22 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
-	"time"
 )
 
 // WriteText prints a readable summary: per job, the wait, where it ran,
 // whether it started whole, and why it did not run.
 func (r *Result) WriteText(w io.Writer) {
 	sc := r.Scenario
-	fmt.Fprintf(w, "\nphalanx-sim: %s — %d nodes, %d GPUs, %d jobs, %.1fs\n", sc.Name, r.Nodes, r.GPUs, len(r.Jobs), r.Elapsed.Seconds())
+	fmt.Fprintf(w, "\nphalanx-sim: %s — %d nodes, %d GPUs, %d jobs, %.1fs\n", sc.Name, len(r.Nodes), r.GPUs, len(r.Jobs), r.Elapsed.Seconds())
 	if sc.Description != "" {
 		fmt.Fprintf(w, "%s\n", strings.TrimSpace(sc.Description))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tPODS\tMIN\tSTARTED\tWHOLE\tWAIT\tNODES\tDONE")
+	fmt.Fprintln(tw, "JOB\tQUEUE\tPODS\tMIN\tSTARTED\tWHOLE\tWAIT\tDOMAIN\tNODES\tDONE")
 	for _, j := range r.Jobs {
-		min := "-"
-		if j.Job.MinMember > 0 {
-			min = fmt.Sprint(j.Job.MinMember)
-		}
-		started, whole, wait := "no", "-", "-"
-		if j.Ran() {
-			started = "yes"
-			wait = j.Wait().Round(10 * time.Millisecond).String()
-			if j.Job.MinMember > 0 {
-				whole = "yes"
-				if j.Spread > time.Second {
-					whole = fmt.Sprintf("spread %v", j.Spread.Round(10*time.Millisecond))
-				}
-			}
-		} else if j.MaxBound > 0 {
-			whole = fmt.Sprintf("PARTIAL %d", j.MaxBound)
-		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d/%d\n", j.Job.Key(), j.Job.Replicas, min, started, whole, wait, nodeList(j.Nodes), j.Completed, j.Job.Replicas)
+		c := j.cells()
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Job.Key(), orDash(j.Job.Queue), j.Job.Replicas, c.Min, c.Started, c.Whole, c.Wait, orDash(r.Domain(j)), nodeList(j.Nodes), c.Done)
 	}
 	tw.Flush()
 
@@ -51,11 +34,27 @@ func (r *Result) WriteText(w io.Writer) {
 	if len(waiting) > 0 {
 		fmt.Fprintln(w, "\nNot started, and why:")
 		for _, j := range waiting {
-			reason := j.Reason
-			if reason == "" {
-				reason = "no condition written"
+			fmt.Fprintf(w, "  %s: %s\n", j.Job.Key(), j.why())
+		}
+	}
+	if shares := r.QueueShares(); len(shares) > 0 {
+		fmt.Fprintf(w, "\nQueue shares while every queue had work waiting (%s):\n", r.shareUnit())
+		for _, q := range shares {
+			expect := ""
+			if q.Expect != nil {
+				expect = fmt.Sprintf(", expected %.0f%% ± %.0f", *q.Expect*100, r.Scenario.ShareTolerance*100)
 			}
-			fmt.Fprintf(w, "  %s: %s\n", j.Job.Key(), reason)
+			fmt.Fprintf(w, "  %-12s weight %-3d share %3.0f%% over %d samples%s\n", q.Name, q.Weight, q.Share*100, q.Samples, expect)
+		}
+	}
+	if len(r.numaNodes()) > 0 {
+		if len(r.NUMAViolations) == 0 {
+			fmt.Fprintf(w, "\nNUMA: on %d NUMA nodes, every running pod fit its zones at every sample, as the kubelet assigns them.\n", len(r.numaNodes()))
+		} else {
+			fmt.Fprintln(w, "\nNUMA: pods the kubelet would reject:")
+			for _, v := range r.NUMAViolations {
+				fmt.Fprintf(w, "  %s\n", v)
+			}
 		}
 	}
 	if r.GPUs > 0 {
@@ -90,8 +89,11 @@ func (r *Result) utilization(f func(Sample) float64) (avg, peak float64) {
 	return avg / float64(len(r.Samples)), peak
 }
 
-// Check compares the run with the jobs' expectations and with the one rule
-// that holds for every gang: it is never left partially bound.
+// Check compares the run with the jobs' expectations and with the rules that
+// hold for every run: no gang is ever left partially bound, a gang with a
+// required network level lands inside one domain of it, queue shares are
+// within tolerance, and no pod lands where the kubelet's NUMA alignment would
+// reject it.
 func (r *Result) Check() []error {
 	var errs []error
 	for _, j := range r.Jobs {
@@ -108,8 +110,157 @@ func (r *Result) Check() []error {
 				errs = append(errs, fmt.Errorf("%s: expected to stay pending, %d members were bound", j.Job.Key(), j.MaxBound))
 			}
 		}
+		if level := j.Job.requiredLevel(); level != "" && len(j.Nodes) > 0 {
+			if domains := r.domainsOf(j, level); len(domains) > 1 {
+				errs = append(errs, fmt.Errorf("%s: required one %s, ran in %d: %s", j.Job.Key(), level, len(domains), strings.Join(domains, ", ")))
+			}
+		}
+	}
+	for _, q := range r.QueueShares() {
+		if q.Expect == nil {
+			continue
+		}
+		if q.Samples == 0 {
+			errs = append(errs, fmt.Errorf("queue %s: no moment with every queue waiting; the share cannot be measured", q.Name))
+			continue
+		}
+		if !r.shareOK(q) {
+			errs = append(errs, fmt.Errorf("queue %s: share %.2f, expected %.2f ± %.2f", q.Name, q.Share, *q.Expect, r.Scenario.ShareTolerance))
+		}
+	}
+	for _, v := range r.NUMAViolations {
+		errs = append(errs, fmt.Errorf("NUMA: the kubelet would reject %s", v))
 	}
 	return errs
+}
+
+// Domain names where a job ran: the domain of its required level, else the
+// widest network domains it used ("" without a network or before it ran).
+func (r *Result) Domain(j *JobResult) string {
+	if len(j.Nodes) == 0 {
+		return ""
+	}
+	level := j.Job.requiredLevel()
+	if level == "" {
+		if len(r.Scenario.Network) == 0 {
+			return ""
+		}
+		level = r.Scenario.Network[0].Name
+	}
+	return strings.Join(r.domainsOf(j, level), "+")
+}
+
+// domainsOf lists the distinct domains of a level the job's nodes are in.
+func (r *Result) domainsOf(j *JobResult, level string) []string {
+	l := r.Scenario.level(level)
+	if l == nil {
+		return nil
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range r.Nodes {
+		if j.Nodes[n.Name] == 0 {
+			continue
+		}
+		v := n.Labels[l.NodeLabel]
+		if v == "" {
+			v = unlabelled
+		}
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// unlabelled names the domain of nodes without the level's label.
+const unlabelled = "(unlabelled)"
+
+// QueueShare is a queue's measured share of what the queues used.
+type QueueShare struct {
+	Name   string
+	Weight int32
+	Expect *float64
+	// Share is the queue's mean share of the used resource over the samples
+	// in which every queue with an expectShare (or every scenario queue) had
+	// pods waiting, so the share is what fairness gave, not what demand left.
+	Share   float64
+	Samples int
+}
+
+// QueueShares measures the scenario's queues (nil without queues).
+func (r *Result) QueueShares() []QueueShare {
+	qs := r.Scenario.Queues
+	if len(qs) == 0 {
+		return nil
+	}
+	contended := func(s Sample) bool {
+		for _, q := range qs {
+			if (q.ExpectShare != nil || !r.anyExpectShare()) && s.QueueWaiting[q.Name] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+	out := make([]QueueShare, len(qs))
+	for i, q := range qs {
+		out[i] = QueueShare{Name: q.Name, Weight: q.Weight, Expect: q.ExpectShare}
+	}
+	for _, s := range r.Samples {
+		var total int64
+		for _, v := range s.QueueUsed {
+			total += v
+		}
+		if total == 0 || !contended(s) {
+			continue
+		}
+		for i, q := range qs {
+			out[i].Share += float64(s.QueueUsed[q.Name]) / float64(total)
+			out[i].Samples++
+		}
+	}
+	for i := range out {
+		if out[i].Samples > 0 {
+			out[i].Share /= float64(out[i].Samples)
+		}
+	}
+	return out
+}
+
+func (r *Result) anyExpectShare() bool {
+	for _, q := range r.Scenario.Queues {
+		if q.ExpectShare != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// shareUnit names the resource queue shares are measured in.
+func (r *Result) shareUnit() string {
+	if r.GPUs > 0 {
+		return "GPUs"
+	}
+	return "CPU"
+}
+
+func (r *Result) numaNodes() []NodeResult {
+	var out []NodeResult
+	for _, n := range r.Nodes {
+		if n.Zones > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }
 
 func nodeList(nodes map[string]int) string {

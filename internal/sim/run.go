@@ -13,6 +13,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/numa"
+	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 	"github.com/phalanx-sched/phalanx/manifests"
 )
@@ -23,7 +26,7 @@ type Options struct {
 	SchedulerConfig []byte
 	// Log receives the control plane's log (default: discarded).
 	Log io.Writer
-	// Progress receives a progress line while the run goes (nil: silent).
+	// Progress receives a progress bar while the run goes (nil: silent).
 	Progress io.Writer
 }
 
@@ -33,15 +36,23 @@ type JobResult struct {
 	Submitted time.Duration
 	// QuorumAt is when MinMember (or all, for plain jobs) members were bound.
 	QuorumAt time.Duration
+	// FinishedAt is when the last pod completed (0: it did not).
+	FinishedAt time.Duration
 	// Spread is the time between the first and the quorum-th bind: how long
 	// the gang was partially bound (binds of one Permit land over milliseconds).
 	Spread    time.Duration
 	MaxBound  int
 	Completed int
-	Nodes     map[string]int
-	// Reason is the scheduler's condition message for a gang that did not run.
-	Reason  string
+	// Evicted counts pods deleted before they completed (reclaim); the
+	// simulator resubmits them, as a training operator would.
+	Evicted int
+	// Nodes counts the job's pods per node, over the whole run.
+	Nodes map[string]int
+	// Reason is the scheduler's condition message for a job that did not run.
+	Reason string
+
 	firstAt time.Duration
+	placed  map[string]string // pod name -> node, for pods seen bound
 	done    map[string]bool
 }
 
@@ -56,6 +67,20 @@ type Sample struct {
 	At      time.Duration
 	GPUUsed int64
 	CPUUsed int64 // millicores
+	// QueueUsed is the dominant resource (GPUs, or millicores without GPUs)
+	// used per queue; QueueWaiting counts the queue's unbound pods.
+	QueueUsed    map[string]int64
+	QueueWaiting map[string]int
+}
+
+// NodeResult is a node of the simulated cluster.
+type NodeResult struct {
+	Name    string
+	Labels  map[string]string
+	GPUs    int64
+	CPU     int64 // millicores
+	Tainted bool
+	Zones   int
 }
 
 // Result is a finished run.
@@ -65,8 +90,27 @@ type Result struct {
 	Elapsed  time.Duration
 	GPUs     int64
 	CPU      int64 // millicores
-	Nodes    int
+	Nodes    []NodeResult
 	Samples  []Sample
+	// NUMAViolations lists moments when the pods running on a NUMA node did
+	// not fit its zones as the kubelet would assign them.
+	NUMAViolations []string
+}
+
+// RunSuite runs every scenario of a suite, each on its own cluster.
+func RunSuite(ctx context.Context, suite *Suite, o Options) ([]*Result, error) {
+	var out []*Result
+	for _, sc := range suite.Scenarios {
+		if o.Progress != nil {
+			fmt.Fprintf(o.Progress, "\n== %s: starting etcd, kube-apiserver, kwok, phalanx-scheduler, phalanx-controller\n", sc.Name)
+		}
+		res, err := Run(ctx, sc, o)
+		if err != nil {
+			return out, fmt.Errorf("scenario %s: %w", sc.Name, err)
+		}
+		out = append(out, res)
+	}
+	return out, nil
 }
 
 // Run executes a scenario end to end on a fresh in-process cluster.
@@ -91,31 +135,16 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 		return nil, err
 	}
 	res = &Result{Scenario: sc}
-	for _, g := range sc.Nodes {
-		for i := 0; i < g.Count; i++ {
-			spec := testcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", g.Prefix, i), CPU: g.CPU, Memory: g.Memory, GPUs: g.GPUs, Labels: g.Labels}
-			if g.GPUs > 0 {
-				// GPU nodes publish their topology, as NFD does; policy none
-				// unless the scenario models NUMA zones.
-				spec.NRTPolicy = "none"
-			}
-			if g.Tainted {
-				spec.Taints = []v1.Taint{{Key: "phalanx.dev/reserved", Value: "true", Effect: v1.TaintEffectNoSchedule}}
-			}
-			if err := c.CreateNodes(ctx, spec); err != nil {
-				return nil, err
-			}
-			if !g.Tainted {
-				res.GPUs += g.GPUs
-				n := spec.Node()
-				res.CPU += n.Status.Allocatable.Cpu().MilliValue()
-			}
-			res.Nodes++
-		}
+	d := &driver{c: c, sc: sc, res: res, progress: o.Progress, numaNodes: map[string]*numa.Node{}}
+	if err := d.setUp(ctx); err != nil {
+		return nil, err
 	}
 	config := o.SchedulerConfig
 	if config == nil {
 		config = manifests.SchedulerConfig
+	}
+	if err := c.StartKwok(); err != nil {
+		return nil, fmt.Errorf("starting kwok: %w", err)
 	}
 	if _, err := c.StartScheduler(config); err != nil {
 		return nil, fmt.Errorf("starting scheduler: %w", err)
@@ -123,7 +152,6 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 	if err := c.StartController(); err != nil {
 		return nil, fmt.Errorf("starting controller: %w", err)
 	}
-	d := &driver{c: c, sc: sc, res: res, progress: o.Progress}
 	if err := d.loop(ctx); err != nil {
 		return nil, err
 	}
@@ -138,22 +166,104 @@ type driver struct {
 
 	start     time.Time
 	lastShown string
-	submitted map[string]*JobResult
-	started   map[string]time.Time // pod key -> Running since
+	// finishing counts pods running with a run time: the run is not over
+	// while kwok still has pods to complete.
+	finishing  int
+	submitted  map[string]*JobResult
+	numaNodes  map[string]*numa.Node
+	namespaces map[string]bool
+}
+
+// setUp creates the nodes (with their NodeResourceTopology objects), the
+// network levels and the queues.
+func (d *driver) setUp(ctx context.Context) error {
+	sc := d.sc
+	for _, g := range sc.Nodes {
+		for i := 0; i < g.Count; i++ {
+			spec := testcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", g.Prefix, i), CPU: g.CPU, Memory: g.Memory, GPUs: g.GPUs, Labels: g.Labels}
+			if g.Tainted {
+				spec.Taints = []v1.Taint{{Key: "phalanx.dev/reserved", Value: "true", Effect: v1.TaintEffectNoSchedule}}
+			}
+			if err := d.c.CreateNodes(ctx, spec); err != nil {
+				return err
+			}
+			node := spec.Node()
+			if err := d.publishTopology(ctx, g, node); err != nil {
+				return err
+			}
+			n := NodeResult{Name: node.Name, Labels: node.Labels, GPUs: g.GPUs, CPU: node.Status.Allocatable.Cpu().MilliValue(), Tainted: g.Tainted, Zones: g.NUMAZones}
+			if !g.Tainted {
+				d.res.GPUs += n.GPUs
+				d.res.CPU += n.CPU
+			}
+			d.res.Nodes = append(d.res.Nodes, n)
+		}
+	}
+	if len(sc.Network) > 0 {
+		nt := &phalanxv1alpha1.NetworkTopology{
+			ObjectMeta: metav1.ObjectMeta{Name: phalanxv1alpha1.DefaultNetworkTopologyName},
+			Spec:       phalanxv1alpha1.NetworkTopologySpec{Levels: sc.levels()},
+		}
+		if _, err := d.c.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctx, nt, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("network: %w", err)
+		}
+	}
+	for _, q := range sc.Queues {
+		obj := &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q.Name}, Spec: q.QueueSpec}
+		if _, err := d.c.Phalanx.SchedulingV1alpha1().Queues().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("queue %s: %w", q.Name, err)
+		}
+	}
+	return nil
+}
+
+// publishTopology writes the node's NodeResourceTopology object as NFD
+// topology-updater would: its zones, or one zone holding the whole node on
+// GPU nodes without zones (policy none). CPU-only nodes without zones get
+// none, like nodes without the updater.
+func (d *driver) publishTopology(ctx context.Context, g NodeGroup, node *v1.Node) error {
+	zones, policy := g.NUMAZones, g.TopologyPolicy
+	if zones == 0 && g.GPUs == 0 && policy == "" {
+		return nil
+	}
+	if zones == 0 {
+		zones = 1
+	}
+	if policy == "" {
+		policy = "none"
+		if g.NUMAZones > 0 {
+			policy = "single-numa-node"
+		}
+	}
+	alloc := node.Status.Allocatable
+	specs := make([]testcluster.ZoneSpec, zones)
+	for z := range specs {
+		specs[z] = testcluster.ZoneSpec{
+			Name:   fmt.Sprintf("node-%d", z),
+			CPU:    fmt.Sprintf("%dm", alloc.Cpu().MilliValue()/int64(zones)),
+			Memory: fmt.Sprint(alloc.Memory().Value() / int64(zones)),
+			GPUs:   g.GPUs / int64(zones),
+		}
+	}
+	nrt := testcluster.NRT(node.Name, policy, "", specs...)
+	if err := d.c.ApplyNRT(ctx, nrt); err != nil {
+		return err
+	}
+	if g.NUMAZones > 0 {
+		n, err := numa.FromNRT(nrt)
+		if err != nil {
+			return err
+		}
+		d.numaNodes[node.Name] = n
+	}
+	return nil
 }
 
 func (d *driver) loop(ctx context.Context) error {
 	d.start = time.Now()
 	d.submitted = map[string]*JobResult{}
-	d.started = map[string]time.Time{}
-	namespaces := map[string]bool{}
+	d.namespaces = map[string]bool{}
 	lastChange := time.Now()
-	lastArrival := time.Duration(0)
-	for _, j := range d.sc.Jobs {
-		if j.Arrival.Duration > lastArrival {
-			lastArrival = j.Arrival.Duration
-		}
-	}
 	ticker := time.NewTicker(100 * time.Millisecond)
 	defer ticker.Stop()
 	for {
@@ -162,17 +272,12 @@ func (d *driver) loop(ctx context.Context) error {
 			if d.submitted[j.Key()] != nil || j.Arrival.Duration > now {
 				continue
 			}
-			if !namespaces[j.namespace()] {
-				if err := d.ensureNamespace(ctx, j.namespace()); err != nil {
-					return err
-				}
-				namespaces[j.namespace()] = true
-			}
 			if err := d.submit(ctx, j); err != nil {
 				return err
 			}
-			d.submitted[j.Key()] = &JobResult{Job: j, Submitted: now, Nodes: map[string]int{}, done: map[string]bool{}}
-			d.res.Jobs = append(d.res.Jobs, d.submitted[j.Key()])
+			r := &JobResult{Job: j, Submitted: now, Nodes: map[string]int{}, placed: map[string]string{}, done: map[string]bool{}}
+			d.submitted[j.Key()] = r
+			d.res.Jobs = append(d.res.Jobs, r)
 			lastChange = time.Now()
 		}
 		changed, err := d.observe(ctx, now)
@@ -182,8 +287,8 @@ func (d *driver) loop(ctx context.Context) error {
 		if changed {
 			lastChange = time.Now()
 		}
-		d.report(now)
-		if len(d.submitted) == len(d.sc.Jobs) && d.settled(now, lastChange) {
+		d.report(now, false)
+		if len(d.submitted) == len(d.sc.Jobs) && d.settled(lastChange) {
 			break
 		}
 		if now > d.sc.Timeout.Duration {
@@ -196,30 +301,30 @@ func (d *driver) loop(ctx context.Context) error {
 		}
 	}
 	d.res.Elapsed = time.Since(d.start)
+	d.report(d.res.Elapsed, true)
 	return d.collectReasons(ctx)
 }
 
 // settled: every job finished its work, or nothing changed for a while after
 // the last arrival (what still waits, waits for good).
-func (d *driver) settled(now time.Duration, lastChange time.Time) bool {
+func (d *driver) settled(lastChange time.Time) bool {
 	all := true
 	for _, r := range d.res.Jobs {
 		if r.Completed < r.Job.Replicas && !(r.Job.Duration.Duration == 0 && r.Ran()) {
 			all = false
 		}
 	}
-	return all || time.Since(lastChange) > 5*time.Second
-}
-
-func (d *driver) ensureNamespace(ctx context.Context, ns string) error {
-	_, err := d.c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if apierrors.IsAlreadyExists(err) {
-		return nil
-	}
-	return err
+	return all || (d.finishing == 0 && time.Since(lastChange) > 5*time.Second)
 }
 
 func (d *driver) submit(ctx context.Context, j Job) error {
+	if !d.namespaces[j.namespace()] {
+		_, err := d.c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: j.namespace()}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		d.namespaces[j.namespace()] = true
+	}
 	if j.MinMember > 0 {
 		pg := testcluster.PodGroup(j.namespace(), j.Name, j.MinMember)
 		pg.Annotations = map[string]string{}
@@ -227,72 +332,119 @@ func (d *driver) submit(ctx context.Context, j Job) error {
 			pg.Annotations[k] = v
 		}
 		if len(j.DependsOn) > 0 {
-			pg.Annotations["scheduling.phalanx.dev/depends-on"] = strings.Join(j.DependsOn, ",")
+			pg.Annotations[phalanxv1alpha1.DependsOnAnnotation] = strings.Join(j.DependsOn, ",")
+		}
+		if j.Queue != "" {
+			pg.Labels = map[string]string{phalanxv1alpha1.QueueLabel: j.Queue}
 		}
 		if err := d.c.CreatePodGroup(ctx, pg); err != nil {
 			return err
 		}
 	}
 	for i := 0; i < j.Replicas; i++ {
-		spec := testcluster.PodSpec{
-			Name: fmt.Sprintf("%s-%d", j.Name, i), Namespace: j.namespace(),
-			CPU: j.CPU, Memory: j.Memory, GPUs: j.GPUs, Priority: j.Priority,
-			Labels: map[string]string{"sim.phalanx.dev/job": j.Name},
-		}
-		if j.MinMember > 0 {
-			spec.PodGroup = j.Name
-		}
-		if err := d.c.CreatePods(ctx, spec); err != nil {
+		if err := d.c.CreatePods(ctx, podSpec(j, i)); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// observe reads every pod once, moves bound pods to Running and finished ones
-// to Succeeded (there are no kubelets), and updates the job results.
+func podSpec(j Job, i int) testcluster.PodSpec {
+	spec := testcluster.PodSpec{
+		Name: fmt.Sprintf("%s-%d", j.Name, i), Namespace: j.namespace(),
+		CPU: j.CPU, Memory: j.Memory, GPUs: j.GPUs, Priority: j.Priority, Guaranteed: j.Guaranteed,
+		Labels:      map[string]string{jobLabel: j.Name},
+		Annotations: map[string]string{},
+	}
+	if j.MinMember > 0 {
+		spec.PodGroup = j.Name
+	}
+	if j.Queue != "" {
+		spec.Labels[phalanxv1alpha1.QueueLabel] = j.Queue
+	}
+	if j.Duration.Duration > 0 {
+		spec.Annotations[testcluster.RunForAnnotation] = j.Duration.String()
+	}
+	return spec
+}
+
+const jobLabel = "sim.phalanx.dev/job"
+
+// observe reads every pod once and updates the job results and the sample.
+// kwok plays the kubelet: it starts bound pods and completes them after their
+// run time. Pods deleted before completing (reclaim) are resubmitted.
 func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
-	pods, err := d.c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "sim.phalanx.dev/job"})
+	pods, err := d.c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: jobLabel})
 	if err != nil {
 		return false, err
 	}
 	changed := false
 	bound := map[string]int{}
-	var sample Sample
-	sample.At = now
+	present := map[string]bool{}
+	running := map[string][]*v1.Pod{}
+	d.finishing = 0
+	sample := Sample{At: now, QueueUsed: map[string]int64{}, QueueWaiting: map[string]int{}}
 	for i := range pods.Items {
 		p := &pods.Items[i]
-		r := d.submitted[p.Namespace+"/"+p.Labels["sim.phalanx.dev/job"]]
-		if r == nil || p.Spec.NodeName == "" {
+		r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
+		if r == nil {
 			continue
 		}
-		key := p.Namespace + "/" + p.Name
-		switch p.Status.Phase {
-		case v1.PodPending, "":
-			if err := d.setPhase(ctx, p, v1.PodRunning); err != nil {
-				return false, err
-			}
-			d.started[key] = time.Now()
+		present[p.Namespace+"/"+p.Name] = true
+		queue := r.Job.Queue
+		if queue == "" {
+			queue = "default"
+		}
+		if p.Spec.NodeName == "" {
+			sample.QueueWaiting[queue]++
+			continue
+		}
+		if _, seen := r.placed[p.Name]; !seen {
+			r.placed[p.Name] = p.Spec.NodeName
 			r.Nodes[p.Spec.NodeName]++
 			changed = true
-		case v1.PodRunning:
-			if dur := r.Job.Duration.Duration; dur > 0 && time.Since(d.started[key]) >= dur {
-				if err := d.setPhase(ctx, p, v1.PodSucceeded); err != nil {
-					return false, err
-				}
-				changed = true
-			}
 		}
 		if p.Status.Phase == v1.PodSucceeded {
-			if !r.done[key] {
-				r.done[key] = true
+			if !r.done[p.Name] {
+				r.done[p.Name] = true
 				r.Completed++
+				changed = true
+				if r.Completed == r.Job.Replicas {
+					r.FinishedAt = now
+				}
 			}
-		} else {
-			sample.GPUUsed += r.Job.GPUs
-			sample.CPUUsed += podCPU(p)
+		} else if p.DeletionTimestamp == nil {
+			gpus := r.Job.GPUs
+			cpu := podCPU(p)
+			sample.GPUUsed += gpus
+			sample.CPUUsed += cpu
+			if d.res.GPUs > 0 {
+				sample.QueueUsed[queue] += gpus
+			} else {
+				sample.QueueUsed[queue] += cpu
+			}
+			running[p.Spec.NodeName] = append(running[p.Spec.NodeName], p)
+			if r.Job.Duration.Duration > 0 {
+				d.finishing++
+			}
 		}
 		bound[r.Job.Key()]++
+	}
+	for _, r := range d.res.Jobs {
+		for i := 0; i < r.Job.Replicas; i++ {
+			name := fmt.Sprintf("%s-%d", r.Job.Name, i)
+			if present[r.Job.namespace()+"/"+name] || r.done[name] {
+				continue
+			}
+			// Deleted before it completed (reclaim): resubmit it, as a
+			// training operator would.
+			delete(r.placed, name)
+			r.Evicted++
+			changed = true
+			if err := d.c.CreatePods(ctx, podSpec(r.Job, i)); err != nil && !apierrors.IsAlreadyExists(err) {
+				return false, err
+			}
+		}
 	}
 	for key, n := range bound {
 		r := d.submitted[key]
@@ -311,8 +463,44 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 			r.Spread = now - r.firstAt
 		}
 	}
+	d.checkNUMA(now, running)
 	d.res.Samples = append(d.res.Samples, sample)
 	return changed, nil
+}
+
+// checkNUMA replays, on every NUMA node, the kubelet's admission of the pods
+// running there in the order they started: each must get its zones.
+func (d *driver) checkNUMA(now time.Duration, running map[string][]*v1.Pod) {
+	for node, pods := range running {
+		n := d.numaNodes[node]
+		if n == nil {
+			continue
+		}
+		sort.Slice(pods, func(i, j int) bool {
+			a, b := pods[i].Status.StartTime, pods[j].Status.StartTime
+			if a == nil || b == nil || a.Equal(b) {
+				return pods[i].Name < pods[j].Name
+			}
+			return a.Before(b)
+		})
+		charged := map[string]resources.List{}
+		for _, p := range pods {
+			assignment, ok, reason := n.Fit(p, charged)
+			if !ok {
+				msg := fmt.Sprintf("at %.1fs %s/%s on %s: %s", now.Seconds(), p.Namespace, p.Name, node, reason)
+				if len(d.res.NUMAViolations) < 20 {
+					d.res.NUMAViolations = append(d.res.NUMAViolations, msg)
+				}
+				break
+			}
+			for zone, l := range numa.Usage(assignment) {
+				if charged[zone] == nil {
+					charged[zone] = resources.List{}
+				}
+				charged[zone].Add(l)
+			}
+		}
+	}
 }
 
 func podCPU(p *v1.Pod) int64 {
@@ -323,48 +511,49 @@ func podCPU(p *v1.Pod) int64 {
 	return m
 }
 
-func (d *driver) setPhase(ctx context.Context, p *v1.Pod, phase v1.PodPhase) error {
-	p = p.DeepCopy()
-	p.Status.Phase = phase
-	if phase == v1.PodRunning {
-		now := metav1.Now()
-		p.Status.StartTime = &now
-	}
-	_, err := d.c.Client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
-	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-func (d *driver) report(now time.Duration) {
+// report draws the progress bar: jobs started and finished, GPUs in use.
+func (d *driver) report(now time.Duration, final bool) {
 	if d.progress == nil {
 		return
 	}
-	ran := 0
+	started, finished := 0, 0
 	for _, r := range d.res.Jobs {
 		if r.Ran() {
-			ran++
+			started++
+		}
+		if r.FinishedAt > 0 {
+			finished++
 		}
 	}
 	const width = 30
+	total := len(d.sc.Jobs)
 	filled := 0
-	if total := len(d.sc.Jobs); total > 0 {
-		filled = ran * width / total
+	if total > 0 {
+		filled = (started + finished) * width / (2 * total)
 	}
-	line := fmt.Sprintf("[%s%s] %d/%d jobs started", strings.Repeat("#", filled), strings.Repeat(".", width-filled), ran, len(d.sc.Jobs))
-	if line == d.lastShown {
+	use := ""
+	if n := len(d.res.Samples); n > 0 && d.res.GPUs > 0 {
+		use = fmt.Sprintf(", GPUs %3.0f%% busy", 100*float64(d.res.Samples[n-1].GPUUsed)/float64(d.res.GPUs))
+	}
+	line := fmt.Sprintf("  [%s%s] %d/%d jobs started, %d finished%s", strings.Repeat("#", filled), strings.Repeat(".", width-filled), started, total, finished, use)
+	if line == d.lastShown && !final {
 		return
 	}
 	d.lastShown = line
-	fmt.Fprintf(d.progress, "%s  at %5.1fs\n", line, now.Seconds())
+	fmt.Fprintf(d.progress, "%s  %5.1fs\n", line, now.Seconds())
 }
 
-// collectReasons reads the scheduler's Scheduled condition of gangs that did
-// not run, so the report can say why.
+// collectReasons reads why jobs that did not run are waiting: the PodGroup's
+// Scheduled condition for gangs, the PodScheduled condition for plain pods.
 func (d *driver) collectReasons(ctx context.Context) error {
 	for _, r := range d.res.Jobs {
-		if r.Ran() || r.Job.MinMember == 0 {
+		if r.Ran() {
+			continue
+		}
+		if r.Job.MinMember == 0 {
+			if err := d.podReason(ctx, r); err != nil {
+				return err
+			}
 			continue
 		}
 		raw, err := d.c.PodGroups.SchedulingV1alpha1().RESTClient().Get().Namespace(r.Job.namespace()).Resource("podgroups").Name(r.Job.Name).DoRaw(ctx)
@@ -386,5 +575,21 @@ func (d *driver) collectReasons(ctx context.Context) error {
 		}
 	}
 	sort.SliceStable(d.res.Jobs, func(i, j int) bool { return d.res.Jobs[i].Submitted < d.res.Jobs[j].Submitted })
+	return nil
+}
+
+func (d *driver) podReason(ctx context.Context, r *JobResult) error {
+	pods, err := d.c.Client.CoreV1().Pods(r.Job.namespace()).List(ctx, metav1.ListOptions{LabelSelector: jobLabel + "=" + r.Job.Name})
+	if err != nil {
+		return err
+	}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.Conditions {
+			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse {
+				r.Reason = c.Reason + ": " + c.Message
+				return nil
+			}
+		}
+	}
 	return nil
 }

@@ -4,21 +4,52 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/numa"
 )
+
+// Suite is a scenario file: one scenario, or several under `scenarios`, each
+// run on its own fresh cluster.
+type Suite struct {
+	Scenarios []*Scenario `json:"scenarios"`
+}
 
 // Scenario is a simulated cluster and the jobs submitted to it.
 type Scenario struct {
 	Name        string      `json:"name"`
 	Description string      `json:"description,omitempty"`
 	Nodes       []NodeGroup `json:"nodes"`
-	Jobs        []Job       `json:"jobs"`
+	// Network is the cluster's network levels, widest first (for example
+	// ib-cluster, then rack); it becomes the NetworkTopology "default".
+	// The host level is added.
+	Network []phalanxv1alpha1.TopologyLevel `json:"network,omitempty"`
+	Queues  []Queue                         `json:"queues,omitempty"`
+	Jobs    []Job                           `json:"jobs"`
 	// Timeout bounds the run (default 2m).
 	Timeout Duration `json:"timeout,omitempty"`
+	// ShareTolerance is how far a queue's measured share may be from its
+	// expectShare (default 0.1).
+	ShareTolerance float64 `json:"shareTolerance,omitempty"`
+}
+
+// Queue is a phalanx Queue; jobs name it in `queue`.
+type Queue struct {
+	Name                      string `json:"name"`
+	phalanxv1alpha1.QueueSpec `json:",inline"`
+	// ExpectShare is the share of the used GPUs (CPU on clusters without
+	// GPUs) the queue should hold while every queue with an expectShare has
+	// work waiting. Checked by Result.Check.
+	ExpectShare *float64 `json:"expectShare,omitempty"`
 }
 
 // NodeGroup is Count identical nodes named Prefix-0..Count-1.
@@ -31,6 +62,13 @@ type NodeGroup struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// Tainted nodes carry a NoSchedule taint no job tolerates.
 	Tainted bool `json:"tainted,omitempty"`
+	// NUMAZones splits the node's CPUs, memory and GPUs evenly into this many
+	// zones in its NodeResourceTopology object (0: one zone, the whole node).
+	NUMAZones int `json:"numaZones,omitempty"`
+	// TopologyPolicy is the kubelet's Topology Manager policy the node
+	// reports: single-numa-node (the default with NUMAZones), restricted,
+	// best-effort or none (the default without).
+	TopologyPolicy string `json:"topologyPolicy,omitempty"`
 }
 
 // Job is a gang (MinMember > 0) or a set of plain pods.
@@ -51,6 +89,11 @@ type Job struct {
 	// Annotations go on the PodGroup (topology constraints, for example).
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Priority    *int32            `json:"priority,omitempty"`
+	// Queue is the phalanx Queue of the job (default: the default queue).
+	Queue string `json:"queue,omitempty"`
+	// Guaranteed gives the pods limits equal to their requests: Guaranteed
+	// QoS, so the kubelet aligns their CPUs and memory to NUMA zones.
+	Guaranteed bool `json:"guaranteed,omitempty"`
 	// Expect states the outcome the scenario is about: Run (whole gang runs)
 	// or Pending (it must never start). Checked by Result.Check.
 	Expect string `json:"expect,omitempty"`
@@ -77,7 +120,7 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 func (d Duration) MarshalJSON() ([]byte, error) { return []byte(`"` + d.String() + `"`), nil }
 
 // Load reads a scenario file.
-func Load(path string) (*Scenario, error) {
+func Load(path string) (*Suite, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -85,21 +128,77 @@ func Load(path string) (*Scenario, error) {
 	return Parse(raw)
 }
 
-// Parse decodes a scenario strictly and checks it.
-func Parse(raw []byte) (*Scenario, error) {
-	s := &Scenario{}
-	if err := yaml.UnmarshalStrict(raw, s); err != nil {
+// Parse decodes a scenario file strictly and checks every scenario in it.
+func Parse(raw []byte) (*Suite, error) {
+	var top map[string]any
+	if err := yaml.Unmarshal(raw, &top); err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
-	if err := s.validate(); err != nil {
-		return nil, err
+	suite := &Suite{}
+	if _, ok := top["scenarios"]; ok {
+		if err := yaml.UnmarshalStrict(raw, suite); err != nil {
+			return nil, fmt.Errorf("scenarios: %w", err)
+		}
+	} else {
+		one := &Scenario{}
+		if err := yaml.UnmarshalStrict(raw, one); err != nil {
+			return nil, fmt.Errorf("scenario: %w", err)
+		}
+		suite.Scenarios = []*Scenario{one}
 	}
-	return s, nil
+	names := map[string]bool{}
+	for _, s := range suite.Scenarios {
+		if err := s.validate(); err != nil {
+			return nil, err
+		}
+		if names[s.Name] {
+			return nil, fmt.Errorf("scenario %q: defined twice", s.Name)
+		}
+		names[s.Name] = true
+	}
+	return suite, nil
 }
 
 func (s *Scenario) validate() error {
+	if s.Name == "" {
+		return errors.New("scenario: name is required")
+	}
 	if len(s.Nodes) == 0 {
 		return fmt.Errorf("scenario %q: no nodes", s.Name)
+	}
+	for i, g := range s.Nodes {
+		if g.Prefix == "" || g.Count <= 0 {
+			return fmt.Errorf("scenario %q: nodes[%d]: prefix and count > 0 are required", s.Name, i)
+		}
+		if g.NUMAZones < 0 || g.NUMAZones > 8 {
+			return fmt.Errorf("scenario %q: nodes[%d].numaZones: must be between 0 and 8", s.Name, i)
+		}
+		if g.TopologyPolicy != "" {
+			if _, err := numa.ParsePolicy(g.TopologyPolicy); err != nil {
+				return fmt.Errorf("scenario %q: nodes[%d].topologyPolicy: %w", s.Name, i, err)
+			}
+		}
+	}
+	for i, l := range s.Network {
+		if l.Name == "" || l.NodeLabel == "" {
+			return fmt.Errorf("scenario %q: network[%d]: name and nodeLabel are required", s.Name, i)
+		}
+	}
+	queues := map[string]bool{}
+	for i, q := range s.Queues {
+		if q.Name == "" {
+			return fmt.Errorf("scenario %q: queues[%d]: name is required", s.Name, i)
+		}
+		if q.ExpectShare != nil && (*q.ExpectShare <= 0 || *q.ExpectShare > 1) {
+			return fmt.Errorf("scenario %q: queue %s: expectShare must be in (0, 1]", s.Name, q.Name)
+		}
+		queues[q.Name] = true
+	}
+	if s.ShareTolerance < 0 || s.ShareTolerance >= 1 {
+		return fmt.Errorf("scenario %q: shareTolerance must be in [0, 1)", s.Name)
+	}
+	if s.ShareTolerance == 0 {
+		s.ShareTolerance = 0.1
 	}
 	seen := map[string]bool{}
 	for i, j := range s.Jobs {
@@ -111,6 +210,12 @@ func (s *Scenario) validate() error {
 		}
 		if j.Expect != "" && j.Expect != ExpectRun && j.Expect != ExpectPending {
 			return fmt.Errorf("scenario %q: job %s: expect must be %s or %s", s.Name, j.Name, ExpectRun, ExpectPending)
+		}
+		if j.Queue != "" && !queues[j.Queue] {
+			return fmt.Errorf("scenario %q: job %s: queue %q is not among the scenario's queues", s.Name, j.Name, j.Queue)
+		}
+		if level := j.requiredLevel(); level != "" && s.level(level) == nil {
+			return fmt.Errorf("scenario %q: job %s: topology level %q is not in the scenario's network (%s)", s.Name, j.Name, level, s.levelNames())
 		}
 		key := j.namespace() + "/" + j.Name
 		if seen[key] {
@@ -139,3 +244,40 @@ func (j Job) namespace() string {
 
 // Key is namespace/name.
 func (j Job) Key() string { return j.namespace() + "/" + j.Name }
+
+// requiredLevel is the network level the job must stay inside, if any.
+func (j Job) requiredLevel() string {
+	return j.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
+}
+
+// level finds a network level by name; "host" is always there.
+func (s *Scenario) level(name string) *phalanxv1alpha1.TopologyLevel {
+	for i := range s.Network {
+		if s.Network[i].Name == name {
+			return &s.Network[i]
+		}
+	}
+	if name == hostLevel.Name {
+		return &hostLevel
+	}
+	return nil
+}
+
+func (s *Scenario) levelNames() string {
+	var names []string
+	for _, l := range s.Network {
+		names = append(names, l.Name)
+	}
+	return strings.Join(append(names, hostLevel.Name), ", ")
+}
+
+// levels is the scenario's network with the host level at the bottom.
+func (s *Scenario) levels() []phalanxv1alpha1.TopologyLevel {
+	out := slices.Clone(s.Network)
+	if s.level(hostLevel.Name) == &hostLevel {
+		out = append(out, hostLevel)
+	}
+	return out
+}
+
+var hostLevel = phalanxv1alpha1.TopologyLevel{Name: "host", NodeLabel: v1.LabelHostname}

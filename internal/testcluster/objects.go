@@ -99,6 +99,9 @@ type PodSpec struct {
 	Priority        *int32
 	NodeSelector    map[string]string
 	Tolerations     []v1.Toleration
+	// Guaranteed sets limits equal to requests (Guaranteed QoS), so the
+	// kubelet aligns the pod's CPUs and memory to NUMA zones.
+	Guaranteed bool
 }
 
 // Pod builds the pod object.
@@ -131,6 +134,9 @@ func (s PodSpec) Pod() *v1.Pod {
 	limits := v1.ResourceList{}
 	if s.GPUs > 0 {
 		limits[GPU] = req[GPU]
+	}
+	if s.Guaranteed {
+		limits = req.DeepCopy()
 	}
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: ns, Labels: labels, Annotations: s.Annotations},
