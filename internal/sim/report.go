@@ -46,6 +46,10 @@ func (r *Result) WriteText(w io.Writer) {
 			}
 			fmt.Fprintf(w, "  %-12s weight %-3d share %3.0f%% over %d samples%s\n", q.Name, q.Weight, q.Share*100, q.Samples, expect)
 		}
+		fmt.Fprintf(w, "Share of the %s in use over time (0s to %.0fs, each mark %.1fs; ▁ none, █ all):\n", r.shareUnit(), r.Elapsed.Seconds(), r.Elapsed.Seconds()/sparkWidth)
+		for _, q := range shares {
+			fmt.Fprintf(w, "  %-12s %s\n", q.Name, r.shareSparkline(q.Name))
+		}
 	}
 	if len(r.numaNodes()) > 0 {
 		if len(r.NUMAViolations) == 0 {
@@ -173,6 +177,36 @@ func (r *Result) domainsOf(j *JobResult, level string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+const sparkWidth = 50
+
+// shareSparkline draws a queue's share of the used resource over the run,
+// one block per time bucket (the bucket's mean).
+func (r *Result) shareSparkline(queue string) string {
+	blocks := []rune("▁▂▃▄▅▆▇█")
+	var sum [sparkWidth]float64
+	var n [sparkWidth]int
+	for _, s := range r.Samples {
+		var total int64
+		for _, v := range s.QueueUsed {
+			total += v
+		}
+		if total == 0 || r.Elapsed <= 0 {
+			continue
+		}
+		b := min(int(float64(s.At)/float64(r.Elapsed)*sparkWidth), sparkWidth-1)
+		sum[b] += float64(s.QueueUsed[queue]) / float64(total)
+		n[b]++
+	}
+	out := make([]rune, sparkWidth)
+	for b := range out {
+		out[b] = ' '
+		if n[b] > 0 {
+			out[b] = blocks[int(sum[b]/float64(n[b])*float64(len(blocks)-1)+0.5)]
+		}
+	}
+	return string(out)
 }
 
 // unlabelled names the domain of nodes without the level's label.

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,6 +20,19 @@ func TestParseDemo(t *testing.T) {
 	// make demo's reference scenarios, as issue #7 lists them.
 	if got, want := strings.Join(names, ","), "gangs,queues,ib-clusters,numa"; got != want {
 		t.Fatalf("scenarios %s, want %s", got, want)
+	}
+}
+
+// Every scenario file in examples/ stays valid.
+func TestParseExamples(t *testing.T) {
+	files, err := filepath.Glob("../../examples/*.yaml")
+	if err != nil || len(files) < 2 {
+		t.Fatalf("examples: %v %v", files, err)
+	}
+	for _, f := range files {
+		if _, err := Load(f); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
 	}
 }
 
