@@ -467,9 +467,7 @@ func (pl *CapacityQueue) PostFilter(ctx context.Context, _ fwk.CycleState, pod *
 	}
 	q := pl.QueueOf(pod)
 	snap := pl.view()
-	if ok, _ := pl.admit(snap, q, need); !ok {
-		return nil, fwk.NewStatus(fwk.Unschedulable)
-	}
+	admissible, _ := pl.admit(snap, q, need)
 	if _, over := exceeds(snap.allocated[q], need, snap.deserved[q]); over {
 		return nil, fwk.NewStatus(fwk.Unschedulable, "queue is at its deserved share; nothing to reclaim")
 	}
@@ -491,7 +489,16 @@ func (pl *CapacityQueue) PostFilter(ctx context.Context, _ fwk.CycleState, pod *
 	sort.Slice(running, func(i, j int) bool { return running[i].Key < running[j].Key })
 	victims, why := snap.tree.PlanReclaim(q, need, running, snap.allocated, snap.deserved)
 	if len(victims) == 0 {
+		if !admissible {
+			return nil, fwk.NewStatus(fwk.Unschedulable)
+		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, "nothing to reclaim: "+why)
+	}
+	// A queue refused by an ancestor's capability, which a sibling above its
+	// deserved share fills, is admitted once the victims are gone; any other
+	// refusal (closed queue, capability of its own) reclaim cannot cure.
+	if !admissible && !admitsWithout(snap, q, need, victims) {
+		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	pl.mu.Lock()
 	pl.reclaiming[key] = time.Now()
@@ -508,6 +515,22 @@ func (pl *CapacityQueue) PostFilter(ctx context.Context, _ fwk.CycleState, pod *
 		pl.s.Status.Set(pg, metav1.ConditionFalse, "Reclaiming", msg)
 	}
 	return nil, fwk.NewStatus(fwk.Unschedulable, msg)
+}
+
+// admitsWithout reports whether queue q admits need once the victims' usage
+// is given back.
+func admitsWithout(snap *snapshot, q string, need resources.List, victims []queue.Gang) bool {
+	after := make(map[string]resources.List, len(snap.allocated))
+	for name, l := range snap.allocated {
+		after[name] = l.Clone()
+	}
+	for _, v := range victims {
+		if after[v.Queue] != nil {
+			after[v.Queue].Sub(v.Usage)
+		}
+	}
+	ok, _ := snap.tree.Admit(q, need, snap.total, after)
+	return ok
 }
 
 func (pl *CapacityQueue) priorityOf(gangKey string) int32 {

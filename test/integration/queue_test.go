@@ -138,7 +138,9 @@ func TestQueueClosed(t *testing.T) {
 	assertBound(t, c, "default", "f-0", 0)
 }
 
-// TestQueueHierarchy: a parent's capability caps its children together.
+// TestQueueHierarchy: a parent's capability caps its children together. The
+// child that filled the parent alone gives back what exceeds its deserved
+// share (whole gangs) when its sibling arrives.
 func TestQueueHierarchy(t *testing.T) {
 	c := startCluster(t, testcluster.NodeSpec{Name: "n-0", CPU: "8", Memory: "16Gi"})
 	parent := queue("research", 1)
@@ -151,6 +153,7 @@ func TestQueueHierarchy(t *testing.T) {
 	}
 	startScheduler(t, c)
 	submitJobs(t, c, "vision", "v", 4, 1)
+	waitQueueCounts(t, c, map[string]int{"vision": 4}) // research's whole 2 CPUs
 	submitJobs(t, c, "nlp", "l", 4, 1)
 	waitQueueCounts(t, c, map[string]int{"vision": 2, "nlp": 2})
 }
