@@ -137,17 +137,14 @@ func alignedOf(c *v1.Container, guaranteed bool) resources.List {
 // effectiveRequests are the container's requests with limits filling in
 // missing requests, as API defaulting does.
 func effectiveRequests(c *v1.Container) resources.List {
-	out := resources.FromResourceList(c.Resources.Requests)
+	merged := v1.ResourceList{}
 	for name, q := range c.Resources.Limits {
-		if _, ok := c.Resources.Requests[name]; !ok {
-			if name == v1.ResourceCPU {
-				out[name] = q.MilliValue()
-			} else {
-				out[name] = q.Value()
-			}
-		}
+		merged[name] = q
 	}
-	return out
+	for name, q := range c.Resources.Requests {
+		merged[name] = q
+	}
+	return resources.FromResourceList(merged)
 }
 
 func isSidecar(c *v1.Container) bool {

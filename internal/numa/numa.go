@@ -228,30 +228,11 @@ func legacyPolicy(values []string) (Policy, Scope, error) {
 	var policy Policy
 	var scope Scope
 	for _, v := range values {
-		var p Policy
-		var s Scope
-		switch v1alpha2.TopologyManagerPolicy(v) {
-		case v1alpha2.SingleNUMANodeContainerLevel:
-			p, s = SingleNUMANode, Container
-		case v1alpha2.SingleNUMANodePodLevel:
-			p, s = SingleNUMANode, Pod
-		case v1alpha2.Restricted:
-			p = Restricted
-		case v1alpha2.RestrictedContainerLevel:
-			p, s = Restricted, Container
-		case v1alpha2.RestrictedPodLevel:
-			p, s = Restricted, Pod
-		case v1alpha2.BestEffort:
-			p = BestEffort
-		case v1alpha2.BestEffortContainerLevel:
-			p, s = BestEffort, Container
-		case v1alpha2.BestEffortPodLevel:
-			p, s = BestEffort, Pod
-		case v1alpha2.None:
-			p = None
-		default:
+		known, ok := legacyPolicies[v1alpha2.TopologyManagerPolicy(v)]
+		if !ok {
 			return "", "", fmt.Errorf("unknown topology policy %q", v)
 		}
+		p, s := known.policy, known.scope
 		if policy != "" && policy != p {
 			return "", "", fmt.Errorf("conflicting topology policies %q", values)
 		}
@@ -264,6 +245,23 @@ func legacyPolicy(values []string) (Policy, Scope, error) {
 		}
 	}
 	return policy, scope, nil
+}
+
+// legacyPolicies maps each deprecated TopologyPolicies value to its policy
+// and scope ("" when the value does not say).
+var legacyPolicies = map[v1alpha2.TopologyManagerPolicy]struct {
+	policy Policy
+	scope  Scope
+}{
+	v1alpha2.SingleNUMANodeContainerLevel: {SingleNUMANode, Container},
+	v1alpha2.SingleNUMANodePodLevel:       {SingleNUMANode, Pod},
+	v1alpha2.Restricted:                   {Restricted, ""},
+	v1alpha2.RestrictedContainerLevel:     {Restricted, Container},
+	v1alpha2.RestrictedPodLevel:           {Restricted, Pod},
+	v1alpha2.BestEffort:                   {BestEffort, ""},
+	v1alpha2.BestEffortContainerLevel:     {BestEffort, Container},
+	v1alpha2.BestEffortPodLevel:           {BestEffort, Pod},
+	v1alpha2.None:                         {None, ""},
 }
 
 // zoneLess orders zone names by NUMA id: the trailing number, then the name.

@@ -108,7 +108,7 @@ func benchOne(ctx context.Context, w Workload, log io.Writer, progress io.Writer
 	}
 	if w.Topology {
 		nt := &phalanxv1alpha1.NetworkTopology{
-			ObjectMeta: metav1.ObjectMeta{Name: "default"},
+			ObjectMeta: metav1.ObjectMeta{Name: phalanxv1alpha1.DefaultNetworkTopologyName},
 			Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
 				{Name: "ib-cluster", NodeLabel: ibLabel}, {Name: "leaf", NodeLabel: leafLabel}, {Name: "host", NodeLabel: v1.LabelHostname},
 			}},

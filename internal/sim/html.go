@@ -438,15 +438,10 @@ func (r *Result) sharesChart() (template.HTML, []legendItem) {
 		tops[k] = make([]float64, len(r.Samples))
 	}
 	for i, s := range r.Samples {
-		var total int64
-		for _, v := range s.QueueUsed {
-			total += v
-		}
 		cum := 0.0
 		for k, q := range qs {
-			if total > 0 {
-				cum += float64(s.QueueUsed[q.Name]) / float64(total)
-			}
+			share, _ := s.share(q.Name)
+			cum += share
 			tops[k][i] = cum
 		}
 	}

@@ -179,6 +179,19 @@ func (r *Result) domainsOf(j *JobResult, level string) []string {
 	return out
 }
 
+// share is a queue's fraction of what all queues used at the sample; false
+// when nothing was in use.
+func (s Sample) share(queue string) (float64, bool) {
+	var total int64
+	for _, v := range s.QueueUsed {
+		total += v
+	}
+	if total == 0 {
+		return 0, false
+	}
+	return float64(s.QueueUsed[queue]) / float64(total), true
+}
+
 const sparkWidth = 50
 
 // shareSparkline draws a queue's share of the used resource over the run,
@@ -188,15 +201,12 @@ func (r *Result) shareSparkline(queue string) string {
 	var sum [sparkWidth]float64
 	var n [sparkWidth]int
 	for _, s := range r.Samples {
-		var total int64
-		for _, v := range s.QueueUsed {
-			total += v
-		}
-		if total == 0 || r.Elapsed <= 0 {
+		share, ok := s.share(queue)
+		if !ok || r.Elapsed <= 0 {
 			continue
 		}
 		b := min(int(float64(s.At)/float64(r.Elapsed)*sparkWidth), sparkWidth-1)
-		sum[b] += float64(s.QueueUsed[queue]) / float64(total)
+		sum[b] += share
 		n[b]++
 	}
 	out := make([]rune, sparkWidth)
@@ -243,16 +253,14 @@ func (r *Result) QueueShares() []QueueShare {
 		out[i] = QueueShare{Name: q.Name, Weight: q.Weight, Expect: q.ExpectShare}
 	}
 	for _, s := range r.Samples {
-		var total int64
-		for _, v := range s.QueueUsed {
-			total += v
-		}
-		if total == 0 || !contended(s) {
+		if !contended(s) {
 			continue
 		}
 		for i, q := range qs {
-			out[i].Share += float64(s.QueueUsed[q.Name]) / float64(total)
-			out[i].Samples++
+			if share, ok := s.share(q.Name); ok {
+				out[i].Share += share
+				out[i].Samples++
+			}
 		}
 	}
 	for i := range out {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/numa"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -52,7 +53,7 @@ type JobResult struct {
 	Reason string
 
 	firstAt time.Duration
-	placed  map[string]string // pod name -> node, for pods seen bound
+	placed  map[string]bool // pods seen bound, by name
 	done    map[string]bool
 }
 
@@ -275,7 +276,7 @@ func (d *driver) loop(ctx context.Context) error {
 			if err := d.submit(ctx, j); err != nil {
 				return err
 			}
-			r := &JobResult{Job: j, Submitted: now, Nodes: map[string]int{}, placed: map[string]string{}, done: map[string]bool{}}
+			r := &JobResult{Job: j, Submitted: now, Nodes: map[string]int{}, placed: map[string]bool{}, done: map[string]bool{}}
 			d.submitted[j.Key()] = r
 			d.res.Jobs = append(d.res.Jobs, r)
 			lastChange = time.Now()
@@ -393,14 +394,14 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		present[p.Namespace+"/"+p.Name] = true
 		queue := r.Job.Queue
 		if queue == "" {
-			queue = "default"
+			queue = configv1.DefaultQueueName
 		}
 		if p.Spec.NodeName == "" {
 			sample.QueueWaiting[queue]++
 			continue
 		}
-		if _, seen := r.placed[p.Name]; !seen {
-			r.placed[p.Name] = p.Spec.NodeName
+		if !r.placed[p.Name] {
+			r.placed[p.Name] = true
 			r.Nodes[p.Spec.NodeName]++
 			changed = true
 		}
@@ -414,8 +415,8 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 				}
 			}
 		} else if p.DeletionTimestamp == nil {
-			gpus := r.Job.GPUs
-			cpu := podCPU(p)
+			req := resources.PodRequests(p)
+			gpus, cpu := req[testcluster.GPU], req[v1.ResourceCPU]
 			sample.GPUUsed += gpus
 			sample.CPUUsed += cpu
 			if d.res.GPUs > 0 {
@@ -501,14 +502,6 @@ func (d *driver) checkNUMA(now time.Duration, running map[string][]*v1.Pod) {
 			}
 		}
 	}
-}
-
-func podCPU(p *v1.Pod) int64 {
-	var m int64
-	for _, c := range p.Spec.Containers {
-		m += c.Resources.Requests.Cpu().MilliValue()
-	}
-	return m
 }
 
 // report draws the progress bar: jobs started and finished, GPUs in use.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -237,7 +238,7 @@ const (
 
 func (j Job) namespace() string {
 	if j.Namespace == "" {
-		return "default"
+		return metav1.NamespaceDefault
 	}
 	return j.Namespace
 }

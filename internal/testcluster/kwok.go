@@ -73,7 +73,7 @@ func (c *Cluster) StartKwok() error {
 		ManageAllNodes:             true,
 		LocalStages:                stages,
 		CIDR:                       "10.0.0.1/16",
-		NodeIP:                     "196.168.0.1",
+		NodeIP:                     "192.168.0.1",
 		PodPlayStageParallelism:    8,
 		NodePlayStageParallelism:   2,
 		NodeLeaseParallelism:       1,

@@ -305,14 +305,7 @@ func TestGangRestartMidGang(t *testing.T) {
 	}
 	// The third member exists but is gated: the other two are planned,
 	// reserved and wait in Permit for it.
-	gated := pods[2].Pod()
-	gated.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
-	if err := c.CreatePods(ctx, pods[:2]...); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, gated, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	gated := createLastGated(t, c, pods)
 	// The scheduler runs in this process: its plan counter shows the gang
 	// was planned, so its two members are reserved and wait in Permit.
 	err := testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
@@ -351,15 +344,7 @@ func TestGangScheduleTimeout(t *testing.T) {
 	if err := c.CreatePodGroup(ctx, pg); err != nil {
 		t.Fatal(err)
 	}
-	pods := gangPods("default", "slow", 3, testcluster.PodSpec{CPU: "1"})
-	gated := pods[2].Pod()
-	gated.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
-	if err := c.CreatePods(ctx, pods[:2]...); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.CoreV1().Pods("default").Create(ctx, gated, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createLastGated(t, c, gangPods("default", "slow", 3, testcluster.PodSpec{CPU: "1"}))
 	waitCondition(t, c, "default", "slow", "ScheduleTimeout", "of 3 members were placed within 3s")
 	assertBound(t, c, "default", "slow", 0)
 	// Nothing stays held: a plain pod takes the whole node.
@@ -435,4 +420,21 @@ func planOutcomes(t *testing.T, outcome string) float64 {
 		}
 	}
 	return 0
+}
+
+// createLastGated creates the pods, the last one with a scheduling gate, so
+// that its siblings are planned and wait in Permit for it. It returns the
+// gated pod.
+func createLastGated(t *testing.T, c *testcluster.Cluster, pods []testcluster.PodSpec) *v1.Pod {
+	t.Helper()
+	ctx := ctxFor(t)
+	gated := pods[len(pods)-1].Pod()
+	gated.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+	if err := c.CreatePods(ctx, pods[:len(pods)-1]...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().Pods(gated.Namespace).Create(ctx, gated, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return gated
 }
