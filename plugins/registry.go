@@ -10,14 +10,18 @@ import (
 	"github.com/phalanx-sched/phalanx/plugins/coscheduling"
 	"github.com/phalanx-sched/phalanx/plugins/networktopology"
 	"github.com/phalanx-sched/phalanx/plugins/numatopology"
+	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
-// Options registers every phalanx plugin, for app.NewSchedulerCommand or app.Setup.
+// Options registers every phalanx plugin, for app.NewSchedulerCommand or
+// app.Setup. The plugins of one scheduler share one runtime, built here and
+// handed to each factory: one view of the cluster and one set of holds.
 func Options() []app.Option {
+	rt := runtime.New(nil)
 	return []app.Option{
-		app.WithPlugin(coscheduling.Name, coscheduling.New),
-		app.WithPlugin(capacityqueue.Name, capacityqueue.New),
-		app.WithPlugin(networktopology.Name, networktopology.New),
-		app.WithPlugin(numatopology.Name, numatopology.New),
+		app.WithPlugin(coscheduling.Name, coscheduling.Factory(rt)),
+		app.WithPlugin(capacityqueue.Name, capacityqueue.Factory(rt)),
+		app.WithPlugin(networktopology.Name, networktopology.Factory(rt)),
+		app.WithPlugin(numatopology.Name, numatopology.Factory(rt)),
 	}
 }

@@ -13,6 +13,11 @@ type CoschedulingArgs struct {
 	// DefaultScheduleTimeoutSeconds bounds how long reserved members wait in
 	// Permit for their siblings when the PodGroup sets no scheduleTimeoutSeconds.
 	DefaultScheduleTimeoutSeconds int64
+	// ReservationAfterSeconds is how long a gang may fail to find room, first
+	// in its queue's order, before it gets a reservation: the nodes it needs
+	// are held against gangs of equal or lower priority, which then only
+	// backfill around it. Bounds the wait of big gangs behind small ones.
+	ReservationAfterSeconds int64
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -26,6 +31,9 @@ type CapacityQueueArgs struct {
 	// EnableReclaim lets a queue below its deserved share evict whole gangs of
 	// reclaimable queues above theirs.
 	EnableReclaim bool
+	// MinRuntimeSeconds is how long a gang runs before reclaim may evict it,
+	// so a gang admitted on idle capacity is not killed as soon as it starts.
+	MinRuntimeSeconds int64
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -52,11 +60,13 @@ const (
 
 // Policies for nodes that publish no NodeResourceTopology object.
 const (
-	// RejectAlignedPods admits pods that need no NUMA alignment and rejects,
-	// with a reason, pods that do.
-	RejectAlignedPods = "RejectAlignedPods"
-	// AdmitAll admits every pod and leaves alignment to the kubelet.
+	// AdmitAll admits every pod where the node is not known to enforce
+	// alignment, as the kubelet's default policy (none) does; a node labelled
+	// with a restricted or single-numa-node policy is still held to it.
 	AdmitAll = "AdmitAll"
+	// RejectAlignedPods (strict) admits pods that need no NUMA alignment and
+	// rejects, with a reason, pods that do.
+	RejectAlignedPods = "RejectAlignedPods"
 )
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -67,6 +77,6 @@ type NUMATopologyArgs struct {
 
 	// ScoringStrategy is one of LeastNUMANodes, MostAllocated, LeastAllocated.
 	ScoringStrategy string
-	// NodesWithoutTopology is one of RejectAlignedPods, AdmitAll.
+	// NodesWithoutTopology is one of AdmitAll, RejectAlignedPods.
 	NodesWithoutTopology string
 }

@@ -65,12 +65,13 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	// Queue shares depend on every pod (each pod is in a queue), so the
-	// cache holds all pods.
+	// cache holds all pods; the updater keeps the scheduler's accounting
+	// (internal/queue.Cache) from their watch events.
 	defaultQueue := o.DefaultQueue
 	if defaultQueue == "" {
 		defaultQueue = phalanxv1alpha1.DefaultQueueName
 	}
-	if err := mgr.Add(&QueueStatusUpdater{Client: mgr.GetClient(), DefaultQueue: defaultQueue, Interval: 2 * time.Second}); err != nil {
+	if err := mgr.Add(&QueueStatusUpdater{Client: mgr.GetClient(), Cache: mgr.GetCache(), DefaultQueue: defaultQueue, MinInterval: 500 * time.Millisecond}); err != nil {
 		return nil, err
 	}
 	if o.HealthProbeAddr != "0" && o.HealthProbeAddr != "" {

@@ -11,6 +11,8 @@ import (
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -23,28 +25,48 @@ import (
 // QueueStatusUpdater keeps Queue status: allocated and deserved resources,
 // pending and running gangs, and a Valid condition that says why a queue the
 // scheduler ignores (cycle, missing parent, guarantee above capability) is
-// invalid. It recomputes the whole tree every Interval from the cache: shares
-// depend on every queue at once, so per-object reconciles would not be cheaper.
+// invalid. It keeps a queue.Cache — the scheduler's own accounting — fed by
+// watch events, and writes status when something changed, at most every
+// MinInterval: shares depend on every queue at once, so the whole tree is
+// recomputed together.
 type QueueStatusUpdater struct {
 	client.Client
+	Cache        cache.Cache
 	DefaultQueue string
-	Interval     time.Duration
-	last         map[string]phalanxv1alpha1.QueueStatus
+	// MinInterval spaces status writes under a stream of events.
+	MinInterval time.Duration
+
+	acct    *queue.Cache
+	changed chan struct{}
+	last    map[string]phalanxv1alpha1.QueueStatus
 }
 
 // Start runs until ctx ends (a controller-runtime Runnable).
 func (u *QueueStatusUpdater) Start(ctx context.Context) error {
+	u.acct = queue.NewCache()
+	u.changed = make(chan struct{}, 1)
 	u.last = map[string]phalanxv1alpha1.QueueStatus{}
-	t := time.NewTicker(u.Interval)
-	defer t.Stop()
+	if err := u.watch(ctx); err != nil {
+		return err
+	}
+	if !u.Cache.WaitForCacheSync(ctx) {
+		return ctx.Err()
+	}
+	u.poke()
 	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-u.changed:
+		}
 		if err := u.sync(ctx); err != nil {
 			log.FromContext(ctx).V(1).Info("Queue status", "err", err)
+			u.poke()
 		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-time.After(u.MinInterval):
 		}
 	}
 }
@@ -52,76 +74,166 @@ func (u *QueueStatusUpdater) Start(ctx context.Context) error {
 // NeedLeaderElection: only the leader writes status.
 func (u *QueueStatusUpdater) NeedLeaderElection() bool { return true }
 
+func (u *QueueStatusUpdater) poke() {
+	select {
+	case u.changed <- struct{}{}:
+	default:
+	}
+}
+
+// watch feeds the accounting from the manager's informers.
+func (u *QueueStatusUpdater) watch(ctx context.Context) error {
+	handlers := []struct {
+		obj client.Object
+		h   toolscache.ResourceEventHandlerFuncs
+	}{
+		{&v1.Pod{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { u.chargePod(ctx, obj) },
+			UpdateFunc: func(_, obj any) { u.chargePod(ctx, obj) },
+			DeleteFunc: func(obj any) {
+				if p, ok := unwrap(obj).(*v1.Pod); ok {
+					u.acct.DeletePod(p.UID)
+					u.poke()
+				}
+			},
+		}},
+		{&v1.Node{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { u.setNode(obj) },
+			UpdateFunc: func(_, obj any) { u.setNode(obj) },
+			DeleteFunc: func(obj any) {
+				if n, ok := unwrap(obj).(*v1.Node); ok {
+					u.acct.DeleteNode(n.Name)
+					u.poke()
+				}
+			},
+		}},
+		{&phalanxv1alpha1.Queue{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { u.setQueue(obj) },
+			UpdateFunc: func(_, obj any) { u.setQueue(obj) },
+			DeleteFunc: func(obj any) {
+				if q, ok := unwrap(obj).(*phalanxv1alpha1.Queue); ok {
+					u.acct.DeleteQueue(q.Name)
+					u.poke()
+				}
+			},
+		}},
+		// A queue label on a namespace or a PodGroup moves pods between queues.
+		{&v1.Namespace{}, toolscache.ResourceEventHandlerFuncs{
+			UpdateFunc: func(oldObj, obj any) {
+				o, n := oldObj.(*v1.Namespace), obj.(*v1.Namespace)
+				if o.Labels[queue.Label] != n.Labels[queue.Label] {
+					u.recharge(ctx, client.InNamespace(n.Name))
+				}
+			},
+		}},
+		{&pgv1alpha1.PodGroup{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc: func(obj any) {
+				pg := obj.(*pgv1alpha1.PodGroup)
+				u.recharge(ctx, client.InNamespace(pg.Namespace), client.MatchingLabels{pgv1alpha1.PodGroupLabel: pg.Name})
+			},
+			UpdateFunc: func(oldObj, obj any) {
+				o, n := oldObj.(*pgv1alpha1.PodGroup), obj.(*pgv1alpha1.PodGroup)
+				if o.Labels[queue.Label] != n.Labels[queue.Label] {
+					u.recharge(ctx, client.InNamespace(n.Namespace), client.MatchingLabels{pgv1alpha1.PodGroupLabel: n.Name})
+				}
+				if o.Status.Phase != n.Status.Phase {
+					u.poke()
+				}
+			},
+			DeleteFunc: func(any) { u.poke() },
+		}},
+	}
+	for _, h := range handlers {
+		inf, err := u.Cache.GetInformer(ctx, h.obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(h.h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func unwrap(obj any) any {
+	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		return tomb.Obj
+	}
+	return obj
+}
+
+// queueOf resolves a pod's queue as the scheduler does (queue.Resolve).
+func (u *QueueStatusUpdater) queueOf(ctx context.Context, p *v1.Pod) string {
+	var pgLabels, nsLabels map[string]string
+	if g := p.Labels[pgv1alpha1.PodGroupLabel]; g != "" {
+		pg := &pgv1alpha1.PodGroup{}
+		if err := u.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: g}, pg); err == nil {
+			pgLabels = pg.Labels
+		}
+	}
+	ns := &v1.Namespace{}
+	if err := u.Cache.Get(ctx, types.NamespacedName{Name: p.Namespace}, ns); err == nil {
+		nsLabels = ns.Labels
+	}
+	return queue.Resolve(p.Labels, pgLabels, nsLabels, u.DefaultQueue)
+}
+
+func (u *QueueStatusUpdater) chargePod(ctx context.Context, obj any) {
+	p, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	if ch, ok := queue.ChargeOf(p, u.queueOf(ctx, p), false); ok {
+		u.acct.SetPod(p.UID, ch)
+	} else {
+		u.acct.DeletePod(p.UID)
+	}
+	u.poke()
+}
+
+func (u *QueueStatusUpdater) recharge(ctx context.Context, opts ...client.ListOption) {
+	var pods v1.PodList
+	if err := u.Cache.List(ctx, &pods, opts...); err != nil {
+		return
+	}
+	for i := range pods.Items {
+		u.chargePod(ctx, &pods.Items[i])
+	}
+}
+
+func (u *QueueStatusUpdater) setNode(obj any) {
+	if n, ok := obj.(*v1.Node); ok {
+		u.acct.SetNode(n.Name, resources.FromResourceList(n.Status.Allocatable), !n.Spec.Unschedulable)
+		u.poke()
+	}
+}
+
+func (u *QueueStatusUpdater) setQueue(obj any) {
+	if q, ok := obj.(*phalanxv1alpha1.Queue); ok {
+		u.acct.SetQueue(queue.FromAPI(q))
+		u.poke()
+	}
+}
+
+// sync writes the status of every queue whose status changed.
 func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 	var queues phalanxv1alpha1.QueueList
-	if err := u.List(ctx, &queues); err != nil {
-		return err
-	}
-	var nodes v1.NodeList
-	if err := u.List(ctx, &nodes); err != nil {
-		return err
-	}
-	var pods v1.PodList
-	if err := u.List(ctx, &pods); err != nil {
-		return err
-	}
-	var namespaces v1.NamespaceList
-	if err := u.List(ctx, &namespaces); err != nil {
+	if err := u.Cache.List(ctx, &queues); err != nil {
 		return err
 	}
 	var groups pgv1alpha1.PodGroupList
-	if err := u.List(ctx, &groups); err != nil {
+	if err := u.Cache.List(ctx, &groups); err != nil {
 		return err
 	}
-	nsLabels := map[string]map[string]string{}
-	for _, ns := range namespaces.Items {
-		nsLabels[ns.Name] = ns.Labels
-	}
-	pgLabels := map[string]map[string]string{}
-	for _, pg := range groups.Items {
-		pgLabels[pg.Namespace+"/"+pg.Name] = pg.Labels
-	}
-
-	qs := make([]queue.Queue, 0, len(queues.Items))
-	for i := range queues.Items {
-		qs = append(qs, queue.FromAPI(&queues.Items[i]))
-	}
-	tree, problems := queue.Build(qs)
-	total := resources.List{}
-	for _, n := range nodes.Items {
-		if !n.Spec.Unschedulable {
-			total.Add(resources.FromResourceList(n.Status.Allocatable))
-		}
-	}
-	allocated, demand := map[string]resources.List{}, map[string]resources.List{}
-	add := func(m map[string]resources.List, q string, l resources.List) {
-		if m[q] == nil {
-			m[q] = resources.List{}
-		}
-		m[q].Add(l)
-	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed || p.DeletionTimestamp != nil {
-			continue
-		}
-		var pgl map[string]string
-		if g := p.Labels[pgv1alpha1.PodGroupLabel]; g != "" {
-			pgl = pgLabels[p.Namespace+"/"+g]
-		}
-		q := queue.Resolve(p.Labels, pgl, nsLabels[p.Namespace], u.DefaultQueue)
-		req := resources.PodRequests(p)
-		if p.Spec.NodeName != "" {
-			add(allocated, q, req)
-		}
-		add(demand, q, req)
-	}
-	deserved := tree.Deserved(total, demand)
-	allocated = tree.Usage(allocated)
-
+	statuses := u.acct.Snapshot(nil).Status()
 	running, pending := map[string]int32{}, map[string]int32{}
 	for _, pg := range groups.Items {
-		q := queue.Resolve(nil, pg.Labels, nsLabels[pg.Namespace], u.DefaultQueue)
+		var nsLabels map[string]string
+		ns := &v1.Namespace{}
+		if err := u.Cache.Get(ctx, types.NamespacedName{Name: pg.Namespace}, ns); err == nil {
+			nsLabels = ns.Labels
+		}
+		q := queue.Resolve(nil, pg.Labels, nsLabels, u.DefaultQueue)
 		switch pg.Status.Phase {
 		case pgv1alpha1.PodGroupRunning:
 			running[q]++
@@ -129,24 +241,19 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 			pending[q]++
 		}
 	}
-	invalid := map[string]string{}
-	for _, p := range problems {
-		if invalid[p.Queue] == "" {
-			invalid[p.Queue] = p.Reason
-		}
-	}
 	for i := range queues.Items {
 		q := &queues.Items[i]
+		computed := statuses[q.Name]
 		st := phalanxv1alpha1.QueueStatus{
-			Allocated:    toResourceList(allocated[q.Name]),
-			Deserved:     toResourceList(deserved[q.Name]),
+			Allocated:    toResourceList(computed.Allocated),
+			Deserved:     toResourceList(computed.Deserved),
 			PendingGangs: pending[q.Name],
 			RunningGangs: running[q.Name],
 			Conditions:   append([]metav1.Condition(nil), q.Status.Conditions...),
 		}
 		cond := metav1.Condition{Type: "Valid", Status: metav1.ConditionTrue, Reason: "Valid", Message: "the scheduler uses this queue", ObservedGeneration: q.Generation}
-		if reason, bad := invalid[q.Name]; bad {
-			cond = metav1.Condition{Type: "Valid", Status: metav1.ConditionFalse, Reason: "Invalid", Message: reason + "; the scheduler ignores this queue", ObservedGeneration: q.Generation}
+		if computed.Invalid != "" {
+			cond = metav1.Condition{Type: "Valid", Status: metav1.ConditionFalse, Reason: "Invalid", Message: computed.Invalid + "; the scheduler ignores this queue", ObservedGeneration: q.Generation}
 		}
 		meta.SetStatusCondition(&st.Conditions, cond)
 		if prev, ok := u.last[q.Name]; ok && reflect.DeepEqual(prev, st) {
@@ -157,13 +264,14 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 			return err
 		}
 		if err := u.Status().Patch(ctx, q, client.RawPatch(types.MergePatchType, body)); err != nil {
-			return err
+			return client.IgnoreNotFound(err)
 		}
 		u.last[q.Name] = st
 	}
 	return nil
 }
 
+// toResourceList renders amounts as quantities (CPU in millicores).
 func toResourceList(l resources.List) v1.ResourceList {
 	out := v1.ResourceList{}
 	for r, v := range l {
@@ -171,18 +279,10 @@ func toResourceList(l resources.List) v1.ResourceList {
 			continue
 		}
 		if r == v1.ResourceCPU {
-			out[r] = *resourceMilli(v)
+			out[r] = *apiresource.NewMilliQuantity(v, apiresource.DecimalSI)
 		} else {
-			out[r] = *resourceInt(v)
+			out[r] = *apiresource.NewQuantity(v, apiresource.BinarySI)
 		}
 	}
 	return out
-}
-
-func resourceMilli(v int64) *apiresource.Quantity {
-	return apiresource.NewMilliQuantity(v, apiresource.DecimalSI)
-}
-
-func resourceInt(v int64) *apiresource.Quantity {
-	return apiresource.NewQuantity(v, apiresource.BinarySI)
 }

@@ -29,6 +29,9 @@ type Node struct {
 	// Domains holds the node's value at each topology level, widest first;
 	// "" where the node lacks the level's label.
 	Domains []string
+	// Busy breaks ties between equally good nodes: the one with less busy
+	// goes first (a reservation prefers nodes that free up soonest).
+	Busy int64
 }
 
 // Domain names one topology domain: a level and the label value.
@@ -314,13 +317,18 @@ func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
 				cands = append(cands, cand{i, c})
 			}
 		}
-		// Ascending by capacity, then by name descending so that the end of
-		// the slice (taken first) is the largest node with the smallest name.
+		// Ascending by capacity, then busy and name descending, so that the
+		// end of the slice (taken first) is the largest, least busy node with
+		// the smallest name.
 		sort.Slice(cands, func(a, b int) bool {
-			if cands[a].c != cands[b].c {
+			na, nb := &nodes[cands[a].i], &nodes[cands[b].i]
+			switch {
+			case cands[a].c != cands[b].c:
 				return cands[a].c < cands[b].c
+			case na.Busy != nb.Busy:
+				return na.Busy > nb.Busy
 			}
-			return nodes[cands[a].i].Name > nodes[cands[b].i].Name
+			return na.Name > nb.Name
 		})
 		remaining := s.Count
 		end := len(cands)

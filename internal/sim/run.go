@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -15,6 +14,7 @@ import (
 
 	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/numa"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
@@ -553,15 +553,11 @@ func (d *driver) collectReasons(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var pg struct {
-			Status struct {
-				Conditions []metav1.Condition `json:"conditions"`
-			} `json:"status"`
-		}
-		if err := json.Unmarshal(raw, &pg); err != nil {
+		conds, err := gang.ReadConditions(raw)
+		if err != nil {
 			return err
 		}
-		for _, c := range pg.Status.Conditions {
+		for _, c := range conds {
 			if c.Type == "Scheduled" {
 				r.Reason = c.Reason + ": " + c.Message
 			}

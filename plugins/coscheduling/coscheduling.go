@@ -1,62 +1,58 @@
-// Package coscheduling is the Coscheduling plugin: all-or-nothing gangs from
-// scheduler-plugins PodGroups, planned as a whole before anything is reserved.
-// It adapts the framework's extension points to internal/gang.
+// Package coscheduling is the Coscheduling plugin: all-or-nothing gangs,
+// planned as a whole before anything is reserved, bound together, and never
+// left waiting forever. It adapts the framework's extension points to the
+// gang lifecycle of internal/gang, through the process runtime.
 package coscheduling
 
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	schedconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 
 	"github.com/phalanx-sched/phalanx/apis/config"
 	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
-	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
-	"github.com/phalanx-sched/phalanx/plugins/shared"
+	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
 // Name is the plugin name used in the scheduler configuration.
-const Name = "Coscheduling"
-
-// DependsOnAnnotation on a PodGroup names gangs (same namespace) that must be
-// running or done before its pods are scheduled.
-const DependsOnAnnotation = phalanxv1alpha1.DependsOnAnnotation
+const Name = runtime.GangPlugin
 
 const stateKey fwk.StateKey = "phalanx.dev/" + Name
 
-// podGroupEvents is the dynamic-informer resource of PodGroups.
-const podGroupEvents fwk.EventResource = "podgroups.v1alpha1.scheduling.x-k8s.io"
+// capacityQueue is the plugin whose queue shares order the queue when it is
+// enabled in the profile.
+const capacityQueue = "CapacityQueue"
 
-// Coscheduling implements gang scheduling over the shared gang manager.
+// sweepEvery is how often partly bound gangs are looked for.
+const sweepEvery = 5 * time.Second
+
+// Coscheduling implements gang scheduling over the process runtime.
 type Coscheduling struct {
-	h       fwk.Handle
-	s       *shared.State
-	timeout time.Duration
+	h            fwk.Handle
+	rt           *runtime.Runtime
+	gangs        *runtime.Gangs
+	lc           *gang.Lifecycle
+	timeout      time.Duration
+	reserveAfter time.Duration
 
-	mu sync.Mutex
-	// failed holds gangs whose last plan failed; they are woken when holds
-	// are dropped, since that frees capacity without any API event.
-	failed map[string]bool
-	// podEvents dedups the per-pod events of PreEnqueue.
-	podEvents map[types.UID]string
+	// queueOrder is resolved on first use: whether CapacityQueue is enabled
+	// in this profile (known only once every plugin is built).
+	queueOrderOnce sync.Once
+	queueOrder     bool
 }
 
 var (
@@ -70,8 +66,15 @@ var (
 	_ fwk.EnqueueExtensions = &Coscheduling{}
 )
 
+// Factory returns the plugin factory over the process runtime.
+func Factory(rt *runtime.Runtime) func(context.Context, k8sruntime.Object, fwk.Handle) (fwk.Plugin, error) {
+	return func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
+		return New(ctx, obj, h, rt)
+	}
+}
+
 // New builds the plugin from validated args.
-func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
+func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.Runtime) (*Coscheduling, error) {
 	args, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err
@@ -79,26 +82,25 @@ func New(ctx context.Context, obj runtime.Object, h fwk.Handle) (fwk.Plugin, err
 	if err := validation.ValidateCoschedulingArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
 		return nil, fmt.Errorf("profile %q: %w", h.ProfileName(), err)
 	}
-	s, err := shared.Get(ctx, h)
+	gangs, err := rt.Gangs(ctx, h)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	registerMetrics()
 	pl := &Coscheduling{
-		h:         h,
-		s:         s,
-		timeout:   time.Duration(args.DefaultScheduleTimeoutSeconds) * time.Second,
-		failed:    map[string]bool{},
-		podEvents: map[types.UID]string{},
+		h: h, rt: rt, gangs: gangs, lc: gangs.Lifecycle,
+		timeout:      time.Duration(args.DefaultScheduleTimeoutSeconds) * time.Second,
+		reserveAfter: time.Duration(args.ReservationAfterSeconds) * time.Second,
 	}
-	s.OnCapacityFreed(pl.wakeFailedGangs)
-	s.OnPodGroupChange(pl.wakeGangAndDependents)
+	gangs.StartSweeper(ctx, pl.timeout, sweepEvery)
 	return pl, nil
 }
 
-func decodeArgs(obj runtime.Object) (*config.CoschedulingArgs, error) {
+func decodeArgs(obj k8sruntime.Object) (*config.CoschedulingArgs, error) {
 	if obj == nil {
-		return &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: configv1.DefaultScheduleTimeoutSeconds}, nil
+		return &config.CoschedulingArgs{
+			DefaultScheduleTimeoutSeconds: configv1.DefaultScheduleTimeoutSeconds,
+			ReservationAfterSeconds:       configv1.DefaultReservationAfterSeconds,
+		}, nil
 	}
 	args, ok := obj.(*config.CoschedulingArgs)
 	if !ok {
@@ -110,34 +112,29 @@ func decodeArgs(obj runtime.Object) (*config.CoschedulingArgs, error) {
 // Name returns the plugin name.
 func (pl *Coscheduling) Name() string { return Name }
 
-// cycleState carries what PreFilter learned to Filter and Reserve.
+// cycleState is what PreFilter learned for the rest of the cycle.
 type cycleState struct {
-	gangKey string
-	shape   string
-	request resources.List
-	// planning is set when this cycle must plan the gang. Filter plugins can
-	// only be run once every PreFilter has finished (plugins that skipped are
-	// known then), so the first Filter call of the cycle plans, once.
+	// ref and spec are zero for a pod outside gangs.
+	ref      gang.Ref
+	spec     *gang.Spec
+	shape    string
+	request  resources.List
+	priority int32
+	// planning is set when this cycle plans the gang (see Filter).
 	planning *planning
-	// nested marks the state of the planner's own filter runs.
-	nested bool
+	// steered: the member was sent to its planned node.
+	steered bool
 }
 
-// planning is one cycle's plan of a gang, computed at most once.
-type planning struct {
-	once    sync.Once
-	state   fwk.CycleState
-	pod     *v1.Pod
-	pg      *pgv1alpha1.PodGroup
-	members []*v1.Pod
-	placed  map[types.UID]bool
-	nodes   []fwk.NodeInfo
-
-	open   sets.Set[string]
-	status *fwk.Status
+// Clone gives dry runs (preemption's) a state that never plans: the plan of
+// a cycle is made once, by the cycle itself.
+func (c *cycleState) Clone() fwk.StateData {
+	out := *c
+	if c.planning != nil {
+		out.planning = c.planning.dryRun()
+	}
+	return &out
 }
-
-func (c *cycleState) Clone() fwk.StateData { return c }
 
 func readState(state fwk.CycleState) *cycleState {
 	d, err := state.Read(stateKey)
@@ -148,14 +145,17 @@ func readState(state fwk.CycleState) *cycleState {
 	return c
 }
 
-// Less orders by queue share (with CapacityQueue: the queue furthest below
-// its deserved share first), then priority, then gang age, keeping each
-// gang's members together so they are scheduled back to back.
+// Less orders the scheduling queue: by queue share when CapacityQueue is
+// enabled in the profile (the queue furthest below its deserved share first),
+// then priority, then gang age, keeping each gang's members together so they
+// are scheduled back to back.
 func (pl *Coscheduling) Less(a, b fwk.QueuedPodInfo) bool {
 	pa, pb := a.GetPodInfo().GetPod(), b.GetPodInfo().GetPod()
-	if qo := pl.s.QueueOrder(); qo != nil {
-		if c := qo.Compare(pa, pb); c != 0 {
-			return c < 0
+	if pl.ordersByQueue() {
+		if q := pl.rt.QueuesIfBuilt(); q != nil {
+			if c := q.Ordering().Compare(q.QueueOf(pa), q.QueueOf(pb)); c != 0 {
+				return c < 0
+			}
 		}
 	}
 	if prioA, prioB := corev1helpers.PodPriority(pa), corev1helpers.PodPriority(pb); prioA != prioB {
@@ -172,190 +172,157 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedPodInfo) bool {
 	return a.GetTimestamp().Before(b.GetTimestamp())
 }
 
+// ordersByQueue reports whether CapacityQueue is enabled in this profile.
+func (pl *Coscheduling) ordersByQueue() bool {
+	pl.queueOrderOnce.Do(func() {
+		lister, ok := pl.h.(interface{ ListPlugins() *schedconfig.Plugins })
+		if !ok {
+			return
+		}
+		if plugins := lister.ListPlugins(); plugins != nil {
+			for _, p := range plugins.PreFilter.Enabled {
+				if p.Name == capacityQueue {
+					pl.queueOrder = true
+				}
+			}
+		}
+	})
+	return pl.queueOrder
+}
+
 func (pl *Coscheduling) groupOrder(qp fwk.QueuedPodInfo) (time.Time, string) {
 	pod := qp.GetPodInfo().GetPod()
-	if key := shared.GangKey(pod); key != "" {
-		if pg, err := pl.s.PodGroup(key); err == nil {
-			return pg.CreationTimestamp.Time, key
-		}
+	if _, spec, ok, err := pl.gangs.GangOf(pod); ok && err == nil {
+		return spec.Created, spec.Ref.String()
 	}
 	return qp.GetTimestamp(), pod.Namespace + "/" + pod.Name
 }
 
-// PreEnqueue keeps a gang's pods out of the active queue until the PodGroup
-// exists, its dependencies run, and minMember members exist.
+// PreEnqueue keeps a gang's pods out of the active queue until its group
+// object exists, its dependencies run, and minMember members exist.
 func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status {
-	key := shared.GangKey(pod)
-	if key == "" {
+	ref, spec, ok, err := pl.gangs.GangOf(pod)
+	if !ok {
 		return nil
 	}
-	pg, err := pl.s.PodGroup(key)
 	if err != nil {
-		msg := fmt.Sprintf("PodGroup %q does not exist; the pod waits until it is created", key)
-		pl.podEvent(pod, shared.ReasonPodGroupMissing, msg)
+		msg := fmt.Sprintf("gang %s: %v; the pod waits until it is created", ref, missing(ref, err))
+		pl.gangs.PodEvent(pod, runtime.ReasonPodGroupMissing, msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	if st := pl.checkDependencies(pg); st != nil {
+	if st := pl.checkDependencies(spec); st != nil {
 		return st
 	}
-	members := 0
-	for _, m := range pl.s.Members(key) {
+	members := spec.Succeeded
+	for _, m := range pl.gangs.Members(ref) {
 		if m.DeletionTimestamp == nil {
 			members++
 		}
 	}
-	members += int(pg.Status.Succeeded)
-	if members < int(pg.Spec.MinMember) {
-		msg := fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members, pg.Spec.MinMember)
-		pl.s.Status.Set(pg, metav1.ConditionFalse, shared.ReasonMembersPending, msg)
+	if members < quorum(spec) {
+		msg := fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members, quorum(spec))
+		pl.gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: runtime.ReasonMembersPending, Message: msg})
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	return nil
 }
 
-func (pl *Coscheduling) checkDependencies(pg *pgv1alpha1.PodGroup) *fwk.Status {
-	deps := dependencies(pg)
-	for _, dep := range deps {
-		if dep == pg.Name {
-			msg := fmt.Sprintf("PodGroup depends on itself (%s=%q)", DependsOnAnnotation, pg.Annotations[DependsOnAnnotation])
-			pl.s.Status.Set(pg, metav1.ConditionFalse, shared.ReasonDependencyMissing, msg)
+func missing(ref gang.Ref, err error) string {
+	if apierrors.IsNotFound(err) {
+		if ref.Source == gang.SourceWorkload {
+			return fmt.Sprintf("PodGroup %s (scheduling.k8s.io) does not exist", ref.Name)
+		}
+		return fmt.Sprintf("PodGroup %s does not exist", ref.Name)
+	}
+	return err.Error()
+}
+
+// quorum is the number of members that must be placed together.
+func quorum(spec *gang.Spec) int { return max(spec.MinMember, 1) }
+
+func (pl *Coscheduling) checkDependencies(spec *gang.Spec) *fwk.Status {
+	for _, dep := range spec.DependsOn() {
+		set := func(reason, msg string) *fwk.Status {
+			pl.gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 		}
-		dpg, err := pl.s.PodGroups.PodGroups(pg.Namespace).Get(dep)
+		if dep == spec.Name && spec.Ref.Source == gang.SourcePodGroup {
+			return set(runtime.ReasonDependencyMissing, "PodGroup depends on itself ("+dependsOn(spec)+")")
+		}
+		dspec, err := pl.gangs.Spec(gang.Ref{Namespace: spec.Namespace, Name: dep})
 		if err != nil {
-			msg := fmt.Sprintf("dependency PodGroup %s/%s does not exist", pg.Namespace, dep)
-			pl.s.Status.Set(pg, metav1.ConditionFalse, shared.ReasonDependencyMissing, msg)
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+			return set(runtime.ReasonDependencyMissing, fmt.Sprintf("dependency PodGroup %s/%s does not exist", spec.Namespace, dep))
 		}
-		if done, need := pl.dependencyProgress(dpg); done < need {
-			msg := fmt.Sprintf("waiting for gang %s: %d of %d members running or succeeded", dep, done, need)
-			pl.s.Status.Set(pg, metav1.ConditionFalse, shared.ReasonDependencyPending, msg)
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		if done, need := pl.gangs.DependencyProgress(dspec); done < need {
+			return set(runtime.ReasonDependencyPending, fmt.Sprintf("waiting for gang %s: %d of %d members running or succeeded", dep, done, need))
 		}
 	}
 	return nil
 }
 
-func dependencies(pg *pgv1alpha1.PodGroup) []string {
-	raw := pg.Annotations[DependsOnAnnotation]
-	if raw == "" {
-		return nil
-	}
-	var out []string
-	for _, d := range strings.Split(raw, ",") {
-		if d = strings.TrimSpace(d); d != "" {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// dependencyProgress counts members running (from the informer, which is
-// fresh) or succeeded (from the controller's status: the scheduler does not
-// watch finished pods).
-func (pl *Coscheduling) dependencyProgress(dpg *pgv1alpha1.PodGroup) (done, need int) {
-	running := 0
-	for _, m := range pl.s.Members(dpg.Namespace + "/" + dpg.Name) {
-		if m.Status.Phase == v1.PodRunning {
-			running++
-		}
-	}
-	if int(dpg.Status.Running) > running {
-		running = int(dpg.Status.Running)
-	}
-	if dpg.Status.Phase == pgv1alpha1.PodGroupFinished {
-		return int(dpg.Spec.MinMember), int(dpg.Spec.MinMember)
-	}
-	return running + int(dpg.Status.Succeeded), int(dpg.Spec.MinMember)
-}
-
-func (pl *Coscheduling) podEvent(pod *v1.Pod, reason, msg string) {
-	pl.mu.Lock()
-	if pl.podEvents[pod.UID] == msg {
-		pl.mu.Unlock()
-		return
-	}
-	pl.podEvents[pod.UID] = msg
-	pl.mu.Unlock()
-	pl.h.EventRecorder().Eventf(pod, nil, v1.EventTypeWarning, reason, "Scheduling", "%s", msg)
-}
-
-// PreFilter plans the whole gang at its first member and steers every member
-// to its planned nodes. Pods outside gangs only pass through to Filter, which
-// keeps them off capacity that plans hold.
+// PreFilter steers a planned member to its planned node, turns away members
+// of a gang whose last plan failed while nothing changed, and marks the cycle
+// that must plan the gang. Pods outside gangs only pass through to Filter,
+// which keeps them off capacity that plans and reservations hold.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	key := shared.GangKey(pod)
-	if key == "" {
-		if !pl.s.Gangs.HoldsAnywhere() {
+	ref, spec, ok, err := pl.gangs.GangOf(pod)
+	cs := &cycleState{request: resources.PodRequests(pod), priority: corev1helpers.PodPriority(pod)}
+	if !ok {
+		state.Write(stateKey, cs)
+		if !pl.lc.HoldsAnywhere() {
+			// Nothing to filter; PostFilter still runs for preemption.
 			return nil, fwk.NewStatus(fwk.Skip)
 		}
-		state.Write(stateKey, &cycleState{request: resources.PodRequests(pod)})
 		return nil, nil
 	}
-	pg, err := pl.s.PodGroup(key)
 	if err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, fmt.Sprintf("PodGroup %q does not exist", key))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, missing(ref, err))
 	}
-	cs := &cycleState{gangKey: key, shape: gang.ShapeKey(pod), request: resources.PodRequests(pod)}
+	cs.ref, cs.spec, cs.shape = ref, spec, gang.ShapeKey(pod)
 	state.Write(stateKey, cs)
 
-	members := pl.s.Members(key)
-	placed := pl.placed(key, members)
-	if len(placed) >= int(pg.Spec.MinMember) {
+	if pl.lc.Placed(ref) >= quorum(spec) {
 		// Quorum reached: further members schedule as capacity allows.
 		return nil, nil
 	}
-	if open, live := pl.s.Gangs.OpenNodes(key, cs.shape); live {
-		if open.Len() > 0 {
-			return &fwk.PreFilterResult{NodeNames: open}, nil
+	if node, live := pl.lc.NextSlot(ref, cs.shape); live {
+		if node != "" {
+			cs.steered = true
+			return &fwk.PreFilterResult{NodeNames: setOf(node)}, nil
 		}
 		// Siblings of other shapes complete the plan; this one is extra.
 		return nil, nil
 	}
-	if reason, failed := pl.s.Gangs.Failed(key); failed {
+	if reason, failed := pl.lc.Failed(ref); failed {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}
-	cs.planning = &planning{state: state, pod: pod, pg: pg, members: members, placed: placed, nodes: nodes}
+	cs.planning = newPlanning(pod, nodes)
 	return nil, nil
-}
-
-// placed returns the members that count toward the quorum: bound by the
-// informer's view, or reserved in this scheduler, each counted once.
-func (pl *Coscheduling) placed(key string, members []*v1.Pod) map[types.UID]bool {
-	out := map[types.UID]bool{}
-	for _, m := range members {
-		if m.Spec.NodeName != "" && m.DeletionTimestamp == nil {
-			out[m.UID] = true
-		}
-	}
-	for uid := range pl.s.Gangs.ReservedUIDs(key) {
-		out[uid] = true
-	}
-	return out
 }
 
 // PreFilterExtensions is nil: holds do not change when pods are added or
 // removed in a simulation.
 func (pl *Coscheduling) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
 
-// Filter plans the gang at the cycle's first call when PreFilter asked for
-// it and admits only planned nodes; for every pod it keeps off capacity held
-// by other gangs' plans.
+// Filter plans the gang when this cycle must (see planning), admits a
+// member only on its planned node, and keeps every pod off capacity that
+// other gangs' plans and reservations hold.
 func (pl *Coscheduling) Filter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) *fwk.Status {
 	cs := readState(state)
 	if cs == nil {
 		return nil
 	}
-	if p := cs.planning; p != nil && !cs.nested {
-		p.once.Do(func() { p.open, p.status = pl.plan(ctx, p, cs) })
-		if p.status != nil {
-			return p.status
+	name := nodeInfo.Node().Name
+	if p := cs.planning; p != nil {
+		target, st := p.run(func() (string, *fwk.Status) { return pl.plan(ctx, state, pod, cs, p) })
+		if st != nil {
+			return st
 		}
-		if !p.open.Has(nodeInfo.Node().Name) {
-			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is not in the gang's plan")
+		if name != target {
+			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is not the gang member's planned node")
 		}
 	}
-	held, heldPods := pl.s.Gangs.Held(nodeInfo.Node().Name, cs.gangKey)
+	held, heldPods := pl.lc.Held(name, cs.ref, cs.priority)
 	if held == nil && heldPods == 0 {
 		return nil
 	}
@@ -363,7 +330,7 @@ func (pl *Coscheduling) Filter(ctx context.Context, state fwk.CycleState, pod *v
 	free.Sub(held)
 	if freePods-heldPods < 1 || !free.Fits(cs.request) {
 		// Unresolvable: evicting pods here would not release a hold.
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "capacity on the node is held for a planned gang")
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "capacity on the node is held for a planned or reserved gang")
 	}
 	return nil
 }
@@ -382,190 +349,89 @@ func freeOn(ni fwk.NodeInfo) (resources.List, int64) {
 	return free, int64(alloc.GetAllowedPodNumber() - len(ni.GetPods()))
 }
 
-// PostFilter handles a gang member that fits none of its nodes: if the gang
-// has a plan, the plan is broken, so every waiting member is rejected and all
-// holds are freed. Gang members never preempt one pod at a time.
-func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
-	key := shared.GangKey(pod)
-	if key == "" {
+// PostFilter runs when the pod fits no node. A member that fits none of its
+// planned nodes breaks the plan: every waiting member is rejected and all
+// holds are freed, once. Then the pod, or its whole gang, may take room:
+// by preempting whole gangs of lower priority, by reclaiming for its queue,
+// or by reserving the nodes it waits for. Per-pod preemption never runs:
+// it would leave victim gangs partial.
+func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	cs := readState(state)
+	if cs == nil {
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
-	pg, err := pl.s.PodGroup(key)
-	if err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "PodGroup does not exist")
-	}
-	// Every node failed an earlier filter, so the plan never ran: run it now
-	// for its diagnosis (which filters, how many members fit) and status.
-	if cs := readState(state); cs != nil && cs.planning != nil {
-		p := cs.planning
-		p.once.Do(func() { p.open, p.status = pl.plan(ctx, p, cs) })
-		if p.status != nil {
-			return nil, p.status
+	if p := cs.planning; p != nil {
+		// Every node failed a filter before this plugin's: the plan never
+		// ran. Run it now, for the diagnosis and for what follows.
+		if _, st := p.run(func() (string, *fwk.Status) { return pl.plan(ctx, state, pod, cs, p) }); st == nil {
+			return nil, fwk.NewStatus(fwk.Unschedulable, "the gang was planned; its members go to their planned nodes")
 		}
 	}
-	if _, live := pl.s.Gangs.OpenNodes(key, gang.ShapeKey(pod)); live && len(pl.placed(key, pl.s.Members(key))) < int(pg.Spec.MinMember) {
-		msg := fmt.Sprintf("plan broken: member %s fits none of its planned nodes; replanning the gang", pod.Name)
-		pl.tearDown(ctx, pg, shared.ReasonPlanBroken, msg)
+	if cs.spec != nil && cs.steered && pl.lc.Placed(cs.ref) < quorum(cs.spec) {
+		node, _ := pl.lc.NextSlot(cs.ref, cs.shape)
+		msg := fmt.Sprintf("plan broken: member %s does not fit its planned node %s; replanning the gang", pod.Name, node)
+		pl.lc.Release(cs.ref, gang.ReasonPlanBroken, msg)
+		return nil, fwk.NewStatus(fwk.Unschedulable, msg)
 	}
-	return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "gang members are not placed by per-pod preemption")
-}
-
-// tearDown drops the gang's plan, rejects its waiting members and wakes
-// gangs that were waiting for the capacity it held.
-func (pl *Coscheduling) tearDown(ctx context.Context, pg *pgv1alpha1.PodGroup, reason, msg string) {
-	key := pg.Namespace + "/" + pg.Name
-	klog.FromContext(ctx).V(2).Info("Tearing down gang", "podGroup", key, "reason", reason, "message", msg)
-	pl.s.Gangs.Drop(key)
-	pl.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if shared.GangKey(wp.GetPod()) == key {
-			wp.Reject(Name, msg)
-		}
-	})
-	pl.s.Status.Set(pg, metav1.ConditionFalse, reason, msg)
-	planOutcomes.WithLabelValues(reason).Inc()
-	pl.s.CapacityFreed()
+	return pl.makeRoom(ctx, state, pod, cs, statuses)
 }
 
 // Reserve charges the member to its gang's plan.
 func (pl *Coscheduling) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if cs := readState(state); cs != nil && cs.gangKey != "" {
-		pl.s.Gangs.Reserve(cs.gangKey, pod.UID, nodeName, cs.shape)
+	if cs := readState(state); cs != nil && cs.spec != nil {
+		pl.lc.MemberReserved(cs.ref, pod.UID, nodeName, cs.shape)
 	}
 	return nil
 }
 
 // Unreserve runs when a member is rejected, times out in Permit or fails to
-// bind. Before the quorum that tears the whole gang down: no partial holds.
+// bind. Before the quorum that tears the whole gang down, once.
 func (pl *Coscheduling) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
-	key := shared.GangKey(pod)
-	if key == "" {
-		return
+	if ref, ok := pl.gangs.RefOf(pod); ok {
+		pl.lc.MemberUnreserved(ref, pod.UID, pod.Name)
 	}
-	wasReserved := pl.s.Gangs.IsReserved(key, pod.UID)
-	pl.s.Gangs.Unreserve(key, pod.UID)
-	if !wasReserved || pl.s.Gangs.Permitted(key) {
-		return
-	}
-	pg, err := pl.s.PodGroup(key)
-	if err != nil {
-		pl.s.Gangs.Drop(key)
-		return
-	}
-	if pl.s.Gangs.Expired(key) {
-		pl.tearDown(ctx, pg, shared.ReasonTimeout, fmt.Sprintf(
-			"only %d of %d members were placed within %v; all members released", len(pl.placed(key, pl.s.Members(key))), pg.Spec.MinMember, pl.scheduleTimeout(pg)))
-		return
-	}
-	pl.tearDown(ctx, pg, shared.ReasonPlanBroken, fmt.Sprintf("member %s was released before the gang was complete; replanning", pod.Name))
 }
 
 // Permit lets members through only together: it waits until minMember
 // members are placed, then allows all of them at once.
 func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.Status, time.Duration) {
-	key := shared.GangKey(pod)
-	if key == "" {
+	cs := readState(state)
+	if cs == nil || cs.spec == nil {
 		return nil, 0
 	}
-	pg, err := pl.s.PodGroup(key)
-	if err != nil {
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "PodGroup does not exist"), 0
-	}
-	placed := len(pl.placed(key, pl.s.Members(key)))
-	if placed < int(pg.Spec.MinMember) {
-		wait := pl.s.Gangs.Remaining(key)
+	reached, first, placed := pl.lc.Quorum(cs.ref, quorum(cs.spec))
+	if !reached {
+		wait := pl.lc.Remaining(cs.ref)
 		if wait <= 0 {
-			wait = pl.scheduleTimeout(pg)
+			return fwk.NewStatus(fwk.Unschedulable, "the gang's plan ended before this member was placed; replanning"), 0
 		}
-		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("%d of %d members placed", placed, pg.Spec.MinMember)), wait
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("%d of %d members placed", placed, quorum(cs.spec))), wait
 	}
-	if !pl.s.Gangs.Permitted(key) {
-		pl.s.Gangs.SetPermitted(key, true)
-		gangWait.Observe(time.Since(pg.CreationTimestamp.Time).Seconds())
-		pl.s.Status.Set(pg, metav1.ConditionTrue, shared.ReasonScheduled,
-			fmt.Sprintf("%d of %d members placed; the gang starts", placed, pg.Spec.MinMember))
+	if first {
+		runtime.GangWait.Observe(time.Since(cs.spec.Created).Seconds())
+		pl.gangs.Status.Set(cs.spec, runtime.Condition{Status: metav1.ConditionTrue, Reason: runtime.ReasonScheduled,
+			Message: fmt.Sprintf("%d of %d members placed; the gang starts", placed, quorum(cs.spec))})
+		klog.FromContext(ctx).V(3).Info("Gang reached its quorum", "gang", cs.ref, "placed", placed)
 	}
-	pl.h.IterateOverWaitingPods(func(wp fwk.WaitingPod) {
-		if shared.GangKey(wp.GetPod()) == key {
+	for _, uid := range pl.lc.Reserved(cs.ref) {
+		if wp := pl.h.GetWaitingPod(uid); wp != nil {
 			wp.Allow(Name)
 		}
-	})
-	pl.mu.Lock()
-	delete(pl.failed, key)
-	pl.mu.Unlock()
+	}
 	return nil, 0
 }
 
-func (pl *Coscheduling) scheduleTimeout(pg *pgv1alpha1.PodGroup) time.Duration {
-	if pg.Spec.ScheduleTimeoutSeconds != nil && *pg.Spec.ScheduleTimeoutSeconds > 0 {
-		return time.Duration(*pg.Spec.ScheduleTimeoutSeconds) * time.Second
-	}
-	return pl.timeout
-}
-
-// wakeFailedGangs moves the pending members of gangs whose plan failed back
-// to the active queue: held capacity was just freed without an API event.
-func (pl *Coscheduling) wakeFailedGangs() {
-	pl.mu.Lock()
-	keys := make([]string, 0, len(pl.failed))
-	for k := range pl.failed {
-		keys = append(keys, k)
-	}
-	pl.mu.Unlock()
-	pl.activatePending(keys)
-}
-
-// wakeGangAndDependents moves the pending members of a changed PodGroup, and
-// of gangs that depend on it, back to the active queue, where PreEnqueue looks
-// at them again.
-func (pl *Coscheduling) wakeGangAndDependents(pg *pgv1alpha1.PodGroup) {
-	keys := []string{pg.Namespace + "/" + pg.Name}
-	if all, err := pl.s.PodGroups.PodGroups(pg.Namespace).List(labels.Everything()); err == nil {
-		for _, other := range all {
-			for _, d := range dependencies(other) {
-				if d == pg.Name {
-					keys = append(keys, other.Namespace+"/"+other.Name)
-				}
-			}
-		}
-	}
-	pl.activatePending(keys)
-}
-
-// activatePending moves the unbound members of the gangs to the active queue.
-func (pl *Coscheduling) activatePending(keys []string) {
-	pods := map[string]*v1.Pod{}
-	for _, key := range keys {
-		for _, m := range pl.s.Members(key) {
-			if m.Spec.NodeName == "" {
-				pods[m.Namespace+"/"+m.Name] = m
-			}
-		}
-	}
-	if len(pods) > 0 {
-		pl.h.Activate(klog.Background(), pods)
-	}
-}
-
-// EventsToRegister lists the events that can make a rejected member
-// schedulable, including those of the plugins the planner consults (a
-// rejected gang is requeued only by the rejecting plugin's events).
+// EventsToRegister lists the cluster events that can make a rejected member
+// schedulable. Changes of the phalanx and PodGroup objects are not listed:
+// the runtime's own informers wake the affected pods once their listers
+// are current (the framework would watch the same objects a second time).
 func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	var collaborators []fwk.ClusterEventWithHint
-	if pl.s.NodeLimiter() != nil {
-		collaborators = append(collaborators, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{
-			Resource: "noderesourcetopologies.v1alpha2.topology.node.k8s.io", ActionType: fwk.Add | fwk.Update}})
-	}
-	if pl.s.Topology() != nil {
-		collaborators = append(collaborators, fwk.ClusterEventWithHint{Event: fwk.ClusterEvent{
-			Resource: "networktopologies.v1alpha1.scheduling.phalanx.dev", ActionType: fwk.All}})
-	}
-	return append(collaborators, []fwk.ClusterEventWithHint{
+	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: pl.hintSiblingAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: pl.hintDependencyProgress},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
-		{Event: fwk.ClusterEvent{Resource: podGroupEvents, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: pl.hintPodGroup},
-	}...), nil
+	}, nil
 }
 
 func (pl *Coscheduling) hintSiblingAdded(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
@@ -573,14 +439,15 @@ func (pl *Coscheduling) hintSiblingAdded(_ klog.Logger, pod *v1.Pod, _, newObj a
 	if !ok {
 		return fwk.Queue, nil
 	}
-	if key := shared.GangKey(pod); key != "" && key == shared.GangKey(added) {
+	ref, isMember := pl.gangs.RefOf(pod)
+	if other, ok := pl.gangs.RefOf(added); isMember && ok && ref == other {
 		return fwk.Queue, nil
 	}
 	return fwk.QueueSkip, nil
 }
 
 // hintDependencyProgress requeues a gang's pods when a member of one of its
-// dependencies starts running.
+// dependencies starts running or succeeds.
 func (pl *Coscheduling) hintDependencyProgress(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	updated, ok := newObj.(*v1.Pod)
 	if !ok {
@@ -592,46 +459,19 @@ func (pl *Coscheduling) hintDependencyProgress(_ klog.Logger, pod *v1.Pod, oldOb
 	if old, ok := oldObj.(*v1.Pod); ok && old.Status.Phase == updated.Status.Phase {
 		return fwk.QueueSkip, nil
 	}
-	depName := updated.Labels[shared.PodGroupLabel]
-	key := shared.GangKey(pod)
-	if depName == "" || key == "" || updated.Namespace != pod.Namespace {
+	depRef, ok1 := pl.gangs.RefOf(updated)
+	_, spec, ok2, err := pl.gangs.GangOf(pod)
+	if !ok1 || !ok2 || err != nil || updated.Namespace != pod.Namespace {
 		return fwk.QueueSkip, nil
 	}
-	pg, err := pl.s.PodGroup(key)
-	if err != nil {
-		return fwk.QueueSkip, nil
-	}
-	for _, d := range dependencies(pg) {
-		if d == depName {
+	for _, d := range spec.DependsOn() {
+		if d == depRef.Name {
 			return fwk.Queue, nil
 		}
 	}
 	return fwk.QueueSkip, nil
 }
 
-func (pl *Coscheduling) hintPodGroup(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
-	key := shared.GangKey(pod)
-	if key == "" {
-		return fwk.QueueSkip, nil
-	}
-	meta, err := apimeta.Accessor(newObj)
-	if err != nil {
-		return fwk.Queue, nil
-	}
-	if meta.GetNamespace() != pod.Namespace {
-		return fwk.QueueSkip, nil
-	}
-	if pod.Namespace+"/"+meta.GetName() == key {
-		return fwk.Queue, nil
-	}
-	if pg, err := pl.s.PodGroup(key); err == nil {
-		for _, d := range dependencies(pg) {
-			if d == meta.GetName() {
-				return fwk.Queue, nil
-			}
-		}
-	} else if apierrors.IsNotFound(err) {
-		return fwk.Queue, nil
-	}
-	return fwk.QueueSkip, nil
+func dependsOn(spec *gang.Spec) string {
+	return fmt.Sprintf("%v", spec.DependsOn())
 }

@@ -3,264 +3,335 @@ package coscheduling
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sort"
-	"strings"
+	"math"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
-	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
-	"github.com/phalanx-sched/phalanx/plugins/shared"
+	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
-// shapeGroup is one shape of members still to be placed.
-type shapeGroup struct {
-	key   string
-	rep   *v1.Pod
-	req   resources.List
-	count int
+// planning is one cycle's plan of a gang.
+//
+// The plan asks every Filter plugin of the profile about the gang's member on
+// every node. That can only be done once every PreFilter has run: until then
+// the framework does not know which Filter plugins skip this pod, and calling
+// them would fail. So PreFilter marks the cycle, and the first Filter call
+// makes the plan, once; the framework's other Filter calls of the cycle wait
+// for it and then admit only the member's planned node. A profile that places
+// Coscheduling first among Filter plugins (the canonical one does) always gets
+// that call; otherwise PostFilter makes the plan when every node failed an
+// earlier filter.
+type planning struct {
+	once  sync.Once
+	pod   *v1.Pod
+	nodes []fwk.NodeInfo
+	// dry marks a copy made for a dry run (preemption's simulations): it
+	// never plans, it only reads what the cycle planned.
+	dry    bool
+	parent *planning
+
+	done   bool
+	target string
+	status *fwk.Status
+	// probe is what the planner learned, kept for PostFilter.
+	probe *probe
 }
 
-// plan runs at the first member of a gang without a live plan. It asks every
-// Filter plugin whether the member fits each node (in parallel), sizes each
-// node by arithmetic, and lets the planner place the whole minimum.
-func (pl *Coscheduling) plan(ctx context.Context, p *planning, cs *cycleState) (sets.Set[string], *fwk.Status) {
+func newPlanning(pod *v1.Pod, nodes []fwk.NodeInfo) *planning {
+	return &planning{pod: pod, nodes: nodes}
+}
+
+func (p *planning) dryRun() *planning {
+	if p.dry {
+		return p
+	}
+	return &planning{dry: true, parent: p}
+}
+
+// run makes the plan once and returns the member's planned node, or why the
+// gang cannot be placed. A dry-run copy returns the cycle's result if there is
+// one, and no constraint otherwise.
+func (p *planning) run(plan func() (string, *fwk.Status)) (string, *fwk.Status) {
+	if p.dry {
+		if p.parent.done {
+			return p.parent.target, p.parent.status
+		}
+		return "", nil
+	}
+	p.once.Do(func() {
+		p.target, p.status = plan()
+		p.done = true
+	})
+	return p.target, p.status
+}
+
+// probe is the cluster as one planning attempt saw it.
+type probe struct {
+	groups   []gang.ShapeGroup
+	nodes    []gang.NodeState
+	infos    []fwk.NodeInfo
+	verdicts []gang.Verdict
+	// placed counts members already bound or reserved.
+	placed int
+}
+
+// plan places the gang's remaining minimum: the filters' verdict for the
+// member on every node (in parallel), each node sized by arithmetic net of
+// what other gangs hold, the topology constraint and NUMA zones, then the
+// planner. A plan is committed to the lifecycle and holds its capacity; no
+// plan fails every member of the gang until capacity changes, and — for a
+// gang that waited long enough — reserves the nodes it waits for.
+func (pl *Coscheduling) plan(ctx context.Context, state fwk.CycleState, pod *v1.Pod, cs *cycleState, p *planning) (string, *fwk.Status) {
 	logger := klog.FromContext(ctx)
-	pod, pg, members, placed, nodes := p.pod, p.pg, p.members, p.placed, p.nodes
-	// The planner's filter runs see a state whose Coscheduling entry only
-	// checks holds, so they do not recurse into planning.
-	state := p.state.Clone()
-	state.Write(stateKey, &cycleState{gangKey: cs.gangKey, shape: cs.shape, request: cs.request, nested: true})
 	start := time.Now()
-	needed := int(pg.Spec.MinMember) - len(placed)
-
-	groups := pendingShapes(pod, cs, members, placed, needed)
-	have := 0
-	for _, g := range groups {
-		have += g.count
+	ref, spec := cs.ref, cs.spec
+	placed := pl.lc.Placed(ref)
+	needed := quorum(spec) - placed
+	groups := gang.GroupPending(pod, pl.gangs.Pending(ref), needed)
+	if have := gang.Members(groups); have < needed {
+		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", placed, have, quorum(spec))
+		pl.gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: runtime.ReasonMembersPending, Message: msg})
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-	if have < needed {
-		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", len(placed), have, pg.Spec.MinMember)
-		pl.s.Status.Set(pg, metav1.ConditionFalse, shared.ReasonMembersPending, msg)
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+	pr := pl.probe(ctx, state, pod, groups, p.nodes)
+	pr.placed = placed
+	p.probe = pr
+	if qc := runtime.ReadQueueCycle(state); qc != nil && !qc.Admitted {
+		// Refused by its queue: nothing is planned; PostFilter may reclaim.
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, qc.Refusal)
 	}
 
-	candidates := make([]gang.Node, len(nodes))
-	failures := make([]*fwk.Status, len(nodes))
-	primaryOnePerNode := gang.OnePerNode(pod)
-	limiter := pl.s.NodeLimiter()
-	pl.h.Parallelizer().Until(ctx, len(nodes), func(i int) {
-		ni := nodes[i]
-		node := ni.Node()
-		free, freePods := freeOn(ni)
-		held, heldPods := pl.s.Gangs.Held(node.Name, cs.gangKey)
+	room := func(i int) (resources.List, int64) {
+		free, pods := pr.nodes[i].Free.Clone(), pr.nodes[i].FreePods
+		held, heldPods := pl.lc.Held(pr.nodes[i].Node.Name, ref, cs.priority)
 		free.Sub(held)
-		c := gang.Node{Name: node.Name, Free: free, FreePods: freePods - heldPods, Limit: map[string]int{}}
-		if st := pl.h.RunFilterPluginsWithNominatedPods(ctx, state, pod, ni); st.IsSuccess() {
-			c.Limit[cs.shape] = limitFor(primaryOnePerNode, needed)
-		} else {
-			failures[i] = st
-		}
-		for _, g := range groups[1:] {
-			if gang.NodeAdmits(g.rep, node) {
-				c.Limit[g.key] = limitFor(gang.OnePerNode(g.rep), needed)
-			}
-		}
-		// Per-zone fit (NUMA) caps members per node beyond arithmetic.
-		if limiter != nil {
-			for _, g := range groups {
-				if l, ok := c.Limit[g.key]; ok {
-					c.Limit[g.key] = limiter.Limit(g.rep, node.Name, l)
-				}
-			}
-		}
-		candidates[i] = c
-	}, Name)
-
-	shapes := make([]gang.Shape, len(groups))
-	requests := make(map[string]resources.List, len(groups))
-	for i, g := range groups {
-		shapes[i] = gang.Shape{Key: g.key, Request: g.req, Count: g.count}
-		requests[g.key] = g.req
+		return free, pods - heldPods
 	}
-	req := gang.Request{Shapes: shapes, Nodes: candidates}
-	constraint := pl.constrain(pg, pod, cs.gangKey, members, &req)
+	req, constraint := pl.request(state, pr, room, false)
 	plan, diag := gang.Place(req)
-	planDuration.Observe(time.Since(start).Seconds())
-	key := cs.gangKey
+	runtime.PlanDuration.Observe(time.Since(start).Seconds())
 	if plan == nil {
-		failed := make(map[string]*fwk.Status, len(nodes))
-		for i, st := range failures {
-			if st != nil {
-				failed[nodes[i].Node().Name] = st
-			}
+		msg := gang.DescribeFailure(diag, placed, quorum(spec), constraint, req, nodeNames(pr.nodes), pr.verdicts)
+		logger.V(2).Info("Gang cannot be placed", "gang", ref, "reason", msg)
+		pl.lc.Fail(ref, msg)
+		reason := runtime.ReasonUnschedulable
+		if note, ok := pl.reserve(ctx, state, cs, pr); ok {
+			msg, reason = note, runtime.ReasonReserving
+		} else if note != "" {
+			msg += "; " + note
 		}
-		msg := describeFailure(diag, len(placed), int(pg.Spec.MinMember), constraint, req, failed, len(nodes))
-		logger.V(2).Info("Gang cannot be placed", "podGroup", key, "reason", msg)
-		pl.s.Gangs.Fail(key, msg)
-		pl.mu.Lock()
-		pl.failed[key] = true
-		pl.mu.Unlock()
-		pl.s.Status.Set(pg, metav1.ConditionFalse, shared.ReasonUnschedulable, msg)
-		planOutcomes.WithLabelValues("unschedulable").Inc()
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		pl.gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+		runtime.PlanOutcomes.WithLabelValues("unschedulable").Inc()
+		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
-
-	ttl := pl.scheduleTimeout(pg)
-	gen := pl.s.Gangs.SetPlan(key, plan, requests, ttl)
-	time.AfterFunc(ttl, func() {
-		if pl.s.Gangs.ExpireIf(key, gen) {
-			pl.s.CapacityFreed()
-		}
-	})
-	planOutcomes.WithLabelValues("planned").Inc()
-	logger.V(3).Info("Gang planned", "podGroup", key, "members", plan.Members(), "nodes", len(plan.Slots))
+	_, shapes := gang.Shapes(groups)
+	pl.lc.CommitPlan(ref, plan, shapes, pl.scheduleTimeout(spec))
+	runtime.PlanOutcomes.WithLabelValues("planned").Inc()
+	logger.V(3).Info("Gang planned", "gang", ref, "members", plan.Members(), "nodes", len(plan.Slots), "duration", time.Since(start))
 	// Siblings come next in the queue order; wake those that wait elsewhere.
-	pl.activatePending([]string{key})
-
-	open, _ := pl.s.Gangs.OpenNodes(key, cs.shape)
-	return open, nil
+	pl.gangs.Wake(ref)
+	node, _ := pl.lc.NextSlot(ref, cs.shape)
+	cs.steered = true
+	return node, nil
 }
 
-// constrain applies the gang's network-topology constraint. Without the
-// NetworkTopology plugin a required level cannot be honoured, and says so.
-func (pl *Coscheduling) constrain(pg *pgv1alpha1.PodGroup, pod *v1.Pod, key string, members []*v1.Pod, req *gang.Request) string {
-	t := pl.s.Topology()
-	if t == nil {
-		req.Required = pg.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
-		if req.Required == "" {
-			req.Required = pod.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
-		}
-		if req.Required != "" {
-			return "required " + req.Required + " (the NetworkTopology plugin is not enabled)"
-		}
-		return ""
+// probe asks the profile's Filter plugins about the gang's member on every
+// node, in parallel. The probe's state skips this plugin's own Filter: the
+// planner accounts for held capacity itself.
+func (pl *Coscheduling) probe(ctx context.Context, state fwk.CycleState, pod *v1.Pod, groups []gang.ShapeGroup, infos []fwk.NodeInfo) *probe {
+	probeState := state.Clone()
+	skip := sets.New[string](Name)
+	if s := state.GetSkipFilterPlugins(); s != nil {
+		skip = skip.Union(s)
 	}
-	var placedNodes []string
-	for _, m := range members {
-		if m.Spec.NodeName != "" && m.DeletionTimestamp == nil {
-			placedNodes = append(placedNodes, m.Spec.NodeName)
-		}
-	}
-	placedNodes = append(placedNodes, pl.s.Gangs.ReservedNodes(key)...)
-	return t.Constrain(pg, pod, placedNodes, req)
+	probeState.SetSkipFilterPlugins(skip)
+	pr := &probe{groups: groups, infos: infos, nodes: make([]gang.NodeState, len(infos)), verdicts: make([]gang.Verdict, len(infos))}
+	pl.h.Parallelizer().Until(ctx, len(infos), func(i int) {
+		ni := infos[i]
+		free, pods := freeOn(ni)
+		pr.nodes[i] = gang.NodeState{Node: ni.Node(), Free: free, FreePods: pods}
+		pr.verdicts[i] = verdictOf(pl.h.RunFilterPluginsWithNominatedPods(ctx, probeState, pod, ni))
+	}, Name)
+	return pr
 }
 
-func limitFor(onePerNode bool, needed int) int {
-	if onePerNode {
-		return 1
+// resourcePlugins reject a node for lack of free capacity only: the member
+// would fit there if pods left.
+var resourcePlugins = sets.New("NodeResourcesFit", "NUMATopology")
+
+func verdictOf(st *fwk.Status) gang.Verdict {
+	if st.IsSuccess() {
+		return gang.Verdict{Fits: true}
 	}
-	return needed
+	return gang.Verdict{
+		Plugin:       st.Plugin(),
+		Reasons:      st.Reasons(),
+		ResourceOnly: st.Code() == fwk.Unschedulable && resourcePlugins.Has(st.Plugin()),
+	}
 }
 
-// pendingShapes picks the members to plan for (the pod in the cycle first,
-// then the oldest) and groups them by shape, the cycle's shape first.
-func pendingShapes(pod *v1.Pod, cs *cycleState, members []*v1.Pod, placed map[types.UID]bool, needed int) []shapeGroup {
-	pending := make([]*v1.Pod, 0, len(members))
-	for _, m := range members {
-		if m.UID != pod.UID && !placed[m.UID] && m.Spec.NodeName == "" && m.DeletionTimestamp == nil {
-			pending = append(pending, m)
-		}
+// request builds the planner's request from a probe: candidate nodes sized
+// by room (relaxed: nodes that fail for capacity only are candidates too),
+// NUMA zones and the topology constraint from the other plugins' part of
+// the cycle.
+func (pl *Coscheduling) request(state fwk.CycleState, pr *probe, room gang.Capacity, relaxed bool) (gang.Request, string) {
+	var limiter gang.Limiter
+	if nc := runtime.ReadNUMACycle(state); nc != nil {
+		limiter = nc.Limiter
 	}
-	sort.Slice(pending, func(i, j int) bool {
-		ti, tj := pending[i].CreationTimestamp, pending[j].CreationTimestamp
-		if !ti.Equal(&tj) {
-			return ti.Before(&tj)
-		}
-		return pending[i].Name < pending[j].Name
-	})
-	groups := []shapeGroup{{key: cs.shape, rep: pod, req: cs.request, count: 1}}
-	index := map[string]int{cs.shape: 0}
-	for total := 1; total < needed && len(pending) > 0; total++ {
-		m := pending[0]
-		pending = pending[1:]
-		k := gang.ShapeKey(m)
-		i, ok := index[k]
-		if !ok {
-			i = len(groups)
-			index[k] = i
-			groups = append(groups, shapeGroup{key: k, rep: m, req: resources.PodRequests(m)})
-		}
-		groups[i].count++
+	shapes, _ := gang.Shapes(pr.groups)
+	req := gang.Request{Shapes: shapes, Nodes: gang.CandidateNodes(pr.groups, pr.nodes, pr.verdicts, room, relaxed, limiter)}
+	cs := readState(state)
+	if cs == nil || cs.spec == nil {
+		return req, ""
 	}
-	return groups
+	tc := runtime.ReadTopologyCycle(state)
+	if tc == nil {
+		required, _ := gang.TopologyConstraint(cs.spec.Annotations, pr.groups[0].Rep.Annotations)
+		req.Required = required
+		if required != "" {
+			return req, "required " + required + " (the NetworkTopology plugin is not enabled)"
+		}
+		return req, ""
+	}
+	req.Constrain(tc.Tree, tc.Required, tc.Preferred, pl.lc.PlacedNodes(cs.ref))
+	return req, gang.DescribeConstraint(tc.Required, tc.Preferred)
 }
 
-// describeFailure says why no placement exists, in terms users can act on:
-// how many members fit, in which domains, and which filters rejected nodes.
-func describeFailure(diag *gang.Diagnosis, placed, minMember int, constraint string, req gang.Request,
-	failed map[string]*fwk.Status, nodes int) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "no placement for %d more members (minMember %d, %d placed)", diag.Needed, minMember, placed)
-	if constraint != "" {
-		fmt.Fprintf(&b, " with topology %s", constraint)
+func nodeNames(nodes []gang.NodeState) []string {
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.Node.Name
 	}
-	fmt.Fprintf(&b, ": at most %d fit", diag.Placed)
-	if diag.Best.Level != "" {
-		fmt.Fprintf(&b, " in %s %s", diag.Best.Level, diag.Best.Value)
-	}
-	if diag.UnknownLevel != "" {
-		fmt.Fprintf(&b, "; topology level %q is not defined (levels: %s)", diag.UnknownLevel, strings.Join(req.Levels, ", "))
-	}
-	if len(diag.Tried) > 0 {
-		li := slices.Index(req.Levels, diag.Tried[0].Domain.Level)
-		b.WriteString("; tried")
-		for i, d := range diag.Tried {
-			if i == 4 {
-				fmt.Fprintf(&b, ", and %d more", len(diag.Tried)-i)
-				break
-			}
-			total, filteredOut := 0, map[string]int{}
-			for _, n := range req.Nodes {
-				if li >= 0 && li < len(n.Domains) && n.Domains[li] == d.Domain.Value {
-					total++
-					if st := failed[n.Name]; st != nil {
-						filteredOut[st.Plugin()]++
-					}
-				}
-			}
-			sep := ","
-			if i == 0 {
-				sep = ""
-			}
-			fmt.Fprintf(&b, "%s %s (room for %d", sep, d.Domain.Value, d.Placed)
-			for _, plugin := range sortedKeys(filteredOut) {
-				fmt.Fprintf(&b, "; %d of %d nodes fail %s", filteredOut[plugin], total, plugin)
-			}
-			b.WriteString(")")
-		}
-	}
-	byReason := map[string]int{}
-	for _, st := range failed {
-		byReason[st.Plugin()+": "+strings.Join(st.Reasons(), ", ")]++
-	}
-	fmt.Fprintf(&b, "; %d of %d nodes fail filters", len(failed), nodes)
-	reasons := sortedKeys(byReason)
-	sort.SliceStable(reasons, func(i, j int) bool { return byReason[reasons[i]] > byReason[reasons[j]] })
-	for i, r := range reasons {
-		if i == 3 {
-			fmt.Fprintf(&b, "; …")
-			break
-		}
-		fmt.Fprintf(&b, "; %d × %s", byReason[r], r)
-	}
-	return b.String()
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
+
+func (pl *Coscheduling) scheduleTimeout(spec *gang.Spec) time.Duration {
+	if spec.Timeout > 0 {
+		return spec.Timeout
+	}
+	return pl.timeout
+}
+
+// reserve gives a gang that has waited at least reservationAfter a
+// reservation: the nodes it would take once running pods of equal or lower
+// priority leave are held against gangs of equal or lower priority, which
+// only backfill what the reservation does not need. One gang per queue holds
+// one, the first in the queue's order; reservations never overlap, and none is
+// made for a gang that cannot fit the cluster at all. It returns what the
+// gang's condition should say, and whether the gang holds a reservation.
+func (pl *Coscheduling) reserve(ctx context.Context, state fwk.CycleState, cs *cycleState, pr *probe) (string, bool) {
+	ref, spec := cs.ref, cs.spec
+	if r, ok := pl.lc.ReservationOf(ref); ok && r.Kind == gang.ReservationPreempting {
+		return pl.reservationNote(r, pr, "preempted victims are leaving"), true
+	}
+	since := pl.lc.WaitingSince(ref)
+	if since.IsZero() || pl.lc.Now().Sub(since) < pl.reserveAfter {
+		if _, ok := pl.lc.ReservationOf(ref); ok {
+			pl.lc.DropReservation(ref)
+		}
+		return "", false
+	}
+	// Room once running pods of equal or lower priority leave, net of what
+	// every other gang holds (reservations do not overlap).
+	future := make([]resources.List, len(pr.nodes))
+	futurePods := make([]int64, len(pr.nodes))
+	busy := make([]int64, len(pr.nodes))
+	for i, ni := range pr.infos {
+		f, pods, b := pl.futureRoom(ni, cs.priority)
+		held, heldPods := pl.lc.Held(ni.Node().Name, ref, math.MinInt32)
+		f.Sub(held)
+		future[i], futurePods[i], busy[i] = f, pods-heldPods, b
+	}
+	req, _ := pl.request(state, pr, func(i int) (resources.List, int64) { return future[i], futurePods[i] }, true)
+	for i := range req.Nodes {
+		req.Nodes[i].Busy = busy[indexOf(pr, req.Nodes[i].Name)]
+	}
+	plan, _ := gang.Place(req)
+	if plan == nil {
+		if r, ok := pl.lc.ReservationOf(ref); ok && r.Kind == gang.ReservationStarved {
+			pl.lc.DropReservation(ref)
+		}
+		return "nothing is reserved: the gang does not fit the cluster even when pods of equal or lower priority leave", false
+	}
+	queueName := ""
+	if qc := runtime.ReadQueueCycle(state); qc != nil {
+		queueName = qc.Queue
+	}
+	_, shapes := gang.Shapes(pr.groups)
+	granted, displaced := pl.lc.Reserve(ref, gang.ReservationRequest{
+		Kind: gang.ReservationStarved, Queue: queueName, Priority: cs.priority, Created: spec.Created,
+		Plan: plan, Shapes: shapes,
+	})
+	if !displaced.IsZero() {
+		klog.FromContext(ctx).V(2).Info("Reservation moved to a gang ahead in the queue", "from", displaced, "to", ref)
+		pl.gangs.Wake(displaced)
+	}
+	if !granted {
+		return fmt.Sprintf("waiting behind another gang of queue %q that holds the queue's reservation", queueName), false
+	}
+	r, _ := pl.lc.ReservationOf(ref)
+	runtime.PlanOutcomes.WithLabelValues("reserved").Inc()
+	return pl.reservationNote(r, pr, "gangs of equal or lower priority only backfill around it"), true
+}
+
+// futureRoom is a node's room for the gang once the pods it may wait for
+// (equal or lower priority) leave; busy is how many pods hold that room now.
+func (pl *Coscheduling) futureRoom(ni fwk.NodeInfo, priority int32) (resources.List, int64, int64) {
+	free, pods := freeOn(ni)
+	busy := int64(0)
+	for _, pi := range ni.GetPods() {
+		p := pi.GetPod()
+		if corev1helpers.PodPriority(p) > priority {
+			continue
+		}
+		free.Add(resources.PodRequests(p))
+		pods++
+		busy++
+	}
+	return free, pods, busy
+}
+
+func indexOf(pr *probe, node string) int {
+	for i, n := range pr.nodes {
+		if n.Node.Name == node {
+			return i
+		}
+	}
+	return 0
+}
+
+// reservationNote says what a reserving gang holds and how much of it is
+// still in use.
+func (pl *Coscheduling) reservationNote(r gang.Reservation, pr *probe, tail string) string {
+	members, waiting := 0, 0
+	byName := make(map[string]int, len(pr.nodes))
+	for i, n := range pr.nodes {
+		byName[n.Node.Name] = i
+	}
+	for node, byShape := range r.Slots {
+		i, ok := byName[node]
+		for shape, n := range byShape {
+			members += n
+			if !ok {
+				waiting += n
+				continue
+			}
+			fit := pr.nodes[i].Free.Copies(r.Shapes[shape], int64(n))
+			waiting += n - int(min(fit, pr.nodes[i].FreePods))
+		}
+	}
+	return fmt.Sprintf("reserving %d nodes for %d members since %s; room for %d of them is still in use by running pods; %s",
+		len(r.Slots), members, r.Since.UTC().Format(time.RFC3339), max(waiting, 0), tail)
+}
+
+func setOf(node string) sets.Set[string] { return sets.New(node) }

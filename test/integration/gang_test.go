@@ -2,18 +2,19 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 )
 
@@ -55,20 +56,11 @@ func scheduledCondition(ctx context.Context, c *testcluster.Cluster, ns, name st
 	if err != nil {
 		return nil, err
 	}
-	var pg struct {
-		Status struct {
-			Conditions []metav1.Condition `json:"conditions"`
-		} `json:"status"`
-	}
-	if err := json.Unmarshal(raw, &pg); err != nil {
+	conds, err := gang.ReadConditions(raw)
+	if err != nil {
 		return nil, err
 	}
-	for i := range pg.Status.Conditions {
-		if pg.Status.Conditions[i].Type == "Scheduled" {
-			return &pg.Status.Conditions[i], nil
-		}
-	}
-	return nil, nil
+	return apimeta.FindStatusCondition(conds, "Scheduled"), nil
 }
 
 // waitCondition waits until the PodGroup's Scheduled condition has reason

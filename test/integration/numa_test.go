@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 )
 
@@ -220,11 +221,12 @@ func TestNUMANoDoubleBooking(t *testing.T) {
 	}
 }
 
-// TestNUMALateNRT: with nodesWithoutTopology RejectAlignedPods, a node whose
-// NRT object is not published yet takes no aligned pod (and says why), but
-// takes other pods; once the object appears the aligned pod is scheduled.
+// TestNUMALateNRT: a node labelled as enforcing single-numa-node whose NRT
+// object is not published yet takes no aligned pod (and says why), but takes
+// other pods; once the object appears the aligned pod is scheduled.
 func TestNUMALateNRT(t *testing.T) {
-	c := startCluster(t, testcluster.NodeSpec{Name: "late", CPU: "32", Memory: "128Gi", GPUs: 8})
+	c := startCluster(t, testcluster.NodeSpec{Name: "late", CPU: "32", Memory: "128Gi", GPUs: 8,
+		Labels: map[string]string{phalanxv1alpha1.TopologyManagerPolicyLabel: "single-numa-node"}})
 	startScheduler(t, c)
 
 	createPods(t, c,

@@ -8,13 +8,18 @@ const (
 	DefaultQueueName                    = "default"
 	DefaultTopologyName                 = "default"
 	DefaultNUMAScoringStrategy          = "LeastNUMANodes"
-	DefaultNodesWithoutTopology         = "RejectAlignedPods"
+	DefaultNodesWithoutTopology         = "AdmitAll"
+	DefaultReservationAfterSeconds int64 = 30
+	DefaultMinRuntimeSeconds       int64 = 15
 )
 
 // SetDefaults_CoschedulingArgs sets unset fields to their defaults.
 func SetDefaults_CoschedulingArgs(obj *CoschedulingArgs) {
 	if obj.DefaultScheduleTimeoutSeconds == nil {
 		obj.DefaultScheduleTimeoutSeconds = ptr.To(DefaultScheduleTimeoutSeconds)
+	}
+	if obj.ReservationAfterSeconds == nil {
+		obj.ReservationAfterSeconds = ptr.To(DefaultReservationAfterSeconds)
 	}
 }
 
@@ -25,6 +30,9 @@ func SetDefaults_CapacityQueueArgs(obj *CapacityQueueArgs) {
 	}
 	if obj.EnableReclaim == nil {
 		obj.EnableReclaim = ptr.To(true)
+	}
+	if obj.MinRuntimeSeconds == nil {
+		obj.MinRuntimeSeconds = ptr.To(DefaultMinRuntimeSeconds)
 	}
 }
 

@@ -66,10 +66,10 @@ type wantArgs struct {
 }
 
 var defaultArgs = wantArgs{
-	coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60},
-	capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: true},
+	coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30},
+	capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: true, MinRuntimeSeconds: 15},
 	networkTopology: &config.NetworkTopologyArgs{TopologyName: "default", UseHyperNodes: true},
-	numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "LeastNUMANodes", NodesWithoutTopology: "RejectAlignedPods"},
+	numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "LeastNUMANodes", NodesWithoutTopology: "AdmitAll"},
 }
 
 func checkArgs(t *testing.T, prof *schedconfig.KubeSchedulerProfile, want wantArgs) {
@@ -141,10 +141,12 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
   - name: Coscheduling
     args:
       defaultScheduleTimeoutSeconds: 300
+      reservationAfterSeconds: 120
   - name: CapacityQueue
     args:
       defaultQueue: batch
       enableReclaim: false
+      minRuntimeSeconds: 0
   - name: NetworkTopology
     args:
       topologyName: fabric
@@ -152,13 +154,13 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
   - name: NUMATopology
     args:
       scoringStrategy: MostAllocated
-      nodesWithoutTopology: AdmitAll
+      nodesWithoutTopology: RejectAlignedPods
 `,
 			want: wantArgs{
-				coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 300},
+				coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 300, ReservationAfterSeconds: 120},
 				capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "batch", EnableReclaim: false},
 				networkTopology: &config.NetworkTopologyArgs{TopologyName: "fabric", UseHyperNodes: false},
-				numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "MostAllocated", NodesWithoutTopology: "AdmitAll"},
+				numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "MostAllocated", NodesWithoutTopology: "RejectAlignedPods"},
 			},
 		},
 		{
@@ -172,13 +174,13 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
       topologyName: fabric
   - name: NUMATopology
     args:
-      nodesWithoutTopology: AdmitAll
+      nodesWithoutTopology: RejectAlignedPods
 `,
 			want: wantArgs{
 				coscheduling:    defaultArgs.coscheduling,
-				capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: false},
+				capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: false, MinRuntimeSeconds: 15},
 				networkTopology: &config.NetworkTopologyArgs{TopologyName: "fabric", UseHyperNodes: true},
-				numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "LeastNUMANodes", NodesWithoutTopology: "AdmitAll"},
+				numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "LeastNUMANodes", NodesWithoutTopology: "RejectAlignedPods"},
 			},
 		},
 	}
@@ -235,7 +237,7 @@ func TestCanonicalSchedulerConfig(t *testing.T) {
 	cfg := decode(t, manifests.SchedulerConfig)
 	prof := profile(t, cfg, "phalanx-scheduler")
 	// The file sets every field except enableReclaim and useHyperNodes, which
-	// come from the defaults.
+	// come from the defaults, to the defaults.
 	checkArgs(t, prof, defaultArgs)
 }
 
@@ -253,22 +255,22 @@ func TestSetDefaultsFunctions(t *testing.T) {
 		{
 			name: "Coscheduling unset",
 			in:   &configv1.CoschedulingArgs{},
-			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(configv1.DefaultScheduleTimeoutSeconds)},
+			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(configv1.DefaultScheduleTimeoutSeconds), ReservationAfterSeconds: i64(configv1.DefaultReservationAfterSeconds)},
 		},
 		{
 			name: "Coscheduling set (even zero) is kept for validation to judge",
-			in:   &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0)},
-			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0)},
+			in:   &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0)},
+			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0)},
 		},
 		{
 			name: "CapacityQueue unset",
 			in:   &configv1.CapacityQueueArgs{},
-			want: &configv1.CapacityQueueArgs{DefaultQueue: str("default"), EnableReclaim: boolp(true)},
+			want: &configv1.CapacityQueueArgs{DefaultQueue: str("default"), EnableReclaim: boolp(true), MinRuntimeSeconds: i64(configv1.DefaultMinRuntimeSeconds)},
 		},
 		{
 			name: "CapacityQueue set",
-			in:   &configv1.CapacityQueueArgs{DefaultQueue: str(""), EnableReclaim: boolp(false)},
-			want: &configv1.CapacityQueueArgs{DefaultQueue: str(""), EnableReclaim: boolp(false)},
+			in:   &configv1.CapacityQueueArgs{DefaultQueue: str(""), EnableReclaim: boolp(false), MinRuntimeSeconds: i64(0)},
+			want: &configv1.CapacityQueueArgs{DefaultQueue: str(""), EnableReclaim: boolp(false), MinRuntimeSeconds: i64(0)},
 		},
 		{
 			name: "NetworkTopology unset",
@@ -283,12 +285,12 @@ func TestSetDefaultsFunctions(t *testing.T) {
 		{
 			name: "NUMATopology unset",
 			in:   &configv1.NUMATopologyArgs{},
-			want: &configv1.NUMATopologyArgs{ScoringStrategy: str("LeastNUMANodes"), NodesWithoutTopology: str("RejectAlignedPods")},
+			want: &configv1.NUMATopologyArgs{ScoringStrategy: str("LeastNUMANodes"), NodesWithoutTopology: str("AdmitAll")},
 		},
 		{
 			name: "NUMATopology set",
-			in:   &configv1.NUMATopologyArgs{ScoringStrategy: str("LeastAllocated"), NodesWithoutTopology: str("AdmitAll")},
-			want: &configv1.NUMATopologyArgs{ScoringStrategy: str("LeastAllocated"), NodesWithoutTopology: str("AdmitAll")},
+			in:   &configv1.NUMATopologyArgs{ScoringStrategy: str("LeastAllocated"), NodesWithoutTopology: str("RejectAlignedPods")},
+			want: &configv1.NUMATopologyArgs{ScoringStrategy: str("LeastAllocated"), NodesWithoutTopology: str("RejectAlignedPods")},
 		},
 	}
 	for _, tc := range tests {

@@ -14,6 +14,10 @@ type CoschedulingArgs struct {
 	// Permit for their siblings when the PodGroup sets no scheduleTimeoutSeconds.
 	// Default 60.
 	DefaultScheduleTimeoutSeconds *int64 `json:"defaultScheduleTimeoutSeconds,omitempty"`
+	// ReservationAfterSeconds is how long a gang may fail to find room, first
+	// in its queue's order, before the nodes it needs are reserved for it
+	// against gangs of equal or lower priority. Default 30.
+	ReservationAfterSeconds *int64 `json:"reservationAfterSeconds,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -26,6 +30,9 @@ type CapacityQueueArgs struct {
 	DefaultQueue *string `json:"defaultQueue,omitempty"`
 	// EnableReclaim lets starved queues evict whole gangs. Default true.
 	EnableReclaim *bool `json:"enableReclaim,omitempty"`
+	// MinRuntimeSeconds is how long a gang runs before reclaim may evict it.
+	// Default 15.
+	MinRuntimeSeconds *int64 `json:"minRuntimeSeconds,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
@@ -48,6 +55,7 @@ type NUMATopologyArgs struct {
 
 	// ScoringStrategy: LeastNUMANodes (default), MostAllocated or LeastAllocated.
 	ScoringStrategy *string `json:"scoringStrategy,omitempty"`
-	// NodesWithoutTopology: RejectAlignedPods (default) or AdmitAll.
+	// NodesWithoutTopology: AdmitAll (default: only nodes known to enforce
+	// alignment are held to it) or RejectAlignedPods (strict).
 	NodesWithoutTopology *string `json:"nodesWithoutTopology,omitempty"`
 }

@@ -85,6 +85,9 @@ func autoConvert_v1_CapacityQueueArgs_To_config_CapacityQueueArgs(in *CapacityQu
 	if err := metav1.Convert_Pointer_bool_To_bool(&in.EnableReclaim, &out.EnableReclaim, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.MinRuntimeSeconds, &out.MinRuntimeSeconds, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -100,6 +103,9 @@ func autoConvert_config_CapacityQueueArgs_To_v1_CapacityQueueArgs(in *config.Cap
 	if err := metav1.Convert_bool_To_Pointer_bool(&in.EnableReclaim, &out.EnableReclaim, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.MinRuntimeSeconds, &out.MinRuntimeSeconds, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -112,6 +118,9 @@ func autoConvert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *Coscheduling
 	if err := metav1.Convert_Pointer_int64_To_int64(&in.DefaultScheduleTimeoutSeconds, &out.DefaultScheduleTimeoutSeconds, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.ReservationAfterSeconds, &out.ReservationAfterSeconds, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -122,6 +131,9 @@ func Convert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *CoschedulingArgs
 
 func autoConvert_config_CoschedulingArgs_To_v1_CoschedulingArgs(in *config.CoschedulingArgs, out *CoschedulingArgs, s conversion.Scope) error {
 	if err := metav1.Convert_int64_To_Pointer_int64(&in.DefaultScheduleTimeoutSeconds, &out.DefaultScheduleTimeoutSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.ReservationAfterSeconds, &out.ReservationAfterSeconds, s); err != nil {
 		return err
 	}
 	return nil

@@ -39,6 +39,11 @@ func (in *CapacityQueueArgs) DeepCopyInto(out *CapacityQueueArgs) {
 		*out = new(bool)
 		**out = **in
 	}
+	if in.MinRuntimeSeconds != nil {
+		in, out := &in.MinRuntimeSeconds, &out.MinRuntimeSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 
@@ -66,6 +71,11 @@ func (in *CoschedulingArgs) DeepCopyInto(out *CoschedulingArgs) {
 	out.TypeMeta = in.TypeMeta
 	if in.DefaultScheduleTimeoutSeconds != nil {
 		in, out := &in.DefaultScheduleTimeoutSeconds, &out.DefaultScheduleTimeoutSeconds
+		*out = new(int64)
+		**out = **in
+	}
+	if in.ReservationAfterSeconds != nil {
+		in, out := &in.ReservationAfterSeconds, &out.ReservationAfterSeconds
 		*out = new(int64)
 		**out = **in
 	}

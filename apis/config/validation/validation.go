@@ -18,6 +18,7 @@ const maxTimeoutSeconds = 24 * 60 * 60
 func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) error {
 	var errs field.ErrorList
 	errs = append(errs, validateSeconds(path.Child("defaultScheduleTimeoutSeconds"), args.DefaultScheduleTimeoutSeconds, 1)...)
+	errs = append(errs, validateSeconds(path.Child("reservationAfterSeconds"), args.ReservationAfterSeconds, 1)...)
 	return errs.ToAggregate()
 }
 
@@ -25,6 +26,7 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 func ValidateCapacityQueueArgs(path *field.Path, args *config.CapacityQueueArgs) error {
 	var errs field.ErrorList
 	errs = append(errs, validateObjectName(path.Child("defaultQueue"), args.DefaultQueue)...)
+	errs = append(errs, validateSeconds(path.Child("minRuntimeSeconds"), args.MinRuntimeSeconds, 0)...)
 	return errs.ToAggregate()
 }
 
@@ -45,10 +47,10 @@ func ValidateNUMATopologyArgs(path *field.Path, args *config.NUMATopologyArgs) e
 			[]string{config.LeastNUMANodes, config.MostAllocated, config.LeastAllocated}))
 	}
 	switch args.NodesWithoutTopology {
-	case config.RejectAlignedPods, config.AdmitAll:
+	case config.AdmitAll, config.RejectAlignedPods:
 	default:
 		errs = append(errs, field.NotSupported(path.Child("nodesWithoutTopology"), args.NodesWithoutTopology,
-			[]string{config.RejectAlignedPods, config.AdmitAll}))
+			[]string{config.AdmitAll, config.RejectAlignedPods}))
 	}
 	return errs.ToAggregate()
 }

@@ -57,8 +57,26 @@ func TestValidateCoschedulingArgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: tc.timeout})
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: tc.timeout, ReservationAfterSeconds: 30})
 			checkErr(t, err, tc.wantFields, tc.wantSubstr)
+		})
+	}
+}
+
+func TestValidateReservationAfterSeconds(t *testing.T) {
+	const f = "pluginConfig[Coscheduling].args.reservationAfterSeconds"
+	for _, tc := range []struct {
+		name    string
+		seconds int64
+		ok      bool
+	}{{"default 30", 30, true}, {"one second", 1, true}, {"zero", 0, false}, {"negative", -1, false}, {"over a day", 86401, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: tc.seconds})
+			if tc.ok {
+				checkErr(t, err, nil, nil)
+			} else {
+				checkErr(t, err, []string{f}, []string{"must be between 1 and 86400"})
+			}
 		})
 	}
 }
@@ -78,6 +96,8 @@ func TestValidateCapacityQueueArgs(t *testing.T) {
 		{name: "empty", args: config.CapacityQueueArgs{DefaultQueue: ""}, wantFields: []string{f}},
 		{name: "upper case", args: config.CapacityQueueArgs{DefaultQueue: "Default"}, wantFields: []string{f}, wantSubstr: []string{`"Default"`}},
 		{name: "underscore", args: config.CapacityQueueArgs{DefaultQueue: "my_queue"}, wantFields: []string{f}},
+		{name: "negative min runtime", args: config.CapacityQueueArgs{DefaultQueue: "default", MinRuntimeSeconds: -1},
+			wantFields: []string{"pluginConfig[CapacityQueue].args.minRuntimeSeconds"}, wantSubstr: []string{"must be between 0 and 86400"}},
 		{name: "leading dash", args: config.CapacityQueueArgs{DefaultQueue: "-q"}, wantFields: []string{f}},
 		{name: "space", args: config.CapacityQueueArgs{DefaultQueue: "a b"}, wantFields: []string{f}},
 		{name: "254 characters", args: config.CapacityQueueArgs{DefaultQueue: strings.Repeat("a", 254)}, wantFields: []string{f}, wantSubstr: []string{"253"}},

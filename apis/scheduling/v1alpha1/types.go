@@ -26,6 +26,13 @@ const (
 	DefaultNetworkTopologyName = "default"
 )
 
+// TopologyManagerPolicyLabel on a node states the kubelet's Topology Manager
+// policy (none, best-effort, restricted, single-numa-node) where the node
+// publishes no NodeResourceTopology: with restricted or single-numa-node the
+// node is held to NUMA alignment. Operators set it where they configure the
+// kubelet (node provisioning, or an NFD NodeFeatureRule).
+const TopologyManagerPolicyLabel = GroupName + "/topology-manager-policy"
+
 // QueueState tells whether a queue admits new gangs.
 // +kubebuilder:validation:Enum=Open;Closed
 type QueueState string

@@ -1,0 +1,227 @@
+package gang
+
+import (
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// Verdict is the scheduler's filters' answer for a gang's representative
+// member on one node.
+type Verdict struct {
+	Fits bool
+	// ResourceOnly: the member does not fit for lack of free capacity only
+	// (resource fit, NUMA zones, held capacity), so it would fit if pods left.
+	ResourceOnly bool
+	// Plugin and Reasons name the filter that rejected the node.
+	Plugin  string
+	Reasons []string
+}
+
+// NodeState is a node as the scheduler's snapshot shows it.
+type NodeState struct {
+	Node *v1.Node
+	// Free is allocatable minus what the scheduler has assumed on the node.
+	Free     resources.List
+	FreePods int64
+}
+
+// ShapeGroup is a set of interchangeable pending members to place.
+type ShapeGroup struct {
+	Key     string
+	Rep     *v1.Pod
+	Request resources.List
+	Count   int
+}
+
+// GroupPending picks the members a plan places — the pod in the scheduling
+// cycle first, then the oldest pending members — up to needed, grouped by
+// shape with the cycle pod's shape first. Queue admission charges exactly
+// these members, so it admits what the planner places.
+func GroupPending(pod *v1.Pod, pending []*v1.Pod, needed int) []ShapeGroup {
+	others := make([]*v1.Pod, 0, len(pending))
+	for _, m := range pending {
+		if m.UID != pod.UID {
+			others = append(others, m)
+		}
+	}
+	sort.Slice(others, func(i, j int) bool {
+		ti, tj := others[i].CreationTimestamp, others[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return others[i].Name < others[j].Name
+	})
+	if needed < 1 {
+		needed = 1
+	}
+	groups := []ShapeGroup{{Key: ShapeKey(pod), Rep: pod, Request: resources.PodRequests(pod), Count: 1}}
+	index := map[string]int{groups[0].Key: 0}
+	for i := 0; i < len(others) && 1+i < needed; i++ {
+		m := others[i]
+		k := ShapeKey(m)
+		gi, ok := index[k]
+		if !ok {
+			gi = len(groups)
+			index[k] = gi
+			groups = append(groups, ShapeGroup{Key: k, Rep: m, Request: resources.PodRequests(m)})
+		}
+		groups[gi].Count++
+	}
+	return groups
+}
+
+// Members is the number of members in groups.
+func Members(groups []ShapeGroup) int {
+	n := 0
+	for _, g := range groups {
+		n += g.Count
+	}
+	return n
+}
+
+// Demand is what the groups ask for in total.
+func Demand(groups []ShapeGroup) resources.List {
+	out := resources.List{}
+	for _, g := range groups {
+		out.AddScaled(g.Request, int64(g.Count))
+	}
+	return out
+}
+
+// Shapes returns the planner's shapes and each shape's request.
+func Shapes(groups []ShapeGroup) ([]Shape, map[string]resources.List) {
+	shapes := make([]Shape, len(groups))
+	requests := make(map[string]resources.List, len(groups))
+	for i, g := range groups {
+		shapes[i] = Shape{Key: g.Key, Request: g.Request, Count: g.Count}
+		requests[g.Key] = g.Request
+	}
+	return shapes, requests
+}
+
+// Limiter caps how many copies of a pod fit a node beyond resource arithmetic
+// (NUMA zones); max is the cap so far.
+type Limiter interface {
+	Limit(pod *v1.Pod, node string, max int) int
+}
+
+// Capacity gives node i's room for the plan: free capacity and pod slots.
+type Capacity func(i int) (resources.List, int64)
+
+// CandidateNodes turns the snapshot and the verdicts into the planner's nodes.
+// A node is eligible for the cycle's shape when its verdict fits (or, with
+// relaxed, fails for capacity only); for other shapes the planner checks node
+// selectors, affinity and taints itself. room gives each node's capacity.
+func CandidateNodes(groups []ShapeGroup, nodes []NodeState, verdicts []Verdict, room Capacity, relaxed bool, limiter Limiter) []Node {
+	needed := Members(groups)
+	out := make([]Node, len(nodes))
+	onePerNode := make([]bool, len(groups))
+	for gi, g := range groups {
+		onePerNode[gi] = OnePerNode(g.Rep)
+	}
+	for i, ns := range nodes {
+		free, pods := room(i)
+		c := Node{Name: ns.Node.Name, Free: free, FreePods: pods, Limit: make(map[string]int, len(groups))}
+		v := verdicts[i]
+		if v.Fits || (relaxed && v.ResourceOnly) {
+			c.Limit[groups[0].Key] = limitFor(onePerNode[0], needed)
+		}
+		for gi := 1; gi < len(groups); gi++ {
+			if NodeAdmits(groups[gi].Rep, ns.Node) {
+				c.Limit[groups[gi].Key] = limitFor(onePerNode[gi], needed)
+			}
+		}
+		if limiter != nil {
+			for gi, g := range groups {
+				if l, ok := c.Limit[g.Key]; ok {
+					c.Limit[g.Key] = limiter.Limit(groups[gi].Rep, c.Name, l)
+				}
+			}
+		}
+		out[i] = c
+	}
+	return out
+}
+
+func limitFor(onePerNode bool, needed int) int {
+	if onePerNode {
+		return 1
+	}
+	return needed
+}
+
+// Topology is the network topology as the planner needs it.
+type Topology interface {
+	// Levels are level names, widest first.
+	Levels() []string
+	// Domains returns the node's value at each level ("" where unlabelled).
+	Domains(node string) []string
+}
+
+// Constrain applies a gang's topology constraint to the request: levels and
+// each node's domains, the required or preferred level, and — for a required
+// level — the domain of members already placed, which later members join.
+// t may be nil (no topology defined): a required level is then reported by
+// the planner as unknown.
+func (r *Request) Constrain(t Topology, required, preferred string, placedNodes []string) {
+	r.Required, r.Preferred = required, preferred
+	if t == nil {
+		return
+	}
+	r.Levels = t.Levels()
+	for i := range r.Nodes {
+		r.Nodes[i].Domains = t.Domains(r.Nodes[i].Name)
+	}
+	domain, li := PlacedDomain(t, required, placedNodes)
+	if domain == "" {
+		return
+	}
+	kept := r.Nodes[:0]
+	for _, n := range r.Nodes {
+		if li < len(n.Domains) && n.Domains[li] == domain {
+			kept = append(kept, n)
+		}
+	}
+	r.Nodes = kept
+}
+
+// PlacedDomain is the domain at the required level of a gang's placed
+// members, so that later members (scale-out, replacements, a replan after a
+// restart) join them; "" when there is none.
+func PlacedDomain(t Topology, required string, placedNodes []string) (string, int) {
+	if t == nil || required == "" || len(placedNodes) == 0 {
+		return "", -1
+	}
+	levels := t.Levels()
+	li := -1
+	for i, l := range levels {
+		if l == required {
+			li = i
+		}
+	}
+	if li < 0 {
+		return "", -1
+	}
+	sorted := append([]string(nil), placedNodes...)
+	sort.Strings(sorted)
+	for _, n := range sorted {
+		if d := t.Domains(n); li < len(d) && d[li] != "" {
+			return d[li], li
+		}
+	}
+	return "", -1
+}
+
+// DescribeConstraint renders a constraint for messages.
+func DescribeConstraint(required, preferred string) string {
+	switch {
+	case required != "":
+		return "required " + required
+	case preferred != "":
+		return "preferred " + preferred
+	}
+	return ""
+}

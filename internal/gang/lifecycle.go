@@ -1,0 +1,795 @@
+package gang
+
+import (
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/utils/clock"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// Phase is where a gang is in its lifecycle.
+type Phase string
+
+const (
+	// PhaseIdle: no plan. Members may be pending, or the gang runs.
+	PhaseIdle Phase = "Idle"
+	// PhasePlanned: a plan holds capacity while members are reserved.
+	PhasePlanned Phase = "Planned"
+	// PhaseReserving: the gang waits for capacity and holds the nodes it
+	// needs against gangs of equal or lower priority (bounded wait, or the
+	// room freed by preempting victims).
+	PhaseReserving Phase = "Reserving"
+	// PhaseStarted: the quorum was reached; members went through together.
+	PhaseStarted Phase = "Started"
+)
+
+// Reasons a plan ends before its quorum, and the other reasons the gang
+// lifecycle reports. They are the reasons of the PodGroup's Scheduled
+// condition.
+const (
+	ReasonPlanBroken = "PlanBroken"
+	ReasonTimeout    = "ScheduleTimeout"
+	ReasonStranded   = "PartiallyBound"
+)
+
+// ReservationKind says why a gang holds nodes it cannot use yet.
+type ReservationKind string
+
+const (
+	// ReservationStarved: the gang waited too long at the head of its queue.
+	ReservationStarved ReservationKind = "Starved"
+	// ReservationPreempting: the gang evicted victims and waits for them.
+	ReservationPreempting ReservationKind = "Preempting"
+)
+
+// Listener hears of teardowns, once each, outside the lifecycle's lock.
+type Listener interface {
+	// Released: the gang's plan ended before its quorum. The members in
+	// reserved are assumed by the scheduler and must be rejected.
+	Released(ref Ref, reserved []types.UID, reason, message string)
+}
+
+// Lifecycle tracks every gang the scheduler works on: its members (pending,
+// reserved, bound), its plan or reservation, the capacity those hold on
+// nodes, and cached plan failures. It is the one place that decides a plan's
+// end and reports it once, with one reason. It is safe for concurrent use:
+// the scheduling loop, Permit, binding goroutines, informers and timers all
+// reach it. Time comes from the injected clock.
+type Lifecycle struct {
+	clock    clock.WithDelayedExecution
+	listener Listener
+
+	mu    sync.Mutex
+	gangs map[Ref]*gangState
+	// holds indexes gangs with open slots by node, so that Held costs
+	// O(gangs holding that node).
+	holds map[string]map[Ref]*gangState
+	// version counts capacity changes; plan failures are cached per version.
+	version    uint64
+	generation uint64
+}
+
+type memberState int
+
+const (
+	memberPending memberState = iota
+	memberReserved
+	memberBound
+	// memberReleased: reserved, but its gang was torn down; it no longer
+	// counts and waits for the framework's Unreserve.
+	memberReleased
+)
+
+type member struct {
+	node, shape string
+	state       memberState
+	// planned: the reservation took one of the plan's slots.
+	planned bool
+}
+
+type gangState struct {
+	ref     Ref
+	min     int
+	timeout time.Duration
+	members map[types.UID]*member
+
+	phase      Phase
+	generation uint64
+	// slots: node -> shape -> open (not yet reserved) planned members.
+	slots   map[string]map[string]int
+	nodes   []string // the nodes of slots, sorted: members are steered in order
+	shapes  map[string]resources.List
+	expires time.Time
+	timer   clock.Timer
+
+	// Reservation (PhaseReserving).
+	queue    string
+	priority int32
+	created  time.Time
+	kind     ReservationKind
+	since    time.Time
+
+	failed     bool
+	failedAt   uint64
+	failedTime time.Time
+	reason     string
+	// waitingSince is when the gang last started failing to plan.
+	waitingSince time.Time
+	// partialSince is when the gang was last seen partly bound without a plan.
+	partialSince time.Time
+}
+
+// NewLifecycle returns an empty lifecycle.
+func NewLifecycle(clk clock.WithDelayedExecution, l Listener) *Lifecycle {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Lifecycle{clock: clk, listener: l, gangs: map[Ref]*gangState{}, holds: map[string]map[Ref]*gangState{}}
+}
+
+// Now is the lifecycle's clock.
+func (lc *Lifecycle) Now() time.Time { return lc.clock.Now() }
+
+func (lc *Lifecycle) gang(ref Ref) *gangState {
+	g := lc.gangs[ref]
+	if g == nil {
+		g = &gangState{ref: ref, phase: PhaseIdle, members: map[types.UID]*member{}}
+		lc.gangs[ref] = g
+	}
+	return g
+}
+
+// SetSpec records the gang's quorum and timeout (from its group object).
+func (lc *Lifecycle) SetSpec(ref Ref, minMember int, timeout time.Duration) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gang(ref)
+	g.min, g.timeout = minMember, timeout
+}
+
+// --- members -------------------------------------------------------------
+
+// ObserveMember records a member as the API shows it: bound to node, or
+// pending when node is "". A member that the scheduler reserved stays
+// reserved until the API shows it bound.
+func (lc *Lifecycle) ObserveMember(ref Ref, uid types.UID, node string) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gang(ref)
+	m := g.members[uid]
+	switch {
+	case m == nil:
+		m = &member{state: memberPending}
+		g.members[uid] = m
+		if node != "" {
+			m.state, m.node = memberBound, node
+		}
+	case node != "" && m.state != memberBound:
+		m.state, m.node = memberBound, node
+	}
+	lc.notePartialLocked(g)
+}
+
+// MemberDeleted forgets a member that is gone or terminating. A member of a
+// gang still short of its quorum breaks the gang's plan.
+func (lc *Lifecycle) MemberDeleted(ref Ref, uid types.UID) {
+	lc.mu.Lock()
+	g := lc.gangs[ref]
+	if g == nil || g.members[uid] == nil {
+		lc.mu.Unlock()
+		return
+	}
+	m := g.members[uid]
+	delete(g.members, uid)
+	var rel *release
+	if m.state != memberPending && m.state != memberReleased && g.phase == PhasePlanned {
+		rel = lc.releaseLocked(g, ReasonPlanBroken, "a placed member was deleted before the gang was complete; replanning")
+	}
+	if m.state == memberBound {
+		lc.version++
+	}
+	lc.notePartialLocked(g)
+	lc.mu.Unlock()
+	lc.notify(rel)
+}
+
+// MemberReserved records that the scheduler assumed a member on node. It
+// takes a planned slot for the member's shape when one is open there.
+func (lc *Lifecycle) MemberReserved(ref Ref, uid types.UID, node, shape string) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gang(ref)
+	m := g.members[uid]
+	if m == nil {
+		m = &member{}
+		g.members[uid] = m
+	}
+	if m.state == memberReserved || m.state == memberBound {
+		return
+	}
+	m.state, m.node, m.shape, m.planned = memberReserved, node, shape, false
+	if g.phase == PhasePlanned && g.slots[node][shape] > 0 {
+		g.slots[node][shape]--
+		m.planned = true
+		if g.slots[node][shape] == 0 {
+			lc.dropHoldIfEmptyLocked(g, node)
+		}
+	}
+}
+
+// MemberUnreserved undoes MemberReserved (the member was rejected, timed out
+// in Permit or failed to bind). Before the quorum that breaks the plan: the
+// whole gang is torn down, once, with the reason.
+func (lc *Lifecycle) MemberUnreserved(ref Ref, uid types.UID, name string) {
+	lc.mu.Lock()
+	g := lc.gangs[ref]
+	if g == nil {
+		lc.mu.Unlock()
+		return
+	}
+	m := g.members[uid]
+	if m == nil || m.state == memberBound || m.state == memberPending {
+		lc.mu.Unlock()
+		return
+	}
+	wasReleased := m.state == memberReleased
+	m.state, m.node, m.planned = memberPending, "", false
+	var rel *release
+	if !wasReleased && g.phase == PhasePlanned {
+		if !lc.clock.Now().Before(g.expires) {
+			rel = lc.releaseLocked(g, ReasonTimeout, timeoutMessage(g))
+		} else {
+			rel = lc.releaseLocked(g, ReasonPlanBroken, "member "+name+" was released before the gang was complete; replanning")
+		}
+	}
+	lc.mu.Unlock()
+	lc.notify(rel)
+}
+
+// Placed is the number of members that count toward the quorum: bound, or
+// reserved by this scheduler.
+func (lc *Lifecycle) Placed(ref Ref) int {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if g := lc.gangs[ref]; g != nil {
+		return placedLocked(g)
+	}
+	return 0
+}
+
+func placedLocked(g *gangState) int {
+	n := 0
+	for _, m := range g.members {
+		if m.state == memberReserved || m.state == memberBound {
+			n++
+		}
+	}
+	return n
+}
+
+// IsPlaced reports whether the member is bound or reserved.
+func (lc *Lifecycle) IsPlaced(ref Ref, uid types.UID) bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if g := lc.gangs[ref]; g != nil {
+		if m := g.members[uid]; m != nil {
+			return m.state == memberReserved || m.state == memberBound
+		}
+	}
+	return false
+}
+
+// PlacedUIDs returns the members that count toward the quorum.
+func (lc *Lifecycle) PlacedUIDs(ref Ref) sets.Set[types.UID] {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	out := sets.New[types.UID]()
+	if g := lc.gangs[ref]; g != nil {
+		for uid, m := range g.members {
+			if m.state == memberReserved || m.state == memberBound {
+				out.Insert(uid)
+			}
+		}
+	}
+	return out
+}
+
+// PlacedNodes returns the nodes of the gang's bound and reserved members.
+func (lc *Lifecycle) PlacedNodes(ref Ref) []string {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gangs[ref]
+	if g == nil {
+		return nil
+	}
+	var out []string
+	for _, m := range g.members {
+		if m.state == memberReserved || m.state == memberBound {
+			out = append(out, m.node)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Reserved returns the members reserved by this scheduler and not yet bound.
+func (lc *Lifecycle) Reserved(ref Ref) []types.UID {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if g := lc.gangs[ref]; g != nil {
+		return reservedLocked(g)
+	}
+	return nil
+}
+
+func reservedLocked(g *gangState) []types.UID {
+	var out []types.UID
+	for uid, m := range g.members {
+		if m.state == memberReserved {
+			out = append(out, uid)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// --- plans ---------------------------------------------------------------
+
+// CommitPlan records a plan for the gang and holds its capacity until ttl
+// passes, the quorum is reached or the plan breaks. A reservation the gang
+// held is replaced. Members reserved before keep their reservations.
+func (lc *Lifecycle) CommitPlan(ref Ref, plan *Plan, shapes map[string]resources.List, ttl time.Duration) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gang(ref)
+	lc.clearHoldsLocked(g)
+	lc.setSlotsLocked(g, plan, shapes)
+	g.phase = PhasePlanned
+	g.expires = lc.clock.Now().Add(ttl)
+	g.failed, g.reason = false, ""
+	g.waitingSince, g.partialSince = time.Time{}, time.Time{}
+	gen := g.generation
+	g.timer = lc.clock.AfterFunc(ttl, func() { go lc.expire(ref, gen) })
+}
+
+func (lc *Lifecycle) setSlotsLocked(g *gangState, plan *Plan, shapes map[string]resources.List) {
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
+	}
+	lc.generation++
+	g.generation = lc.generation
+	g.shapes = shapes
+	g.slots = make(map[string]map[string]int, len(plan.Slots))
+	g.nodes = g.nodes[:0]
+	for node, byShape := range plan.Slots {
+		open := make(map[string]int, len(byShape))
+		for shape, n := range byShape {
+			if n > 0 {
+				open[shape] = n
+			}
+		}
+		if len(open) == 0 {
+			continue
+		}
+		g.slots[node] = open
+		g.nodes = append(g.nodes, node)
+		if lc.holds[node] == nil {
+			lc.holds[node] = map[Ref]*gangState{}
+		}
+		lc.holds[node][g.ref] = g
+	}
+	sort.Strings(g.nodes)
+}
+
+// expire ends a plan that ran out of time before its quorum.
+func (lc *Lifecycle) expire(ref Ref, generation uint64) {
+	lc.mu.Lock()
+	g := lc.gangs[ref]
+	var rel *release
+	if g != nil && g.generation == generation {
+		g.timer = nil // it fired
+		switch g.phase {
+		case PhasePlanned:
+			rel = lc.releaseLocked(g, ReasonTimeout, timeoutMessage(g))
+		case PhaseReserving:
+			lc.clearReservationLocked(g)
+		}
+	}
+	lc.mu.Unlock()
+	lc.notify(rel)
+}
+
+func timeoutMessage(g *gangState) string {
+	return "only " + itoa(placedLocked(g)) + " of " + itoa(g.min) + " members were placed within " +
+		g.timeout.String() + "; all members released"
+}
+
+// Phase returns the gang's phase.
+func (lc *Lifecycle) Phase(ref Ref) Phase {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if g := lc.gangs[ref]; g != nil {
+		return g.phase
+	}
+	return PhaseIdle
+}
+
+// NextSlot returns the node the next member of the shape goes to under the
+// gang's plan. live is false when the gang has no plan; node is "" when the
+// plan has no open slot for the shape (the member is beyond the plan).
+func (lc *Lifecycle) NextSlot(ref Ref, shape string) (node string, live bool) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gangs[ref]
+	if g == nil || g.phase != PhasePlanned {
+		return "", false
+	}
+	for _, n := range g.nodes {
+		if g.slots[n][shape] > 0 {
+			return n, true
+		}
+	}
+	return "", true
+}
+
+// Remaining is how long the gang's plan has left; zero without one.
+func (lc *Lifecycle) Remaining(ref Ref) time.Duration {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gangs[ref]
+	if g == nil || g.phase != PhasePlanned {
+		return 0
+	}
+	return g.expires.Sub(lc.clock.Now())
+}
+
+// Quorum reports whether the gang has at least min members placed. The first
+// time it does, the plan is consumed (its holds are gone: every planned member
+// is assumed) and first is true. A gang below its quorum again (a member lost
+// after starting) is no longer Started.
+func (lc *Lifecycle) Quorum(ref Ref, min int) (reached, first bool, placed int) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gang(ref)
+	placed = placedLocked(g)
+	if placed < min {
+		if g.phase == PhaseStarted {
+			g.phase = PhaseIdle
+		}
+		return false, false, placed
+	}
+	if g.phase == PhaseStarted {
+		return true, false, placed
+	}
+	lc.clearHoldsLocked(g)
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
+	}
+	g.phase = PhaseStarted
+	g.waitingSince, g.partialSince = time.Time{}, time.Time{}
+	return true, true, placed
+}
+
+// Release tears the gang's plan or reservation down, once: holds are freed,
+// reserved members are released for the caller to reject, and the listener
+// hears the reason. It reports whether there was anything to release.
+func (lc *Lifecycle) Release(ref Ref, reason, message string) bool {
+	lc.mu.Lock()
+	g := lc.gangs[ref]
+	var rel *release
+	if g != nil {
+		switch g.phase {
+		case PhasePlanned:
+			rel = lc.releaseLocked(g, reason, message)
+		case PhaseReserving:
+			lc.clearReservationLocked(g)
+			lc.mu.Unlock()
+			return true
+		}
+	}
+	lc.mu.Unlock()
+	lc.notify(rel)
+	return rel != nil
+}
+
+type release struct {
+	ref             Ref
+	reserved        []types.UID
+	reason, message string
+}
+
+func (lc *Lifecycle) releaseLocked(g *gangState, reason, message string) *release {
+	rel := &release{ref: g.ref, reserved: reservedLocked(g), reason: reason, message: message}
+	for _, m := range g.members {
+		if m.state == memberReserved {
+			m.state = memberReleased
+		}
+	}
+	lc.clearHoldsLocked(g)
+	if g.timer != nil {
+		g.timer.Stop()
+		g.timer = nil
+	}
+	g.phase = PhaseIdle
+	g.slots, g.nodes = nil, nil
+	lc.generation++
+	g.generation = lc.generation
+	lc.version++
+	return rel
+}
+
+func (lc *Lifecycle) notify(rel *release) {
+	if rel != nil && lc.listener != nil {
+		lc.listener.Released(rel.ref, rel.reserved, rel.reason, rel.message)
+	}
+}
+
+// --- holds ---------------------------------------------------------------
+
+// Held returns the capacity that gangs other than except hold on node
+// against a pod of the given priority: the open slots of plans (against
+// every pod) and of reservations of equal or higher priority.
+func (lc *Lifecycle) Held(node string, except Ref, priority int32) (resources.List, int64) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	var held resources.List
+	var pods int64
+	for ref, g := range lc.holds[node] {
+		if ref == except || (g.phase == PhaseReserving && priority > g.priority) {
+			continue
+		}
+		for shape, n := range g.slots[node] {
+			if n <= 0 {
+				continue
+			}
+			if held == nil {
+				held = resources.List{}
+			}
+			held.AddScaled(g.shapes[shape], int64(n))
+			pods += int64(n)
+		}
+	}
+	return held, pods
+}
+
+// HoldsAnywhere reports whether any gang holds capacity (a cheap guard for
+// the Filter fast path).
+func (lc *Lifecycle) HoldsAnywhere() bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return len(lc.holds) > 0
+}
+
+// HeldByGang returns, per gang that holds capacity, the resources its open
+// slots hold: queue accounting charges them to the gang's queue.
+func (lc *Lifecycle) HeldByGang() map[Ref]resources.List {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	out := map[Ref]resources.List{}
+	seen := map[Ref]bool{}
+	for _, byGang := range lc.holds {
+		for ref, g := range byGang {
+			if seen[ref] {
+				continue
+			}
+			seen[ref] = true
+			sum := resources.List{}
+			for _, byShape := range g.slots {
+				for shape, n := range byShape {
+					sum.AddScaled(g.shapes[shape], int64(n))
+				}
+			}
+			out[ref] = sum
+		}
+	}
+	return out
+}
+
+func (lc *Lifecycle) clearHoldsLocked(g *gangState) {
+	for node := range g.slots {
+		lc.removeHoldLocked(g, node)
+	}
+}
+
+func (lc *Lifecycle) dropHoldIfEmptyLocked(g *gangState, node string) {
+	for _, n := range g.slots[node] {
+		if n > 0 {
+			return
+		}
+	}
+	lc.removeHoldLocked(g, node)
+}
+
+func (lc *Lifecycle) removeHoldLocked(g *gangState, node string) {
+	if byGang := lc.holds[node]; byGang != nil && byGang[g.ref] == g {
+		delete(byGang, g.ref)
+		if len(byGang) == 0 {
+			delete(lc.holds, node)
+		}
+	}
+}
+
+// --- failures and capacity changes ---------------------------------------
+
+// Changed records that capacity may have changed (a pod left a node, a node
+// or the topology changed). Cached plan failures from before are void.
+func (lc *Lifecycle) Changed() {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	lc.version++
+}
+
+// Fail caches why the gang could not be planned: its members are turned away
+// with this reason, without planning again, until capacity changes.
+func (lc *Lifecycle) Fail(ref Ref, reason string) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gang(ref)
+	g.failed, g.failedAt, g.failedTime, g.reason = true, lc.version, lc.clock.Now(), reason
+	if g.waitingSince.IsZero() {
+		g.waitingSince = g.failedTime
+	}
+}
+
+// Failed returns the cached failure of the gang if nothing changed since.
+func (lc *Lifecycle) Failed(ref Ref) (string, bool) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gangs[ref]
+	if g == nil || !g.failed || g.failedAt != lc.version {
+		return "", false
+	}
+	return g.reason, true
+}
+
+// Retry voids the gang's cached failure, so its next member plans again.
+func (lc *Lifecycle) Retry(ref Ref) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if g := lc.gangs[ref]; g != nil {
+		g.failed = false
+	}
+}
+
+// FailedBefore lists the gangs whose last plan failed longer than age ago:
+// what changed since may not have produced a capacity change (another
+// queue's demand, a victim growing old enough to reclaim), so they are
+// planned again now and then.
+func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	now := lc.clock.Now()
+	var out []Ref
+	for ref, g := range lc.gangs {
+		if g.failed && now.Sub(g.failedTime) >= age {
+			out = append(out, ref)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// FailedGangs lists the gangs whose last plan failed.
+func (lc *Lifecycle) FailedGangs() []Ref {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	var out []Ref
+	for ref, g := range lc.gangs {
+		if g.failed {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// WaitingSince is when the gang started failing to plan (zero if it is not
+// waiting).
+func (lc *Lifecycle) WaitingSince(ref Ref) time.Time {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if g := lc.gangs[ref]; g != nil {
+		return g.waitingSince
+	}
+	return time.Time{}
+}
+
+// Forget removes everything known about a gang (its group object is gone).
+func (lc *Lifecycle) Forget(ref Ref) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if g := lc.gangs[ref]; g != nil {
+		lc.clearHoldsLocked(g)
+		if g.timer != nil {
+			g.timer.Stop()
+		}
+		delete(lc.gangs, ref)
+		lc.version++
+	}
+}
+
+// ForgetIfEmpty drops a gang that has no members and holds nothing, so
+// finished gangs do not accumulate.
+func (lc *Lifecycle) ForgetIfEmpty(ref Ref) {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if g := lc.gangs[ref]; g != nil && len(g.members) == 0 && len(g.slots) == 0 && g.phase != PhaseReserving {
+		if g.timer != nil {
+			g.timer.Stop()
+		}
+		delete(lc.gangs, ref)
+	}
+}
+
+// --- partial gangs -------------------------------------------------------
+
+// notePartialLocked tracks gangs that are partly bound without a plan: some
+// members bound, fewer than the quorum, others still pending (a crash during
+// binding, a member that failed to bind after the quorum).
+func (lc *Lifecycle) notePartialLocked(g *gangState) {
+	bound, pending := 0, 0
+	for _, m := range g.members {
+		switch m.state {
+		case memberBound:
+			bound++
+		case memberPending:
+			pending++
+		}
+	}
+	partial := g.min > 0 && bound > 0 && bound < g.min && pending > 0
+	switch {
+	case !partial:
+		g.partialSince = time.Time{}
+	case g.partialSince.IsZero():
+		g.partialSince = lc.clock.Now()
+	}
+}
+
+// Stranded returns gangs that have been partly bound, with no plan and no
+// reservation, for longer than their timeout: they hold capacity they cannot
+// use, so their bound members should go.
+func (lc *Lifecycle) Stranded(defaultTimeout time.Duration) []Ref {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	now := lc.clock.Now()
+	var out []Ref
+	for ref, g := range lc.gangs {
+		if g.partialSince.IsZero() || g.phase == PhasePlanned || g.phase == PhaseReserving {
+			continue
+		}
+		timeout := g.timeout
+		if timeout <= 0 {
+			timeout = defaultTimeout
+		}
+		if now.Sub(g.partialSince) >= timeout {
+			out = append(out, ref)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
+// BoundMembers returns the members the API shows bound.
+func (lc *Lifecycle) BoundMembers(ref Ref) []types.UID {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	var out []types.UID
+	if g := lc.gangs[ref]; g != nil {
+		for uid, m := range g.members {
+			if m.state == memberBound {
+				out = append(out, uid)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }

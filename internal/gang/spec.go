@@ -1,0 +1,97 @@
+package gang
+
+import (
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+)
+
+// Ref names a gang: the kind, namespace and name of the object that groups it.
+type Ref struct {
+	// Source is the kind of group object; the zero value is a
+	// scheduler-plugins PodGroup.
+	Source          Source
+	Namespace, Name string
+}
+
+// String is "namespace/name" for a PodGroup and "namespace/workload:name" for
+// an upstream PodGroup: the key used in logs, metrics and messages.
+func (r Ref) String() string {
+	if r.Source == SourceWorkload {
+		return r.Namespace + "/workload:" + r.Name
+	}
+	return r.Namespace + "/" + r.Name
+}
+
+// IsZero reports whether r names no gang.
+func (r Ref) IsZero() bool { return r.Name == "" }
+
+// Source says where a gang's definition comes from.
+type Source string
+
+const (
+	// SourcePodGroup is a scheduler-plugins PodGroup, named by the pods'
+	// scheduling.x-k8s.io/pod-group label or created for an implicit gang.
+	SourcePodGroup Source = ""
+	// SourceWorkload is an upstream scheduling.k8s.io PodGroup, named by the
+	// pods' spec.schedulingGroup.
+	SourceWorkload Source = "Workload"
+)
+
+// Spec is what the scheduler needs of a gang's definition, whatever its
+// source. It is a read-only value: sources build a new one on every change.
+type Spec struct {
+	Ref
+	UID        types.UID
+	Generation int64
+	MinMember  int
+	// Timeout bounds how long reserved members wait for their siblings;
+	// zero means the scheduler's default.
+	Timeout time.Duration
+	Created time.Time
+	// Labels and Annotations of the group object: queue label, topology and
+	// dependency annotations.
+	Labels, Annotations map[string]string
+	// Succeeded counts members that finished (the scheduler's informer drops
+	// terminal pods, the group's status keeps them); Running is the status'
+	// running count; Finished is set once the whole gang is done.
+	Succeeded, Running int
+	Finished           bool
+	// TopologyKey is a node label the whole gang must share (the upstream
+	// API's topology constraint), "" for none.
+	TopologyKey string
+}
+
+// DependsOn lists the gangs (same namespace) that must be running or done
+// before this gang's pods are scheduled.
+func (s *Spec) DependsOn() []string {
+	raw := s.Annotations[phalanxv1alpha1.DependsOnAnnotation]
+	if raw == "" {
+		return nil
+	}
+	var out []string
+	for _, d := range strings.Split(raw, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// TopologyConstraint returns the gang's required and preferred network level:
+// from the group's annotations, else from the pod's (pod templates propagate
+// through every operator, group objects often do not).
+func TopologyConstraint(groupAnnotations, podAnnotations map[string]string) (required, preferred string) {
+	for _, a := range []map[string]string{groupAnnotations, podAnnotations} {
+		if required == "" {
+			required = a[phalanxv1alpha1.TopologyRequiredAnnotation]
+		}
+		if preferred == "" {
+			preferred = a[phalanxv1alpha1.TopologyPreferredAnnotation]
+		}
+	}
+	return required, preferred
+}

@@ -1,0 +1,229 @@
+package queue
+
+import (
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// Charge is one pod as queue accounting sees it.
+type Charge struct {
+	Queue   string
+	Request resources.List
+	// Placed: bound, or reserved by the scheduler; else pending (demand).
+	Placed bool
+}
+
+// ChargeOf is the charge of a pod in queue q. Terminal and terminating pods
+// are not charged (ok is false): they give their resources back.
+func ChargeOf(pod *v1.Pod, q string, reserved bool) (Charge, bool) {
+	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed || pod.DeletionTimestamp != nil {
+		return Charge{}, false
+	}
+	return Charge{Queue: q, Request: resources.PodRequests(pod), Placed: pod.Spec.NodeName != "" || reserved}, true
+}
+
+// Cache is the queue accounting of one process: the queues, the schedulable
+// cluster total and every pod's charge, updated incrementally from informer
+// events. The scheduler and the controller both keep one, fed the same way,
+// so Queue.status shows the numbers the scheduler decides on. Snapshot reads
+// it in O(queues).
+type Cache struct {
+	mu     sync.Mutex
+	queues map[string]Queue
+	tree   *Tree
+	errs   []QueueError
+	stale  bool
+
+	nodes map[string]resources.List
+	total resources.List
+
+	pods    map[types.UID]Charge
+	placed  map[string]resources.List
+	pending map[string]resources.List
+	// version counts changes; a snapshot of the same version is reused.
+	version uint64
+}
+
+// NewCache returns an empty cache.
+func NewCache() *Cache {
+	return &Cache{
+		queues: map[string]Queue{}, stale: true,
+		nodes: map[string]resources.List{}, total: resources.List{},
+		pods: map[types.UID]Charge{}, placed: map[string]resources.List{}, pending: map[string]resources.List{},
+	}
+}
+
+// SetQueue adds or replaces a queue.
+func (c *Cache) SetQueue(q Queue) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.queues[q.Name] = q
+	c.stale = true
+	c.version++
+}
+
+// DeleteQueue removes a queue.
+func (c *Cache) DeleteQueue(name string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.queues, name)
+	c.stale = true
+	c.version++
+}
+
+// SetNode records a node's allocatable; unschedulable nodes count for nothing.
+func (c *Cache) SetNode(name string, allocatable resources.List, schedulable bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.nodes[name]; ok {
+		c.total.Sub(old)
+		delete(c.nodes, name)
+	}
+	if schedulable {
+		c.nodes[name] = allocatable.Clone()
+		c.total.Add(allocatable)
+	}
+	c.version++
+}
+
+// DeleteNode forgets a node.
+func (c *Cache) DeleteNode(name string) { c.SetNode(name, nil, false) }
+
+// SetPod records a pod's charge, replacing any earlier one.
+func (c *Cache) SetPod(uid types.UID, ch Charge) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.pods[uid]; ok {
+		c.account(old, -1)
+	}
+	c.pods[uid] = ch
+	c.account(ch, 1)
+	c.version++
+}
+
+// DeletePod forgets a pod.
+func (c *Cache) DeletePod(uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old, ok := c.pods[uid]; ok {
+		c.account(old, -1)
+		delete(c.pods, uid)
+		c.version++
+	}
+}
+
+// MarkPlaced flips a pending pod to placed (the scheduler reserved it) or
+// back (it was unreserved).
+func (c *Cache) MarkPlaced(uid types.UID, placed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch, ok := c.pods[uid]; ok && ch.Placed != placed {
+		c.account(ch, -1)
+		ch.Placed = placed
+		c.pods[uid] = ch
+		c.account(ch, 1)
+		c.version++
+	}
+}
+
+func (c *Cache) account(ch Charge, sign int64) {
+	into := c.pending
+	if ch.Placed {
+		into = c.placed
+	}
+	if into[ch.Queue] == nil {
+		into[ch.Queue] = resources.List{}
+	}
+	into[ch.Queue].AddScaled(ch.Request, sign)
+}
+
+// Version changes whenever the cache does: a snapshot taken at the same
+// version is still current.
+func (c *Cache) Version() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.version
+}
+
+// Queues returns the names of the queues the cache knows (valid or not).
+func (c *Cache) Queues() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]string, 0, len(c.queues))
+	for n := range c.queues {
+		out = append(out, n)
+	}
+	return out
+}
+
+// Want is a request being decided: queue Queue asks for Need on top of what
+// it has allocated.
+type Want struct {
+	Queue string
+	Need  resources.List
+}
+
+// Snapshot returns the queue state for one decision. held charges capacity
+// that plans hold (not yet assumed) to their queues; each want raises its
+// queue's demand to at least its allocation plus the need, so deserved
+// shares count the request being decided even if its pods are not all
+// charged yet. The tree is rebuilt only when queues changed.
+func (c *Cache) Snapshot(held map[string]resources.List, wants ...Want) *Snapshot {
+	c.mu.Lock()
+	if c.stale {
+		qs := make([]Queue, 0, len(c.queues))
+		for _, q := range c.queues {
+			qs = append(qs, q)
+		}
+		c.tree, c.errs = Build(qs)
+		c.stale = false
+	}
+	s := &Snapshot{
+		Tree: c.tree, Problems: c.errs, Total: c.total.Clone(),
+		Allocated: cloneAll(c.placed), Pending: cloneAll(c.pending),
+	}
+	c.mu.Unlock()
+	for q, l := range held {
+		if s.Allocated[q] == nil {
+			s.Allocated[q] = resources.List{}
+		}
+		s.Allocated[q].Add(l)
+	}
+	demand := make(map[string]resources.List, len(s.Allocated)+len(s.Pending))
+	for q, l := range s.Allocated {
+		demand[q] = l.Clone()
+	}
+	for q, l := range s.Pending {
+		if demand[q] == nil {
+			demand[q] = resources.List{}
+		}
+		demand[q].Add(l)
+	}
+	for _, w := range wants {
+		floor := s.Allocated[w.Queue].Clone()
+		if floor == nil {
+			floor = resources.List{}
+		}
+		floor.Add(w.Need)
+		if demand[w.Queue] == nil {
+			demand[w.Queue] = resources.List{}
+		}
+		for r, v := range floor {
+			demand[w.Queue][r] = max(demand[w.Queue][r], v)
+		}
+	}
+	s.Deserved = s.Tree.Deserved(s.Total, demand)
+	return s
+}
+
+func cloneAll(m map[string]resources.List) map[string]resources.List {
+	out := make(map[string]resources.List, len(m))
+	for k, v := range m {
+		out[k] = v.Clone()
+	}
+	return out
+}

@@ -1,0 +1,184 @@
+package queue
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// Snapshot is the queue state one decision reads: the tree, the schedulable
+// cluster total, and per leaf queue what is allocated (placed pods plus
+// capacity that plans hold), pending and deserved. It is not modified after
+// Cache.Snapshot returns it.
+type Snapshot struct {
+	Tree     *Tree
+	Problems []QueueError
+	Total    resources.List
+	// Allocated, Pending and Deserved are keyed by leaf queue (Deserved by
+	// every queue of the tree).
+	Allocated, Pending, Deserved map[string]resources.List
+}
+
+// Admit says whether a gang (or plain pod) of leaf queue q asking for need may
+// start: the queue exists and is valid, is a leaf, its capability chain and
+// other queues' guarantees allow it (Tree.Admit), and — work-conserving
+// fairness — it goes above its deserved share only while no other queue waits
+// below its own. reason explains a refusal.
+func (s *Snapshot) Admit(q string, need resources.List) (bool, string) {
+	if _, ok := s.Tree.Get(q); !ok {
+		for _, p := range s.Problems {
+			if p.Queue == q {
+				return false, fmt.Sprintf("queue %s is invalid: %s", q, p.Reason)
+			}
+		}
+		return false, fmt.Sprintf("queue %s does not exist", q)
+	}
+	if ok, reason := s.Tree.Admit(q, need, s.Total, s.Allocated); !ok {
+		return false, reason
+	}
+	if r, over := s.Exceeds(q, need); over {
+		if other := s.starvedOther(q); other != "" {
+			return false, fmt.Sprintf("queue %s would go above its deserved share (%s) while queue %s waits below its share", q, r, other)
+		}
+	}
+	return true, ""
+}
+
+// Exceeds reports the first resource of need for which queue q's allocation
+// plus need would go above its deserved share, rendered for messages.
+func (s *Snapshot) Exceeds(q string, need resources.List) (string, bool) {
+	used, deserved := s.Allocated[q], s.Deserved[q]
+	for _, r := range sortedNames(need) {
+		if need[r] > 0 && used[r]+need[r] > deserved[r] {
+			return fmt.Sprintf("%s %s of %s", r, fmtAmount(r, used[r]+need[r]), fmtAmount(r, deserved[r])), true
+		}
+	}
+	return "", false
+}
+
+// starvedOther returns a leaf queue other than q that has pending demand and
+// is below its deserved share on a resource it asks for.
+func (s *Snapshot) starvedOther(q string) string {
+	var names []string
+	for other, pending := range s.Pending {
+		if other == q || pending.IsZero() || !s.Tree.IsLeaf(other) {
+			continue
+		}
+		for r, v := range pending {
+			if v > 0 && s.Allocated[other][r] < s.Deserved[other][r] {
+				names = append(names, other)
+				break
+			}
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	return names[0]
+}
+
+// Compare orders two queues for scheduling (Tree.Compare on this snapshot).
+func (s *Snapshot) Compare(a, b string) int {
+	return s.Tree.Compare(a, b, s.Allocated, s.Deserved)
+}
+
+// Reclaim picks whole gangs that queue starved may reclaim to get need
+// (Tree.PlanReclaim on this snapshot).
+func (s *Snapshot) Reclaim(starved string, need resources.List, running []Gang) ([]Gang, string) {
+	return s.Tree.PlanReclaim(starved, need, running, s.Allocated, s.Deserved)
+}
+
+// AdmitsWithout reports whether queue q admits need once the victims' usage
+// is given back: a queue refused by an ancestor's capability that a sibling
+// above its deserved share fills is admitted after reclaim.
+func (s *Snapshot) AdmitsWithout(q string, need resources.List, victims []Gang) bool {
+	after := make(map[string]resources.List, len(s.Allocated))
+	for name, l := range s.Allocated {
+		after[name] = l.Clone()
+	}
+	for _, v := range victims {
+		if after[v.Queue] != nil {
+			after[v.Queue].Sub(v.Usage)
+		}
+	}
+	ok, _ := s.Tree.Admit(q, need, s.Total, after)
+	return ok
+}
+
+// AboveDeserved reports whether leaf queue q, once it gives up use, is still
+// at or above its deserved share in every resource of use that it is above in
+// now — the condition under which another queue's gang may take from it by
+// priority. Queues that are not reclaimable never qualify.
+func (s *Snapshot) AboveDeserved(q string, use resources.List) bool {
+	qq, ok := s.Tree.Get(q)
+	if !ok || !qq.Reclaimable {
+		return false
+	}
+	usage := s.Tree.Usage(s.Allocated)
+	over := false
+	for r, v := range use {
+		if v <= 0 {
+			continue
+		}
+		after := usage[q][r] - v
+		if after < qq.Guarantee[r] {
+			return false
+		}
+		if usage[q][r] > s.Deserved[q][r] {
+			if after < s.Deserved[q][r] {
+				return false
+			}
+			over = true
+		}
+	}
+	return over
+}
+
+// QueueStatus is what Queue.status shows of one queue.
+type QueueStatus struct {
+	Allocated, Deserved resources.List
+	// Invalid says why the scheduler ignores the queue ("" when valid).
+	Invalid string
+}
+
+// Status returns the status of every queue the snapshot knows: allocation
+// summed up the tree, deserved shares, and why invalid queues are ignored.
+func (s *Snapshot) Status() map[string]QueueStatus {
+	usage := s.Tree.Usage(s.Allocated)
+	out := map[string]QueueStatus{}
+	for _, n := range s.Tree.Names() {
+		out[n] = QueueStatus{Allocated: usage[n], Deserved: s.Deserved[n]}
+	}
+	for _, p := range s.Problems {
+		if st := out[p.Queue]; st.Invalid == "" {
+			st.Invalid = p.Reason
+			out[p.Queue] = st
+		}
+	}
+	return out
+}
+
+// Curable reports whether reclaim could cure a refusal of need in leaf
+// queue q: the queue and its ancestors are open, need fits the queue's own
+// capability and stays within its deserved share — so only an ancestor's
+// capability, which queues above their share fill, can stand in the way.
+func (s *Snapshot) Curable(q string, need resources.List) bool {
+	if !s.Tree.IsLeaf(q) {
+		return false
+	}
+	for _, name := range append([]string{q}, s.Tree.Ancestors(q)...) {
+		if qq, ok := s.Tree.Get(name); !ok || !qq.Open {
+			return false
+		}
+	}
+	own, _ := s.Tree.Get(q)
+	for r, v := range need {
+		if c, capped := own.Capability[r]; capped && v > 0 && s.Allocated[q][r]+v > c {
+			return false
+		}
+	}
+	_, over := s.Exceeds(q, need)
+	return !over
+}

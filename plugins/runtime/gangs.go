@@ -1,0 +1,553 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1alpha2"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
+	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/gang"
+)
+
+// GangPlugin is the plugin whose Permit holds gang members; teardowns reject
+// waiting members in its name.
+const GangPlugin = "Coscheduling"
+
+const (
+	gangIndex      = "phalanx.gang"
+	dependsOnIndex = "phalanx.dependsOn"
+	// maxTurnedAway bounds the memory of plain pods kept for waking.
+	maxTurnedAway = 10000
+)
+
+// Gangs is the gang directory and lifecycle of the process: which gang a pod
+// belongs to, each gang's definition (from a scheduler-plugins PodGroup or an
+// upstream PodGroup), its members, and the lifecycle that plans, holds and
+// releases it.
+type Gangs struct {
+	rt        *Runtime
+	h         fwk.Handle
+	Lifecycle *gang.Lifecycle
+	Status    *StatusWriter
+
+	podGroups pglisters.PodGroupLister
+	pgIndexer cache.Indexer
+	pgClient  pgclientset.Interface
+	// upstream is nil unless the API server serves scheduling.k8s.io/v1alpha2.
+	upstream schedulinglisters.PodGroupLister
+	pods     corelisters.PodLister
+	podIndex cache.Indexer
+
+	mu sync.Mutex
+	// turnedAway: plain pods a phalanx plugin rejected; woken on Changed.
+	turnedAway map[types.UID]*v1.Pod
+	// podEvents dedups per-pod events.
+	podEvents   map[types.UID]string
+	sweeperOnce sync.Once
+}
+
+func newGangs(r *Runtime) (*Gangs, error) {
+	ctx, h := r.ctx, r.handle
+	if err := Require(r.crdCfg, pgv1alpha1.SchemeGroupVersion.String(), "podgroups"); err != nil {
+		return nil, err
+	}
+	pgClient, err := pgclientset.NewForConfig(r.crdCfg)
+	if err != nil {
+		return nil, err
+	}
+	RegisterMetrics()
+	g := &Gangs{
+		rt: r, h: h, pgClient: pgClient,
+		pods:       h.SharedInformerFactory().Core().V1().Pods().Lister(),
+		turnedAway: map[types.UID]*v1.Pod{},
+		podEvents:  map[types.UID]string{},
+	}
+	g.Lifecycle = gang.NewLifecycle(r.clock, g)
+	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
+
+	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
+	if err := podInformer.AddIndexers(cache.Indexers{gangIndex: g.indexByGang}); err != nil {
+		return nil, fmt.Errorf("indexing pods by gang: %w", err)
+	}
+	g.podIndex = podInformer.GetIndexer()
+	r.addPodHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    g.onPod,
+		UpdateFunc: func(_, newObj any) { g.onPod(newObj) },
+		DeleteFunc: g.onPodDelete,
+	})
+	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { g.Lifecycle.Changed() },
+		UpdateFunc: g.onNodeUpdate,
+		DeleteFunc: func(any) { g.Lifecycle.Changed() },
+	}); err != nil {
+		return nil, err
+	}
+
+	factory := pginformers.NewSharedInformerFactory(pgClient, 0)
+	pgInformer := factory.Scheduling().V1alpha1().PodGroups()
+	if err := pgInformer.Informer().AddIndexers(cache.Indexers{dependsOnIndex: indexByDependency}); err != nil {
+		return nil, err
+	}
+	g.podGroups, g.pgIndexer = pgInformer.Lister(), pgInformer.Informer().GetIndexer()
+	groupEvents := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { g.onGroup(nil, specOf(obj)) },
+		UpdateFunc: func(oldObj, obj any) { g.onGroup(specOf(oldObj), specOf(obj)) },
+		DeleteFunc: func(obj any) { g.onGroupDelete(specOf(obj)) },
+	}
+	if _, err := pgInformer.Informer().AddEventHandler(groupEvents); err != nil {
+		return nil, err
+	}
+	if err := startAndSync(ctx, "PodGroups", factory.Start, func(stop <-chan struct{}) []string {
+		return unsynced(factory.WaitForCacheSync(stop))
+	}); err != nil {
+		return nil, err
+	}
+
+	// The upstream Workload API, where served (alpha in 1.36: most clusters
+	// do not serve it, and then nothing watches it).
+	if served, err := Served(h.KubeConfig(), schedulingv1alpha2.SchemeGroupVersion.String(), "podgroups"); err != nil {
+		klog.FromContext(ctx).Info("Could not tell whether the Workload API is served; pods' schedulingGroup is ignored", "err", err)
+	} else if served {
+		inf := h.SharedInformerFactory().Scheduling().V1alpha2().PodGroups()
+		g.upstream = inf.Lister()
+		if _, err := inf.Informer().AddEventHandler(groupEvents); err != nil {
+			return nil, err
+		}
+		klog.FromContext(ctx).Info("Reading gangs from the Workload API (scheduling.k8s.io/v1alpha2 PodGroups)")
+	}
+	go g.Status.Run(ctx)
+	return g, nil
+}
+
+func unsynced[K comparable](m map[K]bool) []string {
+	var out []string
+	for k, ok := range m {
+		if !ok {
+			out = append(out, fmt.Sprint(k))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// --- identity ------------------------------------------------------------
+
+// RefOf returns the gang a pod belongs to: its scheduler-plugins PodGroup
+// label, else its spec.schedulingGroup (upstream Workload API).
+func (g *Gangs) RefOf(pod *v1.Pod) (gang.Ref, bool) {
+	if name := pod.Labels[pgv1alpha1.PodGroupLabel]; name != "" {
+		return gang.Ref{Namespace: pod.Namespace, Name: name}, true
+	}
+	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil && *sg.PodGroupName != "" {
+		return gang.Ref{Source: gang.SourceWorkload, Namespace: pod.Namespace, Name: *sg.PodGroupName}, true
+	}
+	return gang.Ref{}, false
+}
+
+func (g *Gangs) indexByGang(obj any) ([]string, error) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return nil, nil
+	}
+	if ref, ok := g.RefOf(pod); ok {
+		return []string{ref.String()}, nil
+	}
+	return nil, nil
+}
+
+func indexByDependency(obj any) ([]string, error) {
+	pg, ok := obj.(*pgv1alpha1.PodGroup)
+	if !ok {
+		return nil, nil
+	}
+	spec := gang.SpecFromPodGroup(pg)
+	var out []string
+	for _, d := range spec.DependsOn() {
+		out = append(out, pg.Namespace+"/"+d)
+	}
+	return out, nil
+}
+
+// Spec returns the gang's definition; a NotFound error when its group object
+// does not exist (yet).
+func (g *Gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
+	if ref.Source == gang.SourceWorkload {
+		if g.upstream == nil {
+			return nil, apierrors.NewNotFound(schedulingv1alpha2.Resource("podgroups"), ref.Name)
+		}
+		pg, err := g.upstream.PodGroups(ref.Namespace).Get(ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		return specFromUpstream(pg), nil
+	}
+	pg, err := g.podGroups.PodGroups(ref.Namespace).Get(ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	return gang.SpecFromPodGroup(pg), nil
+}
+
+// specFromUpstream reads an upstream PodGroup: a gang policy's minCount is
+// the quorum; a basic policy places pods one by one (a quorum of one).
+func specFromUpstream(pg *schedulingv1alpha2.PodGroup) *gang.Spec {
+	s := &gang.Spec{
+		Ref:         gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name},
+		UID:         pg.UID,
+		Generation:  pg.Generation,
+		MinMember:   1,
+		Created:     pg.CreationTimestamp.Time,
+		Labels:      pg.Labels,
+		Annotations: pg.Annotations,
+	}
+	if gp := pg.Spec.SchedulingPolicy.Gang; gp != nil && gp.MinCount > 0 {
+		s.MinMember = int(gp.MinCount)
+	}
+	if c := pg.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+		s.TopologyKey = c.Topology[0].Key
+	}
+	return s
+}
+
+func specOf(obj any) *gang.Spec {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	switch pg := obj.(type) {
+	case *pgv1alpha1.PodGroup:
+		return gang.SpecFromPodGroup(pg)
+	case *schedulingv1alpha2.PodGroup:
+		return specFromUpstream(pg)
+	}
+	return nil
+}
+
+// GangOf returns a pod's gang and its definition. ok is false for pods
+// outside gangs; err is set (NotFound) when the group object is missing.
+func (g *Gangs) GangOf(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err error) {
+	ref, ok = g.RefOf(pod)
+	if !ok {
+		return ref, nil, false, nil
+	}
+	spec, err = g.Spec(ref)
+	return ref, spec, true, err
+}
+
+// Members lists the gang's pods known to the scheduler (terminal pods are
+// not: the scheduler's pod informer drops them).
+func (g *Gangs) Members(ref gang.Ref) []*v1.Pod {
+	objs, err := g.podIndex.ByIndex(gangIndex, ref.String())
+	if err != nil {
+		return nil
+	}
+	pods := make([]*v1.Pod, 0, len(objs))
+	for _, o := range objs {
+		if p, ok := o.(*v1.Pod); ok {
+			pods = append(pods, p)
+		}
+	}
+	return pods
+}
+
+// Pending lists the gang's members that wait for a node: not bound, not
+// reserved by this scheduler, not terminating.
+func (g *Gangs) Pending(ref gang.Ref) []*v1.Pod {
+	placed := g.Lifecycle.PlacedUIDs(ref)
+	var out []*v1.Pod
+	for _, m := range g.Members(ref) {
+		if m.Spec.NodeName == "" && m.DeletionTimestamp == nil && !placed.Has(m.UID) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Dependents lists the gangs (PodGroups of the same namespace) that depend
+// on ref.
+func (g *Gangs) Dependents(ref gang.Ref) []gang.Ref {
+	objs, err := g.pgIndexer.ByIndex(dependsOnIndex, ref.Namespace+"/"+ref.Name)
+	if err != nil {
+		return nil
+	}
+	var out []gang.Ref
+	for _, o := range objs {
+		if pg, ok := o.(*pgv1alpha1.PodGroup); ok {
+			out = append(out, gang.Ref{Namespace: pg.Namespace, Name: pg.Name})
+		}
+	}
+	return out
+}
+
+// DependencyProgress counts a dependency's members running (from the
+// informer, which is fresh) or succeeded (from the group's status: the
+// scheduler does not watch finished pods), against its quorum.
+func (g *Gangs) DependencyProgress(dep *gang.Spec) (done, need int) {
+	if dep.Finished {
+		return dep.MinMember, dep.MinMember
+	}
+	running := 0
+	for _, m := range g.Members(dep.Ref) {
+		if m.Status.Phase == v1.PodRunning {
+			running++
+		}
+	}
+	return max(running, dep.Running) + dep.Succeeded, dep.MinMember
+}
+
+// --- events --------------------------------------------------------------
+
+func (g *Gangs) onPod(obj any) {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	ref, ok := g.RefOf(pod)
+	if !ok {
+		return
+	}
+	if pod.DeletionTimestamp != nil {
+		g.Lifecycle.MemberDeleted(ref, pod.UID)
+		return
+	}
+	g.Lifecycle.ObserveMember(ref, pod.UID, pod.Spec.NodeName)
+}
+
+func (g *Gangs) onPodDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return
+	}
+	if ref, ok := g.RefOf(pod); ok {
+		g.Lifecycle.MemberDeleted(ref, pod.UID)
+		g.Lifecycle.ForgetIfEmpty(ref)
+	}
+	if pod.Spec.NodeName != "" {
+		g.Lifecycle.Changed()
+	}
+	g.mu.Lock()
+	delete(g.turnedAway, pod.UID)
+	delete(g.podEvents, pod.UID)
+	g.mu.Unlock()
+}
+
+func (g *Gangs) onNodeUpdate(oldObj, newObj any) {
+	o, ok1 := oldObj.(*v1.Node)
+	n, ok2 := newObj.(*v1.Node)
+	if !ok1 || !ok2 {
+		return
+	}
+	if o.Spec.Unschedulable != n.Spec.Unschedulable ||
+		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) ||
+		!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
+		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) {
+		g.Lifecycle.Changed()
+	}
+}
+
+// onGroup runs once this process's listers have the group object (the
+// scheduler's own event for the same change may come first, while they are
+// stale): it records the quorum and wakes the gang and its dependents.
+func (g *Gangs) onGroup(old, spec *gang.Spec) {
+	if spec == nil {
+		return
+	}
+	g.Lifecycle.SetSpec(spec.Ref, spec.MinMember, spec.Timeout)
+	// Members name their queue through the group's label: charge them again.
+	if old == nil || old.Labels[queueLabel] != spec.Labels[queueLabel] {
+		if q := g.rt.queues.Load(); q != nil {
+			q.recharge(spec.Namespace, &spec.Ref)
+		}
+	}
+	refs := append([]gang.Ref{spec.Ref}, g.Dependents(spec.Ref)...)
+	g.wake(refs...)
+}
+
+func (g *Gangs) onGroupDelete(spec *gang.Spec) {
+	if spec == nil {
+		return
+	}
+	g.Lifecycle.Forget(spec.Ref)
+	g.Status.Forget(spec.Ref)
+	g.wake(spec.Ref)
+	g.rt.Changed()
+}
+
+// wake moves the pending members of the gangs back to the active queue.
+func (g *Gangs) wake(refs ...gang.Ref) {
+	pods := map[string]*v1.Pod{}
+	for _, ref := range refs {
+		for _, m := range g.Members(ref) {
+			if m.Spec.NodeName == "" && m.DeletionTimestamp == nil {
+				pods[m.Namespace+"/"+m.Name] = m
+			}
+		}
+	}
+	g.rt.Activate(pods)
+}
+
+// Wake moves the pending members of the gangs back to the active queue.
+func (g *Gangs) Wake(refs ...gang.Ref) { g.wake(refs...) }
+
+// wakeFailed voids cached plan failures and wakes the gangs that failed to
+// plan, and the plain pods phalanx plugins turned away.
+func (g *Gangs) wakeFailed() {
+	g.Lifecycle.Changed()
+	g.wake(g.Lifecycle.FailedGangs()...)
+	g.mu.Lock()
+	pods := make(map[string]*v1.Pod, len(g.turnedAway))
+	for uid, p := range g.turnedAway {
+		pods[p.Namespace+"/"+p.Name] = p
+		delete(g.turnedAway, uid)
+	}
+	g.mu.Unlock()
+	g.rt.Activate(pods)
+}
+
+// TurnedAway remembers a plain pod a phalanx plugin rejected for a reason
+// that changes without an event the scheduling queue sees, so Changed wakes it.
+func (g *Gangs) TurnedAway(pod *v1.Pod) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.turnedAway) < maxTurnedAway {
+		g.turnedAway[pod.UID] = pod
+	}
+}
+
+// PodEvent records a warning on a pod, once per distinct message.
+func (g *Gangs) PodEvent(pod *v1.Pod, reason, msg string) {
+	g.mu.Lock()
+	if g.podEvents[pod.UID] == msg {
+		g.mu.Unlock()
+		return
+	}
+	g.podEvents[pod.UID] = msg
+	g.mu.Unlock()
+	g.h.EventRecorder().Eventf(pod, nil, v1.EventTypeWarning, reason, "Scheduling", "%s", msg)
+}
+
+// --- teardown and eviction -----------------------------------------------
+
+// Released implements gang.Listener: a plan ended before its quorum. Its
+// waiting members are rejected, the condition says why (once), and gangs
+// that waited for the capacity it held are woken.
+func (g *Gangs) Released(ref gang.Ref, reserved []types.UID, reason, message string) {
+	klog.Background().V(2).Info("Gang released", "gang", ref, "reason", reason, "message", message)
+	for _, uid := range reserved {
+		if wp := g.h.GetWaitingPod(uid); wp != nil {
+			wp.Reject(GangPlugin, message)
+		}
+	}
+	if spec, err := g.Spec(ref); err == nil {
+		g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
+	}
+	PlanOutcomes.WithLabelValues(reason).Inc()
+	g.rt.Changed()
+}
+
+// Evict deletes pods — always every pod of a whole gang — and says why on
+// each. It deletes rather than evicts through the Eviction API: a
+// PodDisruptionBudget refusing one member would leave a partial gang.
+func (g *Gangs) Evict(ctx context.Context, pods []*v1.Pod, reason, message string) {
+	for _, p := range pods {
+		g.h.EventRecorder().Eventf(p, nil, v1.EventTypeNormal, reason, "Evicting", "%s", message)
+		uid := p.UID
+		err := g.h.ClientSet().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			klog.FromContext(ctx).Error(err, "Evicting pod", "pod", klog.KObj(p), "reason", reason)
+		}
+	}
+}
+
+// StartSweeper runs, once per process, the check for gangs left partly
+// bound without a plan (a crash in the middle of a gang's binds, a member
+// that failed to bind after the quorum) for longer than their timeout: their
+// bound members are evicted, so that no gang holds capacity it cannot use and
+// the gang can start whole later.
+func (g *Gangs) StartSweeper(ctx context.Context, defaultTimeout, every time.Duration) {
+	g.sweeperOnce.Do(func() {
+		var tick func()
+		tick = func() {
+			if ctx.Err() != nil {
+				return
+			}
+			g.sweep(ctx, defaultTimeout)
+			g.rt.clock.AfterFunc(every, tick)
+		}
+		g.rt.clock.AfterFunc(every, tick)
+	})
+}
+
+// retryFailedAfter is how long a gang's plan failure stands without a
+// capacity change before the gang is planned again.
+const retryFailedAfter = 20 * time.Second
+
+func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
+	for _, ref := range g.Lifecycle.FailedBefore(retryFailedAfter) {
+		g.Lifecycle.Retry(ref)
+		g.wake(ref)
+	}
+	for _, ref := range g.Lifecycle.Stranded(defaultTimeout) {
+		spec, err := g.Spec(ref)
+		if err != nil {
+			continue
+		}
+		bound := map[types.UID]bool{}
+		for _, uid := range g.Lifecycle.BoundMembers(ref) {
+			bound[uid] = true
+		}
+		var pods []*v1.Pod
+		for _, m := range g.Members(ref) {
+			if bound[m.UID] && m.DeletionTimestamp == nil {
+				pods = append(pods, m)
+			}
+		}
+		if len(pods) == 0 {
+			continue
+		}
+		timeout := spec.Timeout
+		if timeout <= 0 {
+			timeout = defaultTimeout
+		}
+		msg := fmt.Sprintf("%d of %d members were bound without the rest of their gang for more than %v; they are evicted so the gang can start whole",
+			len(pods), spec.MinMember, timeout)
+		klog.FromContext(ctx).Info("Evicting a partly bound gang", "gang", ref, "bound", len(pods), "minMember", spec.MinMember)
+		g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonStranded, Message: msg})
+		g.Evict(ctx, pods, gang.ReasonStranded, msg)
+		Evictions.WithLabelValues(gang.ReasonStranded).Inc()
+	}
+}
+
+// trackPending keeps phalanx_gang_pending: a gang counts under the reason of
+// its condition while the condition is not True.
+func trackPending(_ gang.Ref, old, cur *Condition) {
+	if old != nil && old.Status != metav1.ConditionTrue {
+		GangsPending.WithLabelValues(old.Reason).Dec()
+	}
+	if cur != nil && cur.Status != metav1.ConditionTrue {
+		GangsPending.WithLabelValues(cur.Reason).Inc()
+	}
+}
+
+// queueLabel is the label that names a queue on pods, groups and namespaces.
+const queueLabel = phalanxv1alpha1.QueueLabel

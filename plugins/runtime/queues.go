@@ -1,0 +1,324 @@
+package runtime
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/queue"
+	"github.com/phalanx-sched/phalanx/internal/resources"
+	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+	phalanxlisters "github.com/phalanx-sched/phalanx/pkg/generated/listers/scheduling/v1alpha1"
+)
+
+// orderingMaxAge bounds how stale the snapshot QueueSort compares with may
+// be: Less runs inside every queue operation, a snapshot costs O(queues).
+const orderingMaxAge = 50 * time.Millisecond
+
+// Queues is the queue accounting of the process: a queue.Cache fed from the
+// scheduler's pod and node informers and the Queue informer, the resolution
+// of a pod's queue, and the gangs waiting for queue admission.
+type Queues struct {
+	rt           *Runtime
+	gangs        *Gangs
+	defaultQueue string
+	cache        *queue.Cache
+	queues       phalanxlisters.QueueLister
+	namespaces   corelisters.NamespaceLister
+	pods         corelisters.PodLister
+	client       phalanxclientset.Interface
+
+	mu              sync.Mutex
+	ordering        *queue.Snapshot
+	orderingAt      time.Time
+	orderingVersion uint64
+	metricsAt       time.Time
+	// blocked: gangs and plain pods refused admission; woken when queues or
+	// capacity change.
+	blocked    map[gang.Ref]bool
+	blockedPod map[string]*v1.Pod
+	// gone: deleted queues whose metric series are still to be removed.
+	gone []string
+}
+
+func newQueues(r *Runtime, gangs *Gangs, defaultQueue string) (*Queues, error) {
+	ctx, h := r.ctx, r.handle
+	if err := Require(r.crdCfg, phalanxv1alpha1.SchemeGroupVersion.String(), "queues"); err != nil {
+		return nil, err
+	}
+	client, err := phalanxclientset.NewForConfig(r.crdCfg)
+	if err != nil {
+		return nil, err
+	}
+	q := &Queues{
+		rt: r, gangs: gangs, defaultQueue: defaultQueue, cache: queue.NewCache(), client: client,
+		namespaces: h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
+		pods:       h.SharedInformerFactory().Core().V1().Pods().Lister(),
+		blocked:    map[gang.Ref]bool{},
+		blockedPod: map[string]*v1.Pod{},
+	}
+	r.addPodHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    q.onPod,
+		UpdateFunc: func(_, newObj any) { q.onPod(newObj) },
+		DeleteFunc: q.onPodDelete,
+	})
+	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    q.onNode,
+		UpdateFunc: func(_, newObj any) { q.onNode(newObj) },
+		DeleteFunc: q.onNodeDelete,
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := h.SharedInformerFactory().Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(*v1.Namespace)
+			n, ok2 := newObj.(*v1.Namespace)
+			if ok1 && ok2 && o.Labels[queue.Label] != n.Labels[queue.Label] {
+				q.recharge(n.Name, nil)
+			}
+		},
+	}); err != nil {
+		return nil, err
+	}
+	factory, err := r.phalanxInformers()
+	if err != nil {
+		return nil, err
+	}
+	inf := factory.Scheduling().V1alpha1().Queues()
+	q.queues = inf.Lister()
+	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    q.onQueue,
+		UpdateFunc: func(_, obj any) { q.onQueue(obj) },
+		DeleteFunc: q.onQueueDelete,
+	}); err != nil {
+		return nil, err
+	}
+	if err := startAndSync(ctx, "Queues", factory.Start, func(stop <-chan struct{}) []string {
+		return unsynced(factory.WaitForCacheSync(stop))
+	}); err != nil {
+		return nil, err
+	}
+	q.ensureDefaultQueue(ctx)
+	return q, nil
+}
+
+// ensureDefaultQueue creates the queue of pods that name none, if missing.
+func (q *Queues) ensureDefaultQueue(ctx context.Context) {
+	if _, err := q.queues.Get(q.defaultQueue); err == nil {
+		return
+	}
+	obj := &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q.defaultQueue}}
+	if _, err := q.client.SchedulingV1alpha1().Queues().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		klog.FromContext(ctx).Error(err, "Creating the default queue; pods that name no queue wait until it exists", "queue", q.defaultQueue)
+	}
+}
+
+// QueueOf returns a pod's queue: its label, its gang's label, its
+// namespace's label, else the default queue.
+func (q *Queues) QueueOf(pod *v1.Pod) string {
+	if name := pod.Labels[queue.Label]; name != "" {
+		return name
+	}
+	var groupLabels, nsLabels map[string]string
+	if _, spec, ok, err := q.gangs.GangOf(pod); ok && err == nil {
+		groupLabels = spec.Labels
+	}
+	if ns, err := q.namespaces.Get(pod.Namespace); err == nil {
+		nsLabels = ns.Labels
+	}
+	return queue.Resolve(pod.Labels, groupLabels, nsLabels, q.defaultQueue)
+}
+
+// QueueOfGang returns the queue of a gang with the given member.
+func (q *Queues) QueueOfGang(spec *gang.Spec, member *v1.Pod) string {
+	var nsLabels map[string]string
+	if ns, err := q.namespaces.Get(spec.Namespace); err == nil {
+		nsLabels = ns.Labels
+	}
+	var podLabels map[string]string
+	if member != nil {
+		podLabels = member.Labels
+	}
+	return queue.Resolve(podLabels, spec.Labels, nsLabels, q.defaultQueue)
+}
+
+func (q *Queues) charge(pod *v1.Pod) {
+	ref, isMember := q.gangs.RefOf(pod)
+	reserved := isMember && q.gangs.Lifecycle.IsPlaced(ref, pod.UID)
+	if ch, ok := queue.ChargeOf(pod, q.QueueOf(pod), reserved); ok {
+		q.cache.SetPod(pod.UID, ch)
+	} else {
+		q.cache.DeletePod(pod.UID)
+	}
+}
+
+func (q *Queues) onPod(obj any) {
+	if pod, ok := obj.(*v1.Pod); ok {
+		q.charge(pod)
+	}
+}
+
+func (q *Queues) onPodDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if pod, ok := obj.(*v1.Pod); ok {
+		q.cache.DeletePod(pod.UID)
+		q.mu.Lock()
+		delete(q.blockedPod, pod.Namespace+"/"+pod.Name)
+		q.mu.Unlock()
+	}
+}
+
+// recharge resolves the queue of a namespace's pods again (its label
+// changed), or of a gang's members when ref is set.
+func (q *Queues) recharge(namespace string, ref *gang.Ref) {
+	var pods []*v1.Pod
+	if ref != nil {
+		pods = q.gangs.Members(*ref)
+	} else if list, err := q.pods.Pods(namespace).List(labels.Everything()); err == nil {
+		pods = list
+	}
+	for _, p := range pods {
+		q.charge(p)
+	}
+}
+
+func (q *Queues) onNode(obj any) {
+	if n, ok := obj.(*v1.Node); ok {
+		q.cache.SetNode(n.Name, resources.FromResourceList(n.Status.Allocatable), !n.Spec.Unschedulable)
+	}
+}
+
+func (q *Queues) onNodeDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if n, ok := obj.(*v1.Node); ok {
+		q.cache.DeleteNode(n.Name)
+	}
+}
+
+func (q *Queues) onQueue(obj any) {
+	if o, ok := obj.(*phalanxv1alpha1.Queue); ok {
+		q.cache.SetQueue(queue.FromAPI(o))
+		q.wakeBlocked()
+	}
+}
+
+func (q *Queues) onQueueDelete(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	if o, ok := obj.(*phalanxv1alpha1.Queue); ok {
+		q.cache.DeleteQueue(o.Name)
+		q.mu.Lock()
+		q.gone = append(q.gone, o.Name)
+		q.mu.Unlock()
+		q.wakeBlocked()
+	}
+}
+
+// Reserved charges a pod to its queue as placed, before it is bound.
+func (q *Queues) Reserved(pod *v1.Pod) { q.cache.MarkPlaced(pod.UID, true) }
+
+// Unreserved gives the charge back.
+func (q *Queues) Unreserved(pod *v1.Pod) { q.cache.MarkPlaced(pod.UID, false) }
+
+// Snapshot is the queue state for one scheduling cycle: capacity that plans
+// hold counts against their gangs' queues. A request being decided counts as
+// demand of its queue (wanting), even before the informer has charged every
+// member that asks for it.
+func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
+	held := map[string]resources.List{}
+	for ref, l := range q.gangs.Lifecycle.HeldByGang() {
+		spec, err := q.gangs.Spec(ref)
+		if err != nil {
+			continue
+		}
+		var member *v1.Pod
+		if ms := q.gangs.Members(ref); len(ms) > 0 {
+			member = ms[0]
+		}
+		name := q.QueueOfGang(spec, member)
+		if held[name] == nil {
+			held[name] = resources.List{}
+		}
+		held[name].Add(l)
+	}
+	snap := q.cache.Snapshot(held, wanting...)
+	q.mu.Lock()
+	record := time.Since(q.metricsAt) > time.Second
+	var gone []string
+	if record {
+		q.metricsAt = time.Now()
+		gone, q.gone = q.gone, nil
+	}
+	q.mu.Unlock()
+	if record {
+		recordQueueMetrics(snap.Allocated, snap.Deserved, snap.Pending, gone)
+	}
+	return snap
+}
+
+// Ordering is the snapshot QueueSort compares with: reused while the cache is
+// unchanged, and at most orderingMaxAge old otherwise.
+func (q *Queues) Ordering() *queue.Snapshot {
+	version := q.cache.Version()
+	q.mu.Lock()
+	snap := q.ordering
+	fresh := snap != nil && (q.orderingVersion == version || time.Since(q.orderingAt) < orderingMaxAge)
+	q.mu.Unlock()
+	if fresh {
+		return snap
+	}
+	snap = q.Snapshot()
+	q.mu.Lock()
+	q.ordering, q.orderingAt, q.orderingVersion = snap, time.Now(), version
+	q.mu.Unlock()
+	return snap
+}
+
+// Block remembers a gang (or a plain pod, when ref is zero) refused admission.
+func (q *Queues) Block(ref gang.Ref, pod *v1.Pod) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if !ref.IsZero() {
+		q.blocked[ref] = true
+	} else if len(q.blockedPod) < maxTurnedAway {
+		q.blockedPod[pod.Namespace+"/"+pod.Name] = pod
+	}
+}
+
+// Unblock forgets a gang admitted since.
+func (q *Queues) Unblock(ref gang.Ref) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	delete(q.blocked, ref)
+}
+
+// wakeBlocked wakes what waits for queue admission.
+func (q *Queues) wakeBlocked() {
+	q.mu.Lock()
+	refs := make([]gang.Ref, 0, len(q.blocked))
+	for ref := range q.blocked {
+		refs = append(refs, ref)
+	}
+	pods := make(map[string]*v1.Pod, len(q.blockedPod))
+	for k, p := range q.blockedPod {
+		pods[k] = p
+	}
+	q.mu.Unlock()
+	q.gangs.wake(refs...)
+	q.rt.Activate(pods)
+}

@@ -1,0 +1,276 @@
+// Package runtime is the state the phalanx plugins share inside one scheduler
+// process, built once by the registry (plugins.Options) and handed to each
+// plugin's factory: one informer owner per API group, the gang directory and
+// lifecycle, the PodGroup status writer, the queue accounting, the network
+// topology and the NUMA zone accounting. Every profile and plugin of the
+// process uses the same instance, so there is one view of the cluster and one
+// set of holds.
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/clock"
+
+	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
+	phalanxinformers "github.com/phalanx-sched/phalanx/pkg/generated/informers/externalversions"
+)
+
+// SyncTimeout bounds the wait for an informer's first list at start.
+const SyncTimeout = time.Minute
+
+// Runtime is the process-wide state of the phalanx plugins. Its parts are
+// built on first use, by the first plugin that needs them, and then shared.
+type Runtime struct {
+	clock clock.WithDelayedExecution
+
+	// mu serialises building the parts; the parts themselves are read
+	// without it (informer handlers run while a part is being built).
+	mu     sync.Mutex
+	ctx    context.Context
+	handle fwk.Handle
+	crdCfg *rest.Config
+
+	gangs    atomic.Pointer[Gangs]
+	queues   atomic.Pointer[Queues]
+	topology atomic.Pointer[Topology]
+	numa     atomic.Pointer[NUMA]
+
+	// phalanxFactory is the one informer factory of the phalanx API group
+	// (Queues, NetworkTopologies).
+	phalanxFactory phalanxinformers.SharedInformerFactory
+
+	// podHandlers fan the scheduler's pod events out to the parts.
+	hmu         sync.Mutex
+	podHandlers []cache.ResourceEventHandler
+}
+
+// New returns an empty runtime; clk may be nil for the wall clock.
+func New(clk clock.WithDelayedExecution) *Runtime {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Runtime{clock: clk}
+}
+
+// Clock is the runtime's clock.
+func (r *Runtime) Clock() clock.WithDelayedExecution { return r.clock }
+
+// init records the scheduler's handle and context on first use. The first
+// profile's handle serves the whole process: clients, informers and the
+// scheduling queue are shared by every profile.
+func (r *Runtime) init(ctx context.Context, h fwk.Handle) error {
+	if r.handle != nil {
+		return nil
+	}
+	r.ctx, r.handle = ctx, h
+	r.crdCfg = CRDConfig(h.KubeConfig())
+	_, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnAdd(obj, false) }) },
+		UpdateFunc: func(oldObj, newObj any) {
+			r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnUpdate(oldObj, newObj) })
+		},
+		DeleteFunc: func(obj any) { r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnDelete(obj) }) },
+	})
+	return err
+}
+
+func (r *Runtime) eachPodHandler(f func(cache.ResourceEventHandler)) {
+	r.hmu.Lock()
+	hs := r.podHandlers
+	r.hmu.Unlock()
+	for _, h := range hs {
+		f(h)
+	}
+}
+
+// addPodHandler adds a handler of the scheduler's pod events. Parts are built
+// while the scheduler is set up, before its informers start, so no event is
+// missed.
+func (r *Runtime) addPodHandler(h cache.ResourceEventHandler) {
+	r.hmu.Lock()
+	defer r.hmu.Unlock()
+	r.podHandlers = append(r.podHandlers, h)
+}
+
+// Gangs returns the gang directory and lifecycle, building it on first use.
+// It fails with a clear message when the PodGroup CRD is not installed.
+func (r *Runtime) Gangs(ctx context.Context, h fwk.Handle) (*Gangs, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.init(ctx, h); err != nil {
+		return nil, err
+	}
+	if r.gangs.Load() == nil {
+		g, err := newGangs(r)
+		if err != nil {
+			return nil, err
+		}
+		r.gangs.Store(g)
+	}
+	return r.gangs.Load(), nil
+}
+
+// Queues returns the queue accounting, building it on first use. It fails
+// with a clear message when the Queue CRD is not installed.
+func (r *Runtime) Queues(ctx context.Context, h fwk.Handle, defaultQueue string) (*Queues, error) {
+	gangs, err := r.Gangs(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if q := r.queues.Load(); q != nil {
+		if q.defaultQueue != defaultQueue {
+			return nil, fmt.Errorf("defaultQueue %q differs from %q set by another profile; one process has one default queue", defaultQueue, q.defaultQueue)
+		}
+		return q, nil
+	}
+	q, err := newQueues(r, gangs, defaultQueue)
+	if err != nil {
+		return nil, err
+	}
+	r.queues.Store(q)
+	return q, nil
+}
+
+// Topology returns the network topology, building it on first use. It fails
+// with a clear message when the NetworkTopology CRD is not installed.
+func (r *Runtime) Topology(ctx context.Context, h fwk.Handle, name string, useHyperNodes bool) (*Topology, error) {
+	gangs, err := r.Gangs(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t := r.topology.Load(); t != nil {
+		return t, nil
+	}
+	t, err := newTopology(r, gangs, name, useHyperNodes)
+	if err != nil {
+		return nil, err
+	}
+	r.topology.Store(t)
+	return t, nil
+}
+
+// NUMA returns the NUMA zone accounting, building it on first use. It fails
+// with a clear message when the NodeResourceTopology CRD is not installed.
+func (r *Runtime) NUMA(ctx context.Context, h fwk.Handle) (*NUMA, error) {
+	gangs, err := r.Gangs(ctx, h)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := r.numa.Load(); n != nil {
+		return n, nil
+	}
+	n, err := newNUMA(r, gangs)
+	if err != nil {
+		return nil, err
+	}
+	r.numa.Store(n)
+	return n, nil
+}
+
+// phalanxInformers returns the informer factory of the phalanx API group,
+// creating it on first use. Callers hold r.mu.
+func (r *Runtime) phalanxInformers() (phalanxinformers.SharedInformerFactory, error) {
+	if r.phalanxFactory == nil {
+		client, err := phalanxclientset.NewForConfig(r.crdCfg)
+		if err != nil {
+			return nil, err
+		}
+		r.phalanxFactory = phalanxinformers.NewSharedInformerFactory(client, 0)
+	}
+	return r.phalanxFactory, nil
+}
+
+// QueuesIfBuilt returns the queue accounting if a plugin built it, else nil.
+func (r *Runtime) QueuesIfBuilt() *Queues { return r.queues.Load() }
+
+// CRDConfig returns a copy of the scheduler's client config that speaks JSON,
+// as custom resources require.
+func CRDConfig(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.ContentType = "application/json"
+	c.AcceptContentTypes = "application/json"
+	return c
+}
+
+// Served reports whether the API server serves the resource in groupVersion.
+// A missing group is (false, nil); other discovery failures are errors.
+func Served(cfg *rest.Config, groupVersion, resource string) (bool, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return false, err
+	}
+	list, err := dc.ServerResourcesForGroupVersion(groupVersion)
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("discovering %s: %w", groupVersion, err)
+	}
+	for _, res := range list.APIResources {
+		if res.Name == resource {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// Require fails unless the API server serves the resource, naming the fix.
+func Require(cfg *rest.Config, groupVersion, resource string) error {
+	ok, err := Served(cfg, groupVersion, resource)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("the API server does not serve %s %s: install the CRDs (kubectl apply -f manifests/crds)", groupVersion, resource)
+	}
+	return nil
+}
+
+// startAndSync starts a factory's informers and waits, up to SyncTimeout, for
+// their first list; the error names what did not sync.
+func startAndSync(ctx context.Context, what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) error {
+	start(ctx.Done())
+	syncCtx, cancel := context.WithTimeout(ctx, SyncTimeout)
+	defer cancel()
+	if failed := wait(syncCtx.Done()); len(failed) > 0 {
+		return fmt.Errorf("%s: informers for %v did not sync within %v (check the scheduler's RBAC and the API server)", what, failed, SyncTimeout)
+	}
+	klog.FromContext(ctx).V(2).Info("Informers synced", "for", what)
+	return nil
+}
+
+// Activate moves pods back to the scheduling queue, past any backoff.
+func (r *Runtime) Activate(pods map[string]*v1.Pod) {
+	if len(pods) == 0 || r.handle == nil {
+		return
+	}
+	r.handle.Activate(klog.Background(), pods)
+}
+
+// Changed records that capacity or constraints may have changed without an
+// event the scheduling queue sees (holds dropped, topology or NUMA data
+// changed): cached plan failures are void and gangs that failed to plan are
+// woken. It is the one change signal of the plugins.
+func (r *Runtime) Changed() {
+	if gangs := r.gangs.Load(); gangs != nil {
+		gangs.wakeFailed()
+	}
+}

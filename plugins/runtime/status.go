@@ -1,0 +1,239 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
+	"github.com/phalanx-sched/phalanx/internal/gang"
+)
+
+// ConditionScheduled is the PodGroup condition in which the scheduler says
+// whether, and why not, the gang is scheduled.
+const ConditionScheduled = "Scheduled"
+
+// Reasons of the Scheduled condition (the lifecycle's own reasons are in
+// internal/gang).
+const (
+	ReasonMembersPending    = "MembersPending"
+	ReasonPodGroupMissing   = "PodGroupNotFound"
+	ReasonDependencyPending = "WaitingForDependency"
+	ReasonDependencyMissing = "DependencyNotFound"
+	ReasonUnschedulable     = "Unschedulable"
+	ReasonQueue             = "QueueAdmission"
+	ReasonReserving         = "Reserving"
+	ReasonPreempting        = "Preempting"
+	ReasonPreempted         = "Preempted"
+	ReasonReclaimed         = "Reclaimed"
+	ReasonScheduled         = "Scheduled"
+)
+
+// upstreamCondition is the condition of upstream (scheduling.k8s.io)
+// PodGroups that says whether the group is scheduled.
+const upstreamCondition = "PodGroupScheduled"
+
+// Condition is what the scheduler says about one gang.
+type Condition struct {
+	Status          metav1.ConditionStatus
+	Reason, Message string
+}
+
+// StatusWriter writes the scheduler's condition on gangs' group objects and
+// emits an event when a gang's reason or message changes. Writes are
+// asynchronous and collapsed, so a scheduling cycle never waits on the API
+// server and a flapping gang costs one patch per change at most.
+type StatusWriter struct {
+	pgClient pgclientset.Interface
+	client   kubernetes.Interface
+	recorder events.EventRecorder
+	// onChange hears every change of a gang's condition (metrics).
+	onChange func(ref gang.Ref, old, new *Condition)
+
+	mu      sync.Mutex
+	desired map[gang.Ref]desiredCondition
+	queue   workqueue.TypedRateLimitingInterface[gang.Ref]
+}
+
+type desiredCondition struct {
+	cond metav1.Condition
+	uid  types.UID
+}
+
+// NewStatusWriter returns a writer; call Run to start it.
+func NewStatusWriter(pgClient pgclientset.Interface, client kubernetes.Interface, recorder events.EventRecorder, onChange func(gang.Ref, *Condition, *Condition)) *StatusWriter {
+	return &StatusWriter{
+		pgClient: pgClient, client: client, recorder: recorder, onChange: onChange,
+		desired: map[gang.Ref]desiredCondition{},
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.DefaultTypedControllerRateLimiter[gang.Ref](),
+			workqueue.TypedRateLimitingQueueConfig[gang.Ref]{Name: "phalanx-gang-status"}),
+	}
+}
+
+// Set records the gang's condition. It returns true (and emits an event on
+// the group object) when the reason or message changed.
+func (w *StatusWriter) Set(spec *gang.Spec, c Condition) bool {
+	w.mu.Lock()
+	old, had := w.desired[spec.Ref]
+	if had && old.cond.Status == c.Status && old.cond.Reason == c.Reason && old.cond.Message == c.Message {
+		w.mu.Unlock()
+		return false
+	}
+	cond := metav1.Condition{
+		Type: ConditionScheduled, Status: c.Status, Reason: c.Reason, Message: c.Message,
+		LastTransitionTime: metav1.Now(),
+	}
+	if had && old.cond.Status == c.Status {
+		cond.LastTransitionTime = old.cond.LastTransitionTime
+	}
+	cond.ObservedGeneration = spec.Generation
+	w.desired[spec.Ref] = desiredCondition{cond: cond, uid: spec.UID}
+	w.mu.Unlock()
+
+	if w.onChange != nil {
+		var prev *Condition
+		if had {
+			prev = &Condition{Status: old.cond.Status, Reason: old.cond.Reason, Message: old.cond.Message}
+		}
+		w.onChange(spec.Ref, prev, &c)
+	}
+	if w.recorder != nil {
+		eventType := v1.EventTypeNormal
+		if c.Status != metav1.ConditionTrue && c.Reason != ReasonReserving {
+			eventType = v1.EventTypeWarning
+		}
+		w.recorder.Eventf(objectRef(spec), nil, eventType, c.Reason, "Scheduling", "%s", c.Message)
+	}
+	w.queue.Add(spec.Ref)
+	return true
+}
+
+func objectRef(spec *gang.Spec) *v1.ObjectReference {
+	if spec.Ref.Source == gang.SourceWorkload {
+		return &v1.ObjectReference{APIVersion: "scheduling.k8s.io/v1alpha2", Kind: "PodGroup",
+			Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
+	}
+	return &v1.ObjectReference{APIVersion: pgv1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
+		Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
+}
+
+// Get returns the last condition set for a gang.
+func (w *StatusWriter) Get(ref gang.Ref) (Condition, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d, ok := w.desired[ref]
+	return Condition{Status: d.cond.Status, Reason: d.cond.Reason, Message: d.cond.Message}, ok
+}
+
+// Forget drops what is known about a deleted gang.
+func (w *StatusWriter) Forget(ref gang.Ref) {
+	w.mu.Lock()
+	d, had := w.desired[ref]
+	delete(w.desired, ref)
+	w.mu.Unlock()
+	if had && w.onChange != nil {
+		w.onChange(ref, &Condition{Status: d.cond.Status, Reason: d.cond.Reason, Message: d.cond.Message}, nil)
+	}
+}
+
+// Run patches status until ctx ends.
+func (w *StatusWriter) Run(ctx context.Context) {
+	go func() {
+		<-ctx.Done()
+		w.queue.ShutDown()
+	}()
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		for w.processNext(ctx) {
+		}
+	}, 0)
+}
+
+func (w *StatusWriter) processNext(ctx context.Context) bool {
+	ref, quit := w.queue.Get()
+	if quit {
+		return false
+	}
+	defer w.queue.Done(ref)
+	w.mu.Lock()
+	d, ok := w.desired[ref]
+	w.mu.Unlock()
+	if !ok {
+		w.queue.Forget(ref)
+		return true
+	}
+	var err error
+	if ref.Source == gang.SourceWorkload {
+		err = w.patchUpstream(ctx, ref, d.cond)
+	} else {
+		err = w.patchPodGroup(ctx, ref, d.cond)
+	}
+	if err != nil && !apierrors.IsNotFound(err) {
+		klog.FromContext(ctx).V(2).Info("Retrying gang status patch", "gang", ref, "err", err)
+		w.queue.AddRateLimited(ref)
+		return true
+	}
+	w.queue.Forget(ref)
+	return true
+}
+
+// patchPodGroup merges the condition into a scheduler-plugins PodGroup's
+// conditions. The upstream Go type has no conditions field, so the list is
+// read and written as raw JSON (gang.ReadConditions).
+func (w *StatusWriter) patchPodGroup(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
+	raw, err := w.pgClient.SchedulingV1alpha1().RESTClient().Get().
+		Namespace(ref.Namespace).Resource("podgroups").Name(ref.Name).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	conds, err := gang.ReadConditions(raw)
+	if err != nil {
+		return err
+	}
+	if !setCondition(&conds, cond) {
+		return nil
+	}
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+	if err != nil {
+		return err
+	}
+	_, err = w.pgClient.SchedulingV1alpha1().PodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// patchUpstream sets the PodGroupScheduled condition of an upstream PodGroup.
+func (w *StatusWriter) patchUpstream(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
+	pg, err := w.client.SchedulingV1alpha2().PodGroups(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	cond.Type = upstreamCondition
+	cond.ObservedGeneration = pg.Generation
+	if !setCondition(&pg.Status.Conditions, cond) {
+		return nil
+	}
+	_, err = w.client.SchedulingV1alpha2().PodGroups(ref.Namespace).UpdateStatus(ctx, pg, metav1.UpdateOptions{})
+	return err
+}
+
+// setCondition sets cond in conds; false when it was already there as is.
+func setCondition(conds *[]metav1.Condition, cond metav1.Condition) bool {
+	if existing := meta.FindStatusCondition(*conds, cond.Type); existing != nil &&
+		existing.Status == cond.Status && existing.Reason == cond.Reason && existing.Message == cond.Message {
+		return false
+	}
+	meta.SetStatusCondition(conds, cond)
+	return true
+}
