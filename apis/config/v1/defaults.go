@@ -4,11 +4,11 @@ import "k8s.io/utils/ptr"
 
 // Defaults of the plugin args; the plugins and docs refer to these.
 const (
-	DefaultScheduleTimeoutSeconds int64 = 60
-	DefaultQueueName                    = "default"
-	DefaultTopologyName                 = "default"
-	DefaultNUMAScoringStrategy          = "LeastNUMANodes"
-	DefaultNodesWithoutTopology         = "AdmitAll"
+	DefaultScheduleTimeoutSeconds  int64 = 60
+	DefaultQueueName                     = "default"
+	DefaultTopologyName                  = "default"
+	DefaultNUMAScoringStrategy           = "LeastNUMANodes"
+	DefaultNodesWithoutTopology          = "AdmitAll"
 	DefaultReservationAfterSeconds int64 = 30
 	DefaultMinRuntimeSeconds       int64 = 15
 )
