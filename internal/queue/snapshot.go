@@ -58,11 +58,12 @@ func (s *Snapshot) Exceeds(q string, need resources.List) (string, bool) {
 }
 
 // starvedOther returns a leaf queue other than q that has pending demand and
-// is below its deserved share on a resource it asks for.
+// is below its deserved share on a resource it asks for. A queue that admits
+// nothing (closed, or under a closed parent) waits for no share.
 func (s *Snapshot) starvedOther(q string) string {
 	var names []string
 	for other, pending := range s.Pending {
-		if other == q || pending.IsZero() || !s.Tree.IsLeaf(other) {
+		if other == q || pending.IsZero() || !s.Tree.IsLeaf(other) || !s.open(other) {
 			continue
 		}
 		for r, v := range pending {
@@ -77,6 +78,16 @@ func (s *Snapshot) starvedOther(q string) string {
 	}
 	sort.Strings(names)
 	return names[0]
+}
+
+// open reports whether leaf queue q and all its ancestors are Open.
+func (s *Snapshot) open(q string) bool {
+	for _, name := range append([]string{q}, s.Tree.Ancestors(q)...) {
+		if qq, ok := s.Tree.Get(name); !ok || !qq.Open {
+			return false
+		}
+	}
+	return true
 }
 
 // Compare orders two queues for scheduling (Tree.Compare on this snapshot).
@@ -165,13 +176,8 @@ func (s *Snapshot) Status() map[string]QueueStatus {
 // capability and stays within its deserved share — so only an ancestor's
 // capability, which queues above their share fill, can stand in the way.
 func (s *Snapshot) Curable(q string, need resources.List) bool {
-	if !s.Tree.IsLeaf(q) {
+	if !s.Tree.IsLeaf(q) || !s.open(q) {
 		return false
-	}
-	for _, name := range append([]string{q}, s.Tree.Ancestors(q)...) {
-		if qq, ok := s.Tree.Get(name); !ok || !qq.Open {
-			return false
-		}
 	}
 	own, _ := s.Tree.Get(q)
 	for r, v := range need {

@@ -97,8 +97,10 @@ type PodSpec struct {
 	Labels          map[string]string
 	Annotations     map[string]string
 	Priority        *int32
-	NodeSelector    map[string]string
-	Tolerations     []v1.Toleration
+	// PriorityClassName names a PriorityClass (the API server sets Priority).
+	PriorityClassName string
+	NodeSelector      map[string]string
+	Tolerations       []v1.Toleration
 	// Guaranteed sets limits equal to requests (Guaranteed QoS), so the
 	// kubelet aligns the pod's CPUs and memory to NUMA zones.
 	Guaranteed bool
@@ -141,10 +143,11 @@ func (s PodSpec) Pod() *v1.Pod {
 	return &v1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: ns, Labels: labels, Annotations: s.Annotations},
 		Spec: v1.PodSpec{
-			SchedulerName: sched,
-			Priority:      s.Priority,
-			NodeSelector:  s.NodeSelector,
-			Tolerations:   s.Tolerations,
+			SchedulerName:     sched,
+			Priority:          s.Priority,
+			PriorityClassName: s.PriorityClassName,
+			NodeSelector:      s.NodeSelector,
+			Tolerations:       s.Tolerations,
 			Containers: []v1.Container{{
 				Name:      "main",
 				Image:     "registry.k8s.io/pause:3.10",

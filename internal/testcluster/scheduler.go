@@ -24,8 +24,20 @@ var configzMu sync.Mutex
 // Scheduler is a running phalanx scheduler, in-process or a child process.
 type Scheduler struct {
 	stop func() error
+	kill func()
 	// Log is the child process's output file ("" in-process).
 	Log string
+}
+
+// Kill ends a scheduler binary with SIGKILL, as a crash would, and waits for
+// it to exit: nothing it held in memory is cleaned up.
+func (s *Scheduler) Kill() {
+	if s == nil || s.kill == nil {
+		return
+	}
+	f := s.kill
+	s.kill, s.stop = nil, nil
+	f()
 }
 
 // Stop ends the scheduler and waits for it to exit.
@@ -138,7 +150,10 @@ func (c *Cluster) StartSchedulerBinary(binary string, config []byte, args ...str
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait(); logFile.Close() }()
-	s := &Scheduler{Log: logFile.Name()}
+	s := &Scheduler{Log: logFile.Name(), kill: func() {
+		_ = cmd.Process.Kill()
+		<-done
+	}}
 	s.stop = func() error {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {

@@ -221,7 +221,11 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	}
 	if members < quorum(spec) {
 		msg := fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members, quorum(spec))
-		pl.gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: runtime.ReasonMembersPending, Message: msg})
+		// A member the informer shows late must not put a gang that already
+		// started (or is being placed) back to MembersPending.
+		if pl.lc.Placed(ref) == 0 && pl.lc.Phase(ref) == gang.PhaseIdle {
+			pl.gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: runtime.ReasonMembersPending, Message: msg})
+		}
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	return nil

@@ -52,7 +52,7 @@ type Condition struct {
 }
 
 // StatusWriter writes the scheduler's condition on gangs' group objects and
-// emits an event when a gang's reason or message changes. Writes are
+// emits an event when a gang's reason changes. Writes are
 // asynchronous and collapsed, so a scheduling cycle never waits on the API
 // server and a flapping gang costs one patch per change at most.
 type StatusWriter struct {
@@ -83,8 +83,8 @@ func NewStatusWriter(pgClient pgclientset.Interface, client kubernetes.Interface
 	}
 }
 
-// Set records the gang's condition. It returns true (and emits an event on
-// the group object) when the reason or message changed.
+// Set records the gang's condition. It returns true when the reason or
+// message changed, and emits an event on the group object when the reason did.
 func (w *StatusWriter) Set(spec *gang.Spec, c Condition) bool {
 	w.mu.Lock()
 	old, had := w.desired[spec.Ref]
@@ -110,7 +110,9 @@ func (w *StatusWriter) Set(spec *gang.Spec, c Condition) bool {
 		}
 		w.onChange(spec.Ref, prev, &c)
 	}
-	if w.recorder != nil {
+	// An event when the reason changes; a new message under the same reason
+	// (one more member arrived, one more node fits) only updates the condition.
+	if w.recorder != nil && (!had || old.cond.Reason != c.Reason) {
 		eventType := v1.EventTypeNormal
 		if c.Status != metav1.ConditionTrue && c.Reason != ReasonReserving {
 			eventType = v1.EventTypeWarning
@@ -155,11 +157,24 @@ func (w *StatusWriter) Run(ctx context.Context) {
 		<-ctx.Done()
 		w.queue.ShutDown()
 	}()
-	wait.UntilWithContext(ctx, func(ctx context.Context) {
-		for w.processNext(ctx) {
-		}
-	}, 0)
+	// A few workers: gangs come and go in bursts, and one slow patch must not
+	// hold back the others' conditions (a key is never patched twice at once).
+	var wg sync.WaitGroup
+	for i := 0; i < statusWorkers; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wait.UntilWithContext(ctx, func(ctx context.Context) {
+				for w.processNext(ctx) {
+				}
+			}, 0)
+		}()
+	}
+	wg.Wait()
 }
+
+// statusWorkers patch gang conditions in parallel.
+const statusWorkers = 4
 
 func (w *StatusWriter) processNext(ctx context.Context) bool {
 	ref, quit := w.queue.Get()

@@ -1,0 +1,174 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/utils/ptr"
+
+	"github.com/phalanx-sched/phalanx/internal/testcluster"
+	"github.com/phalanx-sched/phalanx/manifests"
+)
+
+// crashGangTimeout is the gangs' scheduleTimeoutSeconds: a gang may be partly
+// bound (its binds interrupted) for at most this long, plus slack for the
+// sweep interval and the API server.
+const (
+	crashGangTimeout = 10
+	crashSlack       = 15 * time.Second
+)
+
+// TestCrashRecovery (issue #14, case 5) kills the scheduler binary with
+// SIGKILL at random points — while it plans, while members wait in Permit,
+// in the middle of a gang's binds — and restarts it, on exactly enough
+// capacity for gangs of mixed sizes. After the last restart every gang must
+// be bound whole, and no gang may stay partly bound for longer than its
+// timeout at any time. PHALANX_CRASH_SEEDS sets how many seeds run (make test
+// runs a few; make stress runs many).
+func TestCrashRecovery(t *testing.T) {
+	seeds := 2
+	if s := os.Getenv("PHALANX_CRASH_SEEDS"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			t.Fatalf("PHALANX_CRASH_SEEDS=%q: want a positive number", s)
+		}
+		seeds = n
+	}
+	first := 1
+	if s := os.Getenv("PHALANX_CRASH_FIRST_SEED"); s != "" {
+		first, _ = strconv.Atoi(s)
+	}
+	for seed := first; seed < first+seeds; seed++ {
+		t.Run(fmt.Sprintf("seed-%d", seed), func(t *testing.T) { crashSeed(t, uint64(seed)) })
+	}
+}
+
+func crashSeed(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	const capacity = 48
+	c := startCluster(t, nodes("n", capacity, testcluster.NodeSpec{CPU: "4", Memory: "16Gi", GPUs: 1})...)
+	ctx := ctxFor(t)
+
+	// Gangs of 2 to 8 members that fill the cluster exactly.
+	sizes := map[string]int{}
+	var order []string
+	for left, i := capacity, 0; left > 0; i++ {
+		n := min(left, 2+rng.IntN(7))
+		if left-n == 1 {
+			n++
+		}
+		name := fmt.Sprintf("g-%d", i)
+		sizes[name], order = n, append(order, name)
+		left -= n
+	}
+	start := func() *testcluster.Scheduler {
+		s, err := c.StartSchedulerBinary(schedulerBinary, manifests.SchedulerConfig, "--v=3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	sched := start()
+
+	// Watch every gang: none may stay partly bound past its timeout.
+	var mu sync.Mutex
+	var violation string
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		partialSince := map[string]time.Time{}
+		for watchCtx.Err() == nil {
+			for name, size := range sizes {
+				n, err := boundCount(watchCtx, c, "default", name)
+				if err != nil {
+					continue
+				}
+				switch {
+				case n == 0 || n >= size:
+					delete(partialSince, name)
+				case partialSince[name].IsZero():
+					partialSince[name] = time.Now()
+				case time.Since(partialSince[name]) > crashGangTimeout*time.Second+crashSlack:
+					mu.Lock()
+					if violation == "" {
+						violation = fmt.Sprintf("gang %s stayed partly bound (%d of %d) for %v", name, n, size, time.Since(partialSince[name]).Round(time.Second))
+					}
+					mu.Unlock()
+				}
+			}
+			select {
+			case <-watchCtx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+
+	for _, name := range order {
+		pg := testcluster.PodGroup("default", name, int32(sizes[name]))
+		pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](crashGangTimeout)
+		createGang(t, c, pg, gangPods("default", name, sizes[name], testcluster.PodSpec{CPU: "1", GPUs: 1}))
+	}
+	// Kill points: as soon as a random number of members is bound — while
+	// gangs plan, wait in Permit and bind — or a random moment after start.
+	boundNow := func() int {
+		pods, err := c.BoundPods(ctx, "default", "")
+		if err != nil {
+			return 0
+		}
+		return len(pods)
+	}
+	kills := 1 + rng.IntN(3)
+	for k := 0; k < kills; k++ {
+		at := boundNow() + rng.IntN(capacity-boundNow()+1)
+		if rng.IntN(4) == 0 {
+			time.Sleep(time.Duration(rng.IntN(2000)) * time.Millisecond)
+		} else {
+			deadline := time.Now().Add(30 * time.Second)
+			for boundNow() < at && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		sched.Kill()
+		t.Logf("kill %d of %d (aimed at %d bound): %d of %d members bound", k+1, kills, at, boundNow(), capacity)
+		if boundNow() == capacity {
+			break
+		}
+		sched = start()
+	}
+	if boundNow() == capacity {
+		sched = start()
+	}
+	err := testcluster.Eventually(ctx, 150*time.Second, func(ctx context.Context) (bool, error) {
+		total := 0
+		for name := range sizes {
+			n, err := boundCount(ctx, c, "default", name)
+			if err != nil {
+				return false, err
+			}
+			total += n
+		}
+		return total == capacity, nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if violation != "" {
+		t.Error(violation)
+	}
+	if err != nil {
+		for _, name := range order {
+			n, _ := boundCount(ctx, c, "default", name)
+			t.Logf("gang %s: %d of %d bound", name, n, sizes[name])
+		}
+		if log, rerr := os.ReadFile(sched.Log); rerr == nil && len(log) > 0 {
+			t.Logf("last scheduler log (tail):\n%s", tail(string(log), 20000))
+		}
+		t.Fatalf("after %d kills not every gang was bound whole: %v", kills, err)
+	}
+	gangIntact(t, c, sizes)
+}
