@@ -332,7 +332,9 @@ func TestWorkloadAPIGang(t *testing.T) {
 		}
 		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == schedulingv1alpha2.PodGroupReasonUnschedulable, nil
 	}); err != nil {
-		t.Fatalf("PodGroup %s never got %s=False reason %s (last: %+v): %v", pg.Name, schedulingv1alpha2.PodGroupScheduled, schedulingv1alpha2.PodGroupReasonUnschedulable, cond, err)
+		bound, _ := c.BoundPods(ctx, ns, "app=train")
+		t.Fatalf("PodGroup %s never got %s=False reason %s (last: %+v; %d of 5 pods bound): %v", pg.Name,
+			schedulingv1alpha2.PodGroupScheduled, schedulingv1alpha2.PodGroupReasonUnschedulable, cond, len(bound), err)
 	}
 	assertJobBound(t, c, ns, "app=train", 0)
 

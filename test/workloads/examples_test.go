@@ -32,6 +32,10 @@ var exampleKinds = []string{
 	"Workload", "PodGroup", "Queue", "NetworkTopology",
 }
 
+// referenced kinds are created for real after their dry run: the API server
+// admits a PodGroup only if its Workload exists.
+var referenced = map[string]bool{"Workload": true}
+
 // TestExamplesValidate creates every object of examples/workloads with
 // server-side dry run and strict field validation on an API server with the
 // operators' CRDs (from their Go modules), phalanx's CRDs and the Workload
@@ -112,6 +116,11 @@ func TestExamplesValidate(t *testing.T) {
 				}
 				if _, err := create(typo); err == nil || !strings.Contains(err.Error(), "phalanxTypo") {
 					t.Fatalf("a misspelt field was not refused by name (schema not strict?): %v", err)
+				}
+				if referenced[obj.GetKind()] {
+					if _, err := resource.Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
+						t.Fatal(err)
+					}
 				}
 			})
 		}
