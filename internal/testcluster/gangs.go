@@ -125,3 +125,15 @@ func (c *Cluster) WaitCondition(ctx context.Context, ns, name, condType, reason 
 	}
 	return got, nil
 }
+
+// WaitPodGroupGone waits until a scheduler-plugins PodGroup no longer exists
+// (the garbage collector deleted it with its owner).
+func (c *Cluster) WaitPodGroupGone(ctx context.Context, ns, name string, timeout time.Duration) error {
+	return Eventually(ctx, timeout, func(ctx context.Context) (bool, error) {
+		_, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if errors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	})
+}

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -51,24 +50,7 @@ func boundCount(ctx context.Context, c *testcluster.Cluster, ns, group string) (
 // scheduledCondition reads the Scheduled condition the scheduler writes on a
 // PodGroup (raw JSON: the upstream Go type has no conditions field).
 func scheduledCondition(ctx context.Context, c *testcluster.Cluster, ns, name string) (*metav1.Condition, error) {
-	raw, err := c.PodGroups.SchedulingV1alpha1().RESTClient().Get().Namespace(ns).Resource("podgroups").Name(name).DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var pg struct {
-		Status struct {
-			Conditions []metav1.Condition `json:"conditions"`
-		} `json:"status"`
-	}
-	if err := json.Unmarshal(raw, &pg); err != nil {
-		return nil, err
-	}
-	for i := range pg.Status.Conditions {
-		if pg.Status.Conditions[i].Type == "Scheduled" {
-			return &pg.Status.Conditions[i], nil
-		}
-	}
-	return nil, nil
+	return c.PodGroupCondition(ctx, ns, name, "Scheduled")
 }
 
 // waitCondition waits until the PodGroup's Scheduled condition has reason

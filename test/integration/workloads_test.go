@@ -11,7 +11,6 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
 	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
-	"k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -209,13 +208,7 @@ func TestWorkloadIndexedJobGang(t *testing.T) {
 	if err := c.Client.BatchV1().Jobs(ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)}); err != nil {
 		t.Fatal(err)
 	}
-	if err := testcluster.Eventually(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
-		_, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, gang.Name, metav1.GetOptions{})
-		if errors.IsNotFound(err) {
-			return true, nil
-		}
-		return false, err
-	}); err != nil {
+	if err := c.WaitPodGroupGone(ctx, ns, gang.Name, 90*time.Second); err != nil {
 		t.Fatalf("PodGroup %s outlived its Job: %v", gang.Name, err)
 	}
 

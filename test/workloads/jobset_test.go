@@ -8,7 +8,6 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -200,13 +199,7 @@ func TestJobSetGangs(t *testing.T) {
 			metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 			t.Fatal(err)
 		}
-		if err := testcluster.Eventually(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
-			_, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctx, gang.Name, metav1.GetOptions{})
-			if errors.IsNotFound(err) {
-				return true, nil
-			}
-			return false, err
-		}); err != nil {
+		if err := c.WaitPodGroupGone(ctx, ns, gang.Name, 90*time.Second); err != nil {
 			t.Fatalf("PodGroup %s outlived its JobSet: %v", gang.Name, err)
 		}
 	})
