@@ -253,11 +253,13 @@ func waitJobBound(t *testing.T, c *testcluster.Cluster, ns, selector string, wan
 }
 
 // TestWorkloadAPIGang: the upstream Workload API on an API server that serves
-// it. A Workload with a gang template of minCount 5, its PodGroup and 5 pods
-// naming it in spec.schedulingGroup, on room for 4: none binds, and the
-// PodGroup's PodGroupScheduled condition says Unschedulable; a fifth node
-// appears and all 5 bind. The scheduler is the binary with the canonical
-// config (no feature gates of its own).
+// it. A Workload with a gang template of minCount 5 and a topology constraint
+// on the IB cluster label, its PodGroup and 5 pods naming it in
+// spec.schedulingGroup, on room for 4 in IB cluster ib-a (and 2 in ib-b):
+// none binds, and the PodGroup's PodGroupScheduled condition says
+// Unschedulable; a fifth node appears in ib-a and all 5 bind there. No
+// NetworkTopology exists: the key is a level of its own. The scheduler is
+// the binary with the canonical config (no feature gates of its own).
 func TestWorkloadAPIGang(t *testing.T) {
 	c, err := testcluster.Start(t, testcluster.Options{APIServerFlags: []string{
 		"--runtime-config=scheduling.k8s.io/v1alpha2=true",
@@ -268,7 +270,8 @@ func TestWorkloadAPIGang(t *testing.T) {
 	}
 	ctx := ctxFor(t)
 	spec := testcluster.NodeSpec{CPU: "4", Memory: "16Gi", Labels: map[string]string{ibLabel: "ib-a"}}
-	if err := c.CreateNodes(ctx, nodes("n", 4, spec)...); err != nil {
+	other := testcluster.NodeSpec{CPU: "4", Memory: "16Gi", Labels: map[string]string{ibLabel: "ib-b"}}
+	if err := c.CreateNodes(ctx, append(nodes("n", 4, spec), nodes("m", 2, other)...)...); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.StartSchedulerBinary(schedulerBinary, manifests.SchedulerConfig); err != nil {
@@ -337,5 +340,9 @@ func TestWorkloadAPIGang(t *testing.T) {
 	if err := c.CreateNodes(ctx, fifth); err != nil {
 		t.Fatal(err)
 	}
-	waitJobBound(t, c, ns, "app=train", 5)
+	for _, p := range waitJobBound(t, c, ns, "app=train", 5) {
+		if ib := nodeIB(t, c, p.Spec.NodeName); ib != "ib-a" {
+			t.Fatalf("member %s on %s in %s, want all in ib-a (topology key %s)", p.Name, p.Spec.NodeName, ib, ibLabel)
+		}
+	}
 }
