@@ -67,7 +67,8 @@ type Implicit struct {
 	Workload string
 	// Owner is the object the PodGroup is garbage-collected with: the
 	// top-level workload the pod names with its UID. Nil when the pod cannot
-	// name it (see OwnerPod).
+	// name it: an LWS worker (see OwnerPod), or a JobSet pod without the
+	// jobset-uid label (JobSet versions before it had one).
 	Owner *metav1.OwnerReference
 	// OwnerPod is set when Owner is nil: the pod of the same namespace whose
 	// UID owns the gang. An LWS worker pod names its group's leader pod but
