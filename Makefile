@@ -18,7 +18,7 @@ IMAGE ?= ghcr.io/phalanx-sched/phalanx:$(VERSION)
 # Integration and simulator runs take longer than go test's 10-minute default.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test unit integration verify lint generate manifests demo bench image clean
+.PHONY: all build test unit integration workloads verify lint generate manifests demo bench image clean
 
 all: build
 
@@ -29,7 +29,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
 
 ## test: everything CI checks — verify, unit tests, integration tests on a real API server
-test: verify build unit integration
+test: verify build unit integration workloads
 
 unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v /test/integration)
@@ -37,6 +37,12 @@ unit:
 integration: build
 	PHALANX_SCHEDULER_BIN=$(CURDIR)/$(BIN)/phalanx-scheduler \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/integration/...
+
+## workloads: the operators' controllers and CRDs (JobSet, LeaderWorkerSet,
+## KubeRay, training-operator, Trainer) against phalanx; a separate Go module
+## (test/workloads) so their dependencies do not move the main module's
+workloads:
+	cd test/workloads && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## verify: formatting, vet, lint, and generated files up to date
 verify: lint
@@ -47,8 +53,10 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd test/workloads && $(GO) vet ./...
 	bash hack/tools.sh
 	$(BIN)/tools/staticcheck $$($(GO) list ./... | grep -v /pkg/generated/)
+	cd test/workloads && $(CURDIR)/$(BIN)/tools/staticcheck ./...
 
 ## generate: deepcopy, conversion, defaults, clients, CRDs, install manifests
 generate:

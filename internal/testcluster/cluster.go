@@ -19,11 +19,6 @@ import (
 	"github.com/google/uuid"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	"k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/storage/storagebackend"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -33,7 +28,6 @@ import (
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
 	"k8s.io/kubernetes/test/utils/ktesting"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
-	"sigs.k8s.io/yaml"
 
 	"github.com/phalanx-sched/phalanx/manifests"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
@@ -58,6 +52,7 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	stops []func()
+	kcm   *kcm
 }
 
 // Options tune Start.
@@ -154,63 +149,19 @@ func (c *Cluster) Stop() {
 // InstallCRDs creates every CRD of manifests/crds and waits until each is
 // established.
 func (c *Cluster) InstallCRDs(ctx context.Context) error {
-	client, err := apiextensionsclient.NewForConfig(c.Config)
-	if err != nil {
-		return err
-	}
 	entries, err := manifests.CRDs.ReadDir("crds")
 	if err != nil {
 		return err
 	}
-	var names []string
+	var docs [][]byte
 	for _, e := range entries {
 		raw, err := manifests.CRDs.ReadFile("crds/" + e.Name())
 		if err != nil {
 			return err
 		}
-		crd := &apiextensionsv1.CustomResourceDefinition{}
-		if err := yaml.UnmarshalStrict(raw, crd); err != nil {
-			return fmt.Errorf("decoding %s: %w", e.Name(), err)
-		}
-		if crd.Kind != "CustomResourceDefinition" {
-			continue
-		}
-		if _, err := client.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, crd, metav1.CreateOptions{}); err != nil && !errors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)
-		}
-		names = append(names, crd.Name)
+		docs = append(docs, raw)
 	}
-	for _, name := range names {
-		err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			for _, cond := range crd.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
-		if err != nil {
-			return fmt.Errorf("CRD %s not established: %w", name, err)
-		}
-	}
-	// Discovery lags behind Established; wait until every group is served.
-	return wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
-		for _, name := range names {
-			crd, err := client.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil
-			}
-			gv := crd.Spec.Group + "/" + crd.Spec.Versions[0].Name
-			if _, err := c.Client.Discovery().ServerResourcesForGroupVersion(gv); err != nil {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	return c.InstallCRDYAML(ctx, docs...)
 }
 
 func startEtcd(dir string) (string, func(), error) {

@@ -25,8 +25,20 @@ var configzMu sync.Mutex
 type Scheduler struct {
 	stop func() error
 	kill func()
+	dump func()
 	// Log is the child process's output file ("" in-process).
 	Log string
+}
+
+// DumpAndStop makes a scheduler binary print its goroutines to its log and
+// exit (for diagnosing a test failure).
+func (s *Scheduler) DumpAndStop() {
+	if s == nil || s.dump == nil {
+		return
+	}
+	f := s.dump
+	s.dump, s.kill, s.stop = nil, nil, nil
+	f()
 }
 
 // Kill ends a scheduler binary with SIGKILL, as a crash would, and waits for
@@ -153,6 +165,13 @@ func (c *Cluster) StartSchedulerBinary(binary string, config []byte, args ...str
 	s := &Scheduler{Log: logFile.Name(), kill: func() {
 		_ = cmd.Process.Kill()
 		<-done
+	}, dump: func() {
+		// SIGQUIT makes a Go program print every goroutine and exit.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+		}
 	}}
 	s.stop = func() error {
 		_ = cmd.Process.Signal(syscall.SIGTERM)

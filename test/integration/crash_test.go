@@ -165,8 +165,9 @@ func crashSeed(t *testing.T, seed uint64) {
 			n, _ := boundCount(ctx, c, "default", name)
 			t.Logf("gang %s: %d of %d bound", name, n, sizes[name])
 		}
+		sched.DumpAndStop()
 		if log, rerr := os.ReadFile(sched.Log); rerr == nil && len(log) > 0 {
-			t.Logf("last scheduler log (tail):\n%s", tail(string(log), 20000))
+			t.Logf("last scheduler log (tail, goroutines at the end):\n%s", tail(string(log), 200000))
 		}
 		t.Fatalf("after %d kills not every gang was bound whole: %v", kills, err)
 	}

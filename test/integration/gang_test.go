@@ -8,13 +8,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 )
 
@@ -52,15 +50,7 @@ func boundCount(ctx context.Context, c *testcluster.Cluster, ns, group string) (
 // scheduledCondition reads the Scheduled condition the scheduler writes on a
 // PodGroup (raw JSON: the upstream Go type has no conditions field).
 func scheduledCondition(ctx context.Context, c *testcluster.Cluster, ns, name string) (*metav1.Condition, error) {
-	raw, err := c.PodGroups.SchedulingV1alpha1().RESTClient().Get().Namespace(ns).Resource("podgroups").Name(name).DoRaw(ctx)
-	if err != nil {
-		return nil, err
-	}
-	conds, err := gang.ReadConditions(raw)
-	if err != nil {
-		return nil, err
-	}
-	return apimeta.FindStatusCondition(conds, "Scheduled"), nil
+	return c.PodGroupCondition(ctx, ns, name, "Scheduled")
 }
 
 // waitCondition waits until the PodGroup's Scheduled condition has reason

@@ -20,6 +20,30 @@ const (
 	// namespace that must be running before this gang is scheduled.
 	DependsOnAnnotation = GroupName + "/depends-on"
 
+	// GangSizeAnnotation on a pod (template) makes the pods of its workload an
+	// implicit gang of this many members (minMember), without a PodGroup
+	// written by hand. See internal/workload for the grouping rules.
+	GangSizeAnnotation = GroupName + "/gang-size"
+	// GangNameAnnotation groups the annotated pods of one namespace into the
+	// gang of this name, whatever workload they belong to.
+	GangNameAnnotation = GroupName + "/gang-name"
+	// GangScopeAnnotation chooses the unit a JobSet's pods are grouped by:
+	// GangScopeWorkload (the whole JobSet, the default), GangScopeReplicatedJob
+	// or GangScopeJob.
+	GangScopeAnnotation = GroupName + "/gang-scope"
+
+	// ManagedByLabel and ManagedByValue mark the PodGroups that phalanx
+	// creates for implicit gangs.
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "phalanx-scheduler"
+
+	// GangScopeWorkload groups by the top-level workload (default).
+	GangScopeWorkload = "workload"
+	// GangScopeReplicatedJob makes each replicated job of a JobSet one gang.
+	GangScopeReplicatedJob = "replicated-job"
+	// GangScopeJob makes each child Job of a JobSet one gang.
+	GangScopeJob = "job"
+
 	// DefaultQueueName is the queue of pods that name none.
 	DefaultQueueName = "default"
 	// DefaultNetworkTopologyName is the NetworkTopology object the scheduler reads.

@@ -1,0 +1,130 @@
+package testcluster
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/controller-manager/pkg/informerfactory"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/controller/garbagecollector"
+	jobcontroller "k8s.io/kubernetes/pkg/controller/job"
+	"k8s.io/kubernetes/pkg/features"
+)
+
+// kcm holds the kube-controller-manager controllers a cluster runs, started
+// at most once each and sharing one informer factory, as in the real binary.
+type kcm struct {
+	mu        sync.Mutex
+	ctx       context.Context
+	informers informers.SharedInformerFactory
+	// shutdown waits for informers, after ctx is cancelled.
+	shutdown []func()
+	job, gc  bool
+}
+
+func (c *Cluster) controllerManager() *kcm {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kcm == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		client := kubernetes.NewForConfigOrDie(rest.AddUserAgent(rest.CopyConfig(c.Config), "kube-controller-manager"))
+		m := &kcm{ctx: ctx, informers: informers.NewSharedInformerFactory(client, 0)}
+		m.shutdown = append(m.shutdown, m.informers.Shutdown)
+		c.kcm = m
+		c.stops = append(c.stops, func() {
+			cancel()
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			for _, f := range m.shutdown {
+				f()
+			}
+		})
+	}
+	return c.kcm
+}
+
+// StartJobController runs kube-controller-manager's Job controller
+// (k8s.io/kubernetes/pkg/controller/job) in-process against the cluster
+// until Stop. Calling it again is a no-op, so tests sharing a cluster can
+// each ask for it.
+func (c *Cluster) StartJobController() error {
+	m := c.controllerManager()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.job {
+		return nil
+	}
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(c.Config), "job-controller"))
+	if err != nil {
+		return err
+	}
+	ctx := klog.NewContext(m.ctx, klog.Background().WithName("job-controller"))
+	var jc *jobcontroller.Controller
+	if utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) {
+		jc, err = jobcontroller.NewController(ctx, client, m.informers.Core().V1().Pods(), m.informers.Batch().V1().Jobs(),
+			m.informers.Scheduling().V1alpha2().Workloads(), m.informers.Scheduling().V1alpha2().PodGroups())
+	} else {
+		jc, err = jobcontroller.NewController(ctx, client, m.informers.Core().V1().Pods(), m.informers.Batch().V1().Jobs(), nil, nil)
+	}
+	if err != nil {
+		return fmt.Errorf("job controller: %w", err)
+	}
+	m.informers.Start(m.ctx.Done())
+	go jc.Run(ctx, 4)
+	m.job = true
+	return nil
+}
+
+// StartGarbageCollector runs kube-controller-manager's garbage collector
+// in-process: objects whose owners are gone are deleted, as in a real
+// cluster. It watches every resource the server serves, including CRDs
+// installed later (rediscovered every few seconds). Idempotent.
+func (c *Cluster) StartGarbageCollector() error {
+	m := c.controllerManager()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.gc {
+		return nil
+	}
+	config := rest.AddUserAgent(rest.CopyConfig(c.Config), "generic-garbage-collector")
+	client, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	metadataClient, err := metadata.NewForConfig(config)
+	if err != nil {
+		return err
+	}
+	discovery := memory.NewMemCacheClient(client.Discovery())
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(discovery)
+	metadataInformers := metadatainformer.NewSharedInformerFactory(metadataClient, 0)
+	started := make(chan struct{})
+	ctx := klog.NewContext(m.ctx, klog.Background().WithName("garbage-collector"))
+	gc, err := garbagecollector.NewGarbageCollector(ctx, client, metadataClient, mapper,
+		garbagecollector.DefaultIgnoredResources(),
+		informerfactory.NewInformerFactory(m.informers, metadataInformers), started)
+	if err != nil {
+		return fmt.Errorf("garbage collector: %w", err)
+	}
+	const syncPeriod = 2 * time.Second
+	m.informers.Start(m.ctx.Done())
+	metadataInformers.Start(m.ctx.Done())
+	close(started)
+	go wait.Until(mapper.Reset, syncPeriod, m.ctx.Done())
+	go gc.Run(ctx, 4, syncPeriod)
+	go gc.Sync(ctx, client.Discovery(), syncPeriod)
+	m.shutdown = append(m.shutdown, metadataInformers.Shutdown)
+	m.gc = true
+	return nil
+}

@@ -1,0 +1,101 @@
+package workload
+
+import (
+	"fmt"
+
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+)
+
+// UpstreamGang is what phalanx's gang core needs from an upstream Workload
+// API PodGroup (scheduling.k8s.io/v1alpha2).
+type UpstreamGang struct {
+	Namespace, Name string
+	// MinCount is spec.schedulingPolicy.gang.minCount: the gang's minMember.
+	MinCount int32
+	// TopologyKeys are spec.schedulingConstraints.topology[].key: node label
+	// keys whose value every member must share (required). Kubernetes 1.36
+	// allows one. TopologyLevelFor maps a key onto a phalanx level.
+	TopologyKeys []string
+	// TopologyRequired and TopologyPreferred are phalanx's topology
+	// annotations (level names) on the PodGroup, else on its Workload.
+	TopologyRequired, TopologyPreferred string
+	// Queue is the phalanx queue label of the PodGroup, else of its
+	// Workload; "" lets the caller fall back to the pod's and namespace's.
+	Queue string
+	// Priority is spec.priority of the PodGroup, else of its Workload
+	// template; nil if neither has one.
+	Priority *int32
+	// Workload is the Workload the PodGroup was made from ("" if none).
+	Workload string
+}
+
+// FromUpstream converts an upstream PodGroup, and optionally the Workload it
+// references (used for labels, annotations and priority the PodGroup lacks),
+// into a gang. ok is false when the PodGroup has no gang policy (the basic
+// policy schedules its pods one by one). A gang with minCount below 1 is an
+// error naming the field.
+func FromUpstream(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workload) (UpstreamGang, bool, error) {
+	gang := pg.Spec.SchedulingPolicy.Gang
+	if gang == nil {
+		return UpstreamGang{}, false, nil
+	}
+	if gang.MinCount < 1 {
+		return UpstreamGang{}, true, fmt.Errorf("PodGroup %s/%s: spec.schedulingPolicy.gang.minCount: %d is not a positive integer",
+			pg.Namespace, pg.Name, gang.MinCount)
+	}
+	g := UpstreamGang{Namespace: pg.Namespace, Name: pg.Name, MinCount: gang.MinCount, Priority: pg.Spec.Priority}
+	if c := pg.Spec.SchedulingConstraints; c != nil {
+		for _, t := range c.Topology {
+			if t.Key != "" {
+				g.TopologyKeys = append(g.TopologyKeys, t.Key)
+			}
+		}
+	}
+	var template *schedulingv1alpha2.PodGroupTemplate
+	if ref := pg.Spec.PodGroupTemplateRef; ref != nil && ref.Workload != nil {
+		g.Workload = ref.Workload.WorkloadName
+		if wl != nil && wl.Name == ref.Workload.WorkloadName && wl.Namespace == pg.Namespace {
+			for i := range wl.Spec.PodGroupTemplates {
+				if wl.Spec.PodGroupTemplates[i].Name == ref.Workload.PodGroupTemplateName {
+					template = &wl.Spec.PodGroupTemplates[i]
+				}
+			}
+		} else {
+			wl = nil
+		}
+	} else {
+		wl = nil
+	}
+	lookup := func(pgValue string, fromWorkload func() string) string {
+		if pgValue != "" || wl == nil {
+			return pgValue
+		}
+		return fromWorkload()
+	}
+	g.Queue = lookup(pg.Labels[phalanxv1alpha1.QueueLabel], func() string { return wl.Labels[phalanxv1alpha1.QueueLabel] })
+	g.TopologyRequired = lookup(pg.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation], func() string {
+		return wl.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
+	})
+	g.TopologyPreferred = lookup(pg.Annotations[phalanxv1alpha1.TopologyPreferredAnnotation], func() string {
+		return wl.Annotations[phalanxv1alpha1.TopologyPreferredAnnotation]
+	})
+	if g.Priority == nil && template != nil {
+		g.Priority = template.Priority
+	}
+	return g, true, nil
+}
+
+// TopologyLevelFor maps an upstream topology key (a node label key) onto a
+// phalanx level: the level of the NetworkTopology whose nodeLabel is the key
+// (so the level's place in the hierarchy and its name in conditions are
+// kept), else a single ad-hoc level named after the key. adHoc tells which.
+func TopologyLevelFor(key string, levels []phalanxv1alpha1.TopologyLevel) (level phalanxv1alpha1.TopologyLevel, adHoc bool) {
+	for _, l := range levels {
+		if l.NodeLabel == key {
+			return l, false
+		}
+	}
+	return phalanxv1alpha1.TopologyLevel{Name: key, NodeLabel: key}, true
+}
