@@ -273,6 +273,52 @@ func TestGeneratedManifests(t *testing.T) {
 	}
 }
 
+// TestImageIsWhatMakeImageBuilds: every container runs
+// ghcr.io/phalanx-sched/phalanx:<appVersion>, the tag `make image` gives.
+func TestImageIsWhatMakeImageBuilds(t *testing.T) {
+	raw, err := os.ReadFile("../../charts/phalanx/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(raw, &chart); err != nil || chart.AppVersion == "" {
+		t.Fatalf("Chart.yaml appVersion: %v", err)
+	}
+	want := "ghcr.io/phalanx-sched/phalanx:" + chart.AppVersion
+	images := 0
+	for name, objs := range decodeAll(t, checkedIn(t)) {
+		for _, o := range objs {
+			var spec *corev1.PodSpec
+			switch v := o.(type) {
+			case *appsv1.Deployment:
+				spec = &v.Spec.Template.Spec
+			case *corev1.Pod:
+				spec = &v.Spec
+			default:
+				continue
+			}
+			for _, c := range spec.Containers {
+				images++
+				if c.Image != want {
+					t.Errorf("%s: container %s runs %s, want %s", name, c.Name, c.Image, want)
+				}
+			}
+		}
+	}
+	if images < 3 {
+		t.Errorf("found %d containers, want the scheduler, the controller and the static pod", images)
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mk), "IMAGE ?= ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)") {
+		t.Error("the Makefile's IMAGE is not ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)")
+	}
+}
+
 // TestGenerateSplits checks the split of helm output into files.
 func TestGenerateSplits(t *testing.T) {
 	doc := func(tmpl, body string) string { return "---\n# Source: phalanx/templates/" + tmpl + "\n" + body + "\n" }
