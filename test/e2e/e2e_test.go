@@ -238,21 +238,26 @@ func testDefaultScheduler(t *testing.T, env *Env) {
 	s.pods(t, testcluster.PodSpec{Name: "plain", CPU: "100m", SchedulerName: corev1.DefaultSchedulerName})
 	waitBound(t, s, "", 1)
 
-	if env.Mode != modeReplace {
-		return
+	// The phalanx leader holds the Lease its mode names: its own in the
+	// release namespace, or kube-scheduler's in replace mode.
+	leaseNS, leaseName := env.Namespace, "phalanx-scheduler"
+	if env.Mode == modeReplace {
+		leaseNS, leaseName = "kube-system", "kube-scheduler"
 	}
-	ctx := ctxFor(t, time.Minute)
-	lease, err := env.Client.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("replace mode: the kube-scheduler Lease: %v", err)
-	}
-	holder := ""
-	if lease.Spec.HolderIdentity != nil {
+	var holder string
+	err := testcluster.Eventually(ctxFor(t, 2*time.Minute), time.Minute, func(ctx context.Context) (bool, error) {
+		lease, err := env.Client.CoordinationV1().Leases(leaseNS).Get(ctx, leaseName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if lease.Spec.HolderIdentity == nil {
+			return false, nil
+		}
 		holder = *lease.Spec.HolderIdentity
-	}
-	ok, err := env.isPhalanxLeader(ctx, holder)
-	if err != nil || !ok {
-		t.Fatalf("replace mode: kube-system/kube-scheduler is held by %q, not phalanx (%v)", holder, err)
+		return env.isPhalanxLeader(ctx, holder)
+	})
+	if err != nil {
+		t.Fatalf("%s mode: Lease %s/%s is held by %q, not phalanx: %v", env.Mode, leaseNS, leaseName, holder, err)
 	}
 }
 
