@@ -105,17 +105,20 @@ func startLocal(t *testing.T, mode string) *Env {
 	}
 	procs = append(procs, ctrl)
 
-	securePort := freePort(t)
+	// The scheduler: every replica of the Deployment (leader election picks
+	// one), or the static pod.
 	run := testcluster.PodRun{
 		Namespace: ns,
 		Images:    map[string]string{"/phalanx-scheduler": bins.scheduler},
-		Ports:     map[int32]int{10259: securePort},
-		ExtraArgs: []string{"--secure-port=" + strconv.Itoa(securePort)},
 	}
+	replicas := 1
 	switch mode {
 	case modeSecond:
 		dep := findDeployment(t, objs, "phalanx-scheduler")
-		run.Name, run.Spec = "phalanx-scheduler-0", dep.Spec.Template.Spec
+		run.Spec = dep.Spec.Template.Spec
+		if dep.Spec.Replicas != nil {
+			replicas = int(*dep.Spec.Replicas)
+		}
 		run.ConfigMaps = map[string]map[string]string{}
 		for _, v := range run.Spec.Volumes {
 			if v.ConfigMap != nil {
@@ -152,20 +155,49 @@ func startLocal(t *testing.T, mode string) *Env {
 		if err := c.WriteTokenKubeconfig(schedConf, schedToken); err != nil {
 			t.Fatal(err)
 		}
-		run.Name, run.Namespace, run.Spec = "kube-scheduler-e2e", pod.Namespace, pod.Spec
+		run.Namespace, run.Spec = pod.Namespace, pod.Spec
 		run.HostPaths = map[string]string{"/etc/kubernetes/phalanx": hostConfig, "/etc/kubernetes/scheduler.conf": schedConf}
 	}
-	sched, err := c.RunPod(ctx, run)
-	if err != nil {
-		t.Fatalf("phalanx-scheduler (%s mode): %v", mode, err)
+	schedulers := map[string]*testcluster.PodProcess{}
+	for i := 0; i < replicas; i++ {
+		r := run
+		r.Name = fmt.Sprintf("phalanx-scheduler-%d", i)
+		if mode == modeReplace {
+			r.Name = "kube-scheduler-e2e"
+		}
+		port := freePort(t)
+		r.Ports = map[int32]int{10259: port}
+		r.ExtraArgs = []string{"--secure-port=" + strconv.Itoa(port)}
+		sched, err := c.RunPod(ctx, r)
+		if err != nil {
+			t.Fatalf("phalanx-scheduler (%s mode): %v", mode, err)
+		}
+		schedulers[sched.Name] = sched
+		procs = append(procs, sched)
 	}
-	procs = append(procs, sched)
 
-	env.metricsURL = func(context.Context) (string, func(), error) {
+	leaseNS, leaseName := ns, "phalanx-scheduler"
+	if mode == modeReplace {
+		leaseNS, leaseName = "kube-system", "kube-scheduler"
+	}
+	// Metrics come from the leader: only it schedules.
+	env.metricsURL = func(ctx context.Context) (string, func(), error) {
+		lease, err := c.Client.CoordinationV1().Leases(leaseNS).Get(ctx, leaseName, metav1.GetOptions{})
+		if err != nil {
+			return "", nil, err
+		}
+		if lease.Spec.HolderIdentity == nil {
+			return "", nil, fmt.Errorf("lease %s/%s has no holder", leaseNS, leaseName)
+		}
+		sched, ok := schedulers[podName(*lease.Spec.HolderIdentity)]
+		if !ok {
+			return "", nil, fmt.Errorf("lease %s/%s is held by %s, not by a phalanx replica", leaseNS, leaseName, *lease.Spec.HolderIdentity)
+		}
 		return "https://" + sched.Addr[10259], func() {}, nil
 	}
 	env.isPhalanxLeader = func(_ context.Context, holder string) (bool, error) {
-		return podName(holder) == sched.Name, nil
+		_, ok := schedulers[podName(holder)]
+		return ok, nil
 	}
 	env.logs = func(context.Context) (map[string]string, error) {
 		out := map[string]string{}
