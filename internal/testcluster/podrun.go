@@ -1,7 +1,6 @@
 package testcluster
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -84,26 +82,6 @@ func (p *PodProcess) Exited() bool {
 	default:
 		return false
 	}
-}
-
-var forbiddenLine = regexp.MustCompile(`(?i)\bforbidden\b|\b403\b`)
-
-// Forbidden returns the log lines that report an authorization failure.
-func (p *PodProcess) Forbidden() ([]string, error) {
-	f, err := os.Open(p.Log)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if forbiddenLine.MatchString(sc.Text()) {
-			out = append(out, sc.Text())
-		}
-	}
-	return out, sc.Err()
 }
 
 // BwrapAvailable reports whether bubblewrap can run here (hack/ensure-bwrap.sh
