@@ -1,12 +1,13 @@
 # syntax=docker/dockerfile:1
 # Image with both phalanx binaries: /phalanx-scheduler (entrypoint) and
-# /phalanx-controller. Built by `make image`; VERSION is stamped into
-# github.com/phalanx-sched/phalanx/internal/version.Version.
+# /phalanx-controller. Built by `make image`, which tags it with the chart's
+# appVersion (the tag charts/phalanx and manifests/ name) and passes VERSION;
+# the binaries are stamped with hack/ldflags.sh, as `make build` stamps them.
 
 FROM --platform=$BUILDPLATFORM golang:1.26 AS builder
 ARG TARGETOS
 ARG TARGETARCH
-ARG VERSION=dev
+ARG VERSION=v0.0.0-dev
 WORKDIR /src
 
 # Modules change less often than code: keep them in their own layer.
@@ -17,7 +18,7 @@ COPY . .
 RUN --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath \
-      -ldflags "-s -w -X github.com/phalanx-sched/phalanx/internal/version.Version=${VERSION}" \
+      -ldflags "-s -w $(bash hack/ldflags.sh "${VERSION}")" \
       -o /out/ ./cmd/phalanx-scheduler ./cmd/phalanx-controller
 
 FROM gcr.io/distroless/static:nonroot

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds the pinned code generators and linters of hack/tools/go.mod (and the
-# small crdpatch helper of hack/tools/crdpatch) into bin/tools/. Idempotent: does nothing when the binaries match go.mod, go.sum and
+# small crdpatch helper of hack/tools/crdpatch), and the helm CLI of
+# hack/helm/go.mod (its own module: Helm's Kubernetes libraries are newer than
+# ours), into bin/tools/. Idempotent: does nothing when the binaries match go.mod, go.sum and
 # the Go toolchain. Only the Go module proxy is used for downloads.
 #
 #   hack/tools.sh            # build if stale
@@ -11,12 +13,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 moddir="${root}/hack/tools"
 bindir="${PHALANX_TOOLS_BIN:-${root}/bin/tools}"
 
-tools=(controller-gen deepcopy-gen conversion-gen defaulter-gen client-gen lister-gen informer-gen staticcheck crdpatch)
+tools=(controller-gen deepcopy-gen conversion-gen defaulter-gen client-gen lister-gen informer-gen staticcheck crdpatch helm)
 
 export GOWORK=off GOFLAGS="${GOFLAGS:--buildvcs=false}"
 
 stamp="${bindir}/.stamp"
-want="$(cat "${moddir}/go.mod" "${moddir}/go.sum" "${moddir}"/crdpatch/*.go <(go env GOVERSION GOOS GOARCH) |
+helmdir="${root}/hack/helm"
+want="$(cat "${moddir}/go.mod" "${moddir}/go.sum" "${moddir}"/crdpatch/*.go "${helmdir}/go.mod" "${helmdir}/go.sum" <(go env GOVERSION GOOS GOARCH) |
   sha256sum | cut -d' ' -f1)"
 
 uptodate=1
@@ -31,6 +34,7 @@ echo "building tools into ${bindir#"${root}/"}/" >&2
 mkdir -p "${bindir}"
 rm -f "${stamp}"
 (cd "${moddir}" && go build -trimpath -o "${bindir}/" tool ./crdpatch)
+(cd "${helmdir}" && go build -trimpath -o "${bindir}/" tool)
 for t in "${tools[@]}"; do
   [[ -x "${bindir}/${t}" ]] || { echo "tools.sh: ${t} was not built" >&2; exit 1; }
 done

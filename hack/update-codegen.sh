@@ -3,9 +3,12 @@
 #   apis/**/zz_generated.{deepcopy,conversion,defaults}.go  deepcopy/conversion/defaulter-gen
 #   pkg/generated/{clientset,listers,informers}             client/lister/informer-gen
 #   manifests/crds/*.yaml                                   controller-gen
-# The CRDs are those of scheduling.phalanx.dev plus, generated from their Go types,
-# the scheduler-plugins PodGroup and the NodeResourceTopology (v1alpha2) CRDs, so
-# that `kubectl apply -f manifests/crds` installs everything phalanx reads.
+# The CRDs are those of scheduling.phalanx.dev plus the scheduler-plugins PodGroup
+# CRD (generated from its Go types, with phalanx's status fields) and the
+# NodeResourceTopology CRD exactly as its API module ships it (v1alpha1 and
+# v1alpha2 served, v1alpha2 stored, as NFD installs it), so that
+# `kubectl apply -f manifests/crds` installs everything phalanx reads without
+# breaking an existing scheduler-plugins or NFD install.
 # Output depends only on the sources and the tool versions of hack/tools/go.mod.
 set -euo pipefail
 
@@ -56,16 +59,15 @@ rm -rf "${out}"
   "${module}/apis/scheduling/v1alpha1"
 
 echo "controller-gen CRDs" >&2
-# Third-party CRDs come from the Go types at the versions pinned in go.mod; only
+# The PodGroup CRD comes from the Go types at the version pinned in go.mod; only
 # the kinds phalanx uses are kept (ElasticQuota is dropped).
 crds=(
   scheduling.phalanx.dev_queues.yaml
   scheduling.phalanx.dev_networktopologies.yaml
   scheduling.x-k8s.io_podgroups.yaml
-  topology.node.k8s.io_noderesourcetopologies.yaml
 )
 "${bin}/controller-gen" crd:crdVersions=v1 \
-  paths="./apis/scheduling/...;sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1;github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2" \
+  paths="./apis/scheduling/...;sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1" \
   output:crd:dir="${tmp}/crds"
 rm -rf manifests/crds
 mkdir -p manifests/crds
@@ -73,6 +75,16 @@ for f in "${crds[@]}"; do
   [[ -f "${tmp}/crds/${f}" ]] || { echo "controller-gen did not produce ${f}" >&2; ls "${tmp}/crds" >&2; exit 1; }
   cp "${tmp}/crds/${f}" "manifests/crds/${f}"
 done
+# NodeResourceTopology: NFD's CRD is this module's manifests/crd.yaml; shipping
+# the same one means applying either over the other changes nothing (a
+# v1alpha2-only CRD would be refused over NFD's while v1alpha1 is stored).
+nrt_dir="$(go list -m -f '{{.Dir}}' github.com/k8stopologyawareschedwg/noderesourcetopology-api)"
+{
+  echo "# From github.com/k8stopologyawareschedwg/noderesourcetopology-api $(go list -m -f '{{.Version}}' github.com/k8stopologyawareschedwg/noderesourcetopology-api)"
+  echo "# manifests/crd.yaml (the CRD NFD installs), copied by hack/update-codegen.sh."
+  cat "${nrt_dir}/manifests/crd.yaml"
+} > manifests/crds/topology.node.k8s.io_noderesourcetopologies.yaml
+crds+=(topology.node.k8s.io_noderesourcetopologies.yaml)
 # controller-gen has no marker for the values of a map of another package's type;
 # bound the quantity strings of Queue guarantee/capability so that the CEL rules
 # that parse them fit the apiserver's cost budget.

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -26,6 +27,8 @@ func TestHonourKubeconfig(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			tmp := t.TempDir()
+			t.Setenv("TMPDIR", tmp)
 			got, err := honourKubeconfig(tc.args)
 			if err != nil {
 				t.Fatal(err)
@@ -39,6 +42,14 @@ func TestHonourKubeconfig(t *testing.T) {
 			_, path := flagValue(got, "config")
 			if path == cfg {
 				t.Fatalf("config not rewritten: %v", got)
+			}
+			// The merged copy must not be a file on disk: the static pod of
+			// replace mode has a read-only root filesystem.
+			if !strings.HasPrefix(path, "/proc/self/fd/") {
+				t.Fatalf("merged config at %s, want an in-memory file", path)
+			}
+			if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+				t.Fatalf("%s was written to $TMPDIR", entries[0].Name())
 			}
 			raw, err := os.ReadFile(path)
 			if err != nil {

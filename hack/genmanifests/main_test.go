@@ -1,11 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	schedv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
@@ -26,47 +22,49 @@ import (
 
 const manifestsDir = "../../manifests"
 
-func generated(t *testing.T) map[string][]byte {
+const (
+	schedulerName      = "phalanx-scheduler"
+	controllerName     = "phalanx-controller"
+	configMapName      = "phalanx-scheduler-config"
+	configKey          = "config.yaml"
+	configDir          = "/etc/phalanx"
+	queueSortPlugin    = "Coscheduling"
+	defaultPrioSort    = "PrioritySort"
+	securePort         = 10259
+	controllerHealth   = 8081
+	hostConfigDir      = "/etc/kubernetes/phalanx"
+	schedulerKubeconf  = "/etc/kubernetes/scheduler.conf"
+	kubeSchedulerLock  = "kube-scheduler"
+	kubeSystem         = "kube-system"
+	defaultProfileName = "default-scheduler"
+)
+
+// checkedIn reads the files under manifests/install and manifests/replace
+// (rendered from the chart; hack/verify-manifests.sh checks they match it).
+func checkedIn(t *testing.T) map[string][]byte {
 	t.Helper()
-	src, err := os.ReadFile(filepath.Join(manifestsDir, "scheduler-config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files, err := Generate(src)
-	if err != nil {
-		t.Fatal(err)
+	files := map[string][]byte{}
+	for _, dir := range []string{"install", "replace"} {
+		ents, err := os.ReadDir(filepath.Join(manifestsDir, dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range ents {
+			if !strings.HasSuffix(e.Name(), ".yaml") {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(manifestsDir, dir, e.Name()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[dir+"/"+e.Name()] = b
+		}
 	}
 	return files
 }
 
-// documents splits a multi-document YAML file, skipping comment-only parts.
-func documents(t *testing.T, name string, b []byte) [][]byte {
-	t.Helper()
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(b)))
-	var docs [][]byte
-	for {
-		d, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			return docs
-		}
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		content := false
-		for _, line := range strings.Split(string(d), "\n") {
-			l := strings.TrimSpace(line)
-			if l != "" && !strings.HasPrefix(l, "#") && l != "---" {
-				content = true
-			}
-		}
-		if content {
-			docs = append(docs, d)
-		}
-	}
-}
-
-// decodeAll strictly decodes every Kubernetes object of every generated file
-// except the scheduler config.
+// decodeAll strictly decodes every Kubernetes object of every file except
+// the replace-mode scheduler config.
 func decodeAll(t *testing.T, files map[string][]byte) map[string][]runtime.Object {
 	t.Helper()
 	dec := serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
@@ -78,20 +76,29 @@ func decodeAll(t *testing.T, files map[string][]byte) map[string][]runtime.Objec
 		if name == "replace/config.yaml" {
 			continue
 		}
-		docs := documents(t, name, b)
-		if len(docs) == 0 {
-			t.Errorf("%s: no objects", name)
+		docs, err := documents(b)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		for i, d := range docs {
-			obj, gvk, err := dec.Decode(d, nil, nil)
-			if err != nil {
-				t.Errorf("%s doc %d: strict decode: %v", name, i, err)
+		for _, d := range docs {
+			if len(bytes.TrimSpace(stripComments(d))) == 0 {
 				continue
 			}
-			if gvk.Kind == "" || gvk.Version == "" {
-				t.Errorf("%s doc %d: no kind/apiVersion", name, i)
+			obj, _, err := dec.Decode(d, nil, nil)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
 			}
 			out[name] = append(out[name], obj)
+		}
+	}
+	return out
+}
+
+func stripComments(b []byte) []byte {
+	var out []byte
+	for _, l := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			out = append(out, l+"\n"...)
 		}
 	}
 	return out
@@ -144,7 +151,7 @@ func argsOf(t *testing.T, p schedv1.KubeSchedulerProfile, plugin string) map[str
 }
 
 func TestGeneratedManifests(t *testing.T) {
-	files := generated(t)
+	files := checkedIn(t)
 	objs := decodeAll(t, files)
 	canonicalSrc, err := os.ReadFile(filepath.Join(manifestsDir, "scheduler-config.yaml"))
 	if err != nil {
@@ -154,7 +161,7 @@ func TestGeneratedManifests(t *testing.T) {
 
 	// Second-scheduler mode: the ConfigMap holds the canonical config plus
 	// leader election in phalanx-system.
-	cm := findObj[*corev1.ConfigMap](objs["install/11-scheduler-config.yaml"], configMapName)
+	cm := findObj[*corev1.ConfigMap](objs["install/11-scheduler.yaml"], configMapName)
 	if cm == nil {
 		t.Fatalf("ConfigMap %s not generated", configMapName)
 	}
@@ -169,7 +176,7 @@ func TestGeneratedManifests(t *testing.T) {
 		t.Errorf("install config differs from the canonical one beyond leaderElection")
 	}
 
-	dep := findObj[*appsv1.Deployment](objs["install/12-scheduler.yaml"], schedulerName)
+	dep := findObj[*appsv1.Deployment](objs["install/11-scheduler.yaml"], schedulerName)
 	if dep == nil {
 		t.Fatal("scheduler Deployment not generated")
 	}
@@ -191,13 +198,13 @@ func TestGeneratedManifests(t *testing.T) {
 		t.Errorf("scheduler securityContext %+v", sc)
 	}
 
-	ctrl := findObj[*appsv1.Deployment](objs["install/21-controller.yaml"], controllerName)
+	ctrl := findObj[*appsv1.Deployment](objs["install/20-controller.yaml"], controllerName)
 	if ctrl == nil || ctrl.Spec.Template.Spec.Containers[0].LivenessProbe.HTTPGet.Port.IntValue() != controllerHealth {
 		t.Errorf("controller Deployment %+v", ctrl)
 	}
 
 	// Every ServiceAccount a Deployment uses is bound.
-	for sa, file := range map[string]string{schedulerName: "install/10-scheduler-rbac.yaml", controllerName: "install/20-controller-rbac.yaml"} {
+	for sa, file := range map[string]string{schedulerName: "install/10-scheduler-rbac.yaml", controllerName: "install/20-controller.yaml"} {
 		if findObj[*corev1.ServiceAccount](objs[file], sa) == nil || findObj[*rbacv1.ClusterRoleBinding](objs[file], sa) == nil {
 			t.Errorf("%s: ServiceAccount or ClusterRoleBinding %s missing", file, sa)
 		}
@@ -266,29 +273,70 @@ func TestGeneratedManifests(t *testing.T) {
 	}
 }
 
-func TestDeterministic(t *testing.T) {
-	a, b := generated(t), generated(t)
-	if !reflect.DeepEqual(a, b) {
-		t.Fatal("two runs differ")
+// TestImageIsWhatMakeImageBuilds: every container runs
+// ghcr.io/phalanx-sched/phalanx:<appVersion>, the tag `make image` gives.
+func TestImageIsWhatMakeImageBuilds(t *testing.T) {
+	raw, err := os.ReadFile("../../charts/phalanx/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(raw, &chart); err != nil || chart.AppVersion == "" {
+		t.Fatalf("Chart.yaml appVersion: %v", err)
+	}
+	want := "ghcr.io/phalanx-sched/phalanx:" + chart.AppVersion
+	images := 0
+	for name, objs := range decodeAll(t, checkedIn(t)) {
+		for _, o := range objs {
+			var spec *corev1.PodSpec
+			switch v := o.(type) {
+			case *appsv1.Deployment:
+				spec = &v.Spec.Template.Spec
+			case *corev1.Pod:
+				spec = &v.Spec
+			default:
+				continue
+			}
+			for _, c := range spec.Containers {
+				images++
+				if c.Image != want {
+					t.Errorf("%s: container %s runs %s, want %s", name, c.Name, c.Image, want)
+				}
+			}
+		}
+	}
+	if images < 3 {
+		t.Errorf("found %d containers, want the scheduler, the controller and the static pod", images)
+	}
+	mk, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(mk), "IMAGE ?= ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)") {
+		t.Error("the Makefile's IMAGE is not ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)")
 	}
 }
 
-// TestUpToDate fails when the checked-in files drift from the generator.
-func TestUpToDate(t *testing.T) {
-	files := generated(t)
-	for name, want := range files {
-		got, err := os.ReadFile(filepath.Join(manifestsDir, filepath.FromSlash(name)))
-		if err != nil || !bytes.Equal(got, want) {
-			t.Errorf("manifests/%s is out of date; run hack/update-manifests.sh", name)
-		}
+// TestGenerateSplits checks the split of helm output into files.
+func TestGenerateSplits(t *testing.T) {
+	doc := func(tmpl, body string) string { return "---\n# Source: phalanx/templates/" + tmpl + "\n" + body + "\n" }
+	install := doc("namespace.yaml", "kind: Namespace") + doc("controller.yaml", "kind: Deployment") + doc("scheduler.yaml", "kind: ConfigMap")
+	replace := doc("namespace.yaml", "kind: Namespace") + doc("controller.yaml", "kind: Deployment") + doc("scheduler-rbac.yaml", "kind: ClusterRole") +
+		doc("replace.yaml", "kind: ConfigMap\ndata:\n  config.yaml: |\n    a: 1\n  kube-scheduler.yaml: |\n    kind: Pod\n")
+	files, err := Generate([]byte(install), []byte(replace))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, dir := range []string{"install", "replace"} {
-		ents, _ := os.ReadDir(filepath.Join(manifestsDir, dir))
-		for _, e := range ents {
-			name := dir + "/" + e.Name()
-			if _, ok := files[name]; !ok && strings.HasSuffix(name, ".yaml") {
-				t.Errorf("manifests/%s is not generated; remove it or run hack/update-manifests.sh", name)
-			}
-		}
+	want := []string{"install/00-namespace.yaml", "install/11-scheduler.yaml", "install/20-controller.yaml", "replace/config.yaml", "replace/kube-scheduler.yaml", "replace/rbac.yaml"}
+	if got := sortedKeys(files); !reflect.DeepEqual(got, want) {
+		t.Fatalf("files %v, want %v", got, want)
+	}
+	if string(files["replace/config.yaml"]) != Header+"a: 1\n" {
+		t.Errorf("replace/config.yaml = %q", files["replace/config.yaml"])
+	}
+	if _, err := Generate([]byte(install+doc("new.yaml", "kind: X")), []byte(replace)); err == nil {
+		t.Error("a template without a manifests/install file was accepted")
 	}
 }

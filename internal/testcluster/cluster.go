@@ -49,6 +49,8 @@ type Cluster struct {
 	Kubeconfig string
 	// Dir is scratch space removed at Stop.
 	Dir string
+	// APIServer is the in-process kube-apiserver (nil for Connect).
+	APIServer *kubeapiservertesting.TestServer
 
 	mu    sync.Mutex
 	stops []func()
@@ -95,24 +97,8 @@ func Start(tb TB, opts Options) (*Cluster, error) {
 	}
 	c.onStop(server.TearDownFn)
 
-	c.Config = rest.CopyConfig(server.ClientConfig)
-	c.Config.QPS, c.Config.Burst = 5000, 10000
-	c.CRDConfig = rest.CopyConfig(c.Config)
-	c.CRDConfig.ContentType = "application/json"
-	c.CRDConfig.AcceptContentTypes = "application/json"
-	if c.Client, err = kubernetes.NewForConfig(c.Config); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	if c.PodGroups, err = pgclientset.NewForConfig(c.CRDConfig); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	if c.Phalanx, err = phalanxclientset.NewForConfig(c.CRDConfig); err != nil {
-		c.Stop()
-		return nil, err
-	}
-	if c.Dynamic, err = dynamic.NewForConfig(c.CRDConfig); err != nil {
+	c.APIServer = &server
+	if err := c.setClients(server.ClientConfig); err != nil {
 		c.Stop()
 		return nil, err
 	}

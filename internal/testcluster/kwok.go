@@ -29,6 +29,17 @@ var stageFiles embed.FS
 // run time, and deleted pods go away at once (there is nothing to stop).
 // It stops with the cluster.
 func (c *Cluster) StartKwok() error {
+	return c.startKwok("")
+}
+
+// StartKwokFor is StartKwok for the nodes whose annotations match selector
+// (e.g. "kwok.x-k8s.io/node=fake") only, so that it can share a real cluster
+// with real kubelets.
+func (c *Cluster) StartKwokFor(nodeAnnotationSelector string) error {
+	return c.startKwok(nodeAnnotationSelector)
+}
+
+func (c *Cluster) startKwok(nodeAnnotationSelector string) error {
 	stages, err := kwokStages()
 	if err != nil {
 		return err
@@ -62,23 +73,24 @@ func (c *Cluster) StartKwok() error {
 		return err
 	}
 	ctrl, err := kwokcontrollers.NewController(kwokcontrollers.Config{
-		Clock:                      clock.RealClock{},
-		DynamicClient:              dynamicClient,
-		RESTClient:                 restClient,
-		RESTMapper:                 restMapper,
-		ImpersonatingDynamicClient: clients.ToImpersonatingDynamicClient(),
-		ImpersonatingTypedClient:   clients.ToImpersonatingTypedClient(),
-		TypedClient:                typedClient,
-		TypedKwokClient:            kwokClient,
-		ManageAllNodes:             true,
-		LocalStages:                stages,
-		CIDR:                       "10.0.0.1/16",
-		NodeIP:                     "192.168.0.1",
-		PodPlayStageParallelism:    8,
-		NodePlayStageParallelism:   2,
-		NodeLeaseParallelism:       1,
-		PodsOnNodeSyncParallelism:  2,
-		ID:                         "phalanx-testcluster",
+		Clock:                             clock.RealClock{},
+		DynamicClient:                     dynamicClient,
+		RESTClient:                        restClient,
+		RESTMapper:                        restMapper,
+		ImpersonatingDynamicClient:        clients.ToImpersonatingDynamicClient(),
+		ImpersonatingTypedClient:          clients.ToImpersonatingTypedClient(),
+		TypedClient:                       typedClient,
+		TypedKwokClient:                   kwokClient,
+		ManageAllNodes:                    nodeAnnotationSelector == "",
+		ManageNodesWithAnnotationSelector: nodeAnnotationSelector,
+		LocalStages:                       stages,
+		CIDR:                              "10.0.0.1/16",
+		NodeIP:                            "192.168.0.1",
+		PodPlayStageParallelism:           8,
+		NodePlayStageParallelism:          2,
+		NodeLeaseParallelism:              1,
+		PodsOnNodeSyncParallelism:         2,
+		ID:                                "phalanx-testcluster",
 	})
 	if err != nil {
 		return fmt.Errorf("kwok: %w", err)
