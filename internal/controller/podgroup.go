@@ -19,6 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
 // PodGroupStatus is what the controller computes for a PodGroup. Scheduled is
@@ -105,7 +107,7 @@ func (r *PodGroupReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, err
 	}
 	pods := &v1.PodList{}
-	if err := r.List(ctx, pods, client.InNamespace(pg.Namespace), client.MatchingLabels{pgv1alpha1.PodGroupLabel: pg.Name}); err != nil {
+	if err := r.List(ctx, pods, client.InNamespace(pg.Namespace), client.MatchingFields{gangField: pg.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
 	st := ComputePodGroupStatus(pg.Spec.MinMember, pods.Items, pg.Status)
@@ -129,14 +131,41 @@ func sameCounts(st PodGroupStatus, cur pgv1alpha1.PodGroupStatus) bool {
 		st.Failed == cur.Failed && (st.ScheduleStartTime == nil) == cur.ScheduleStartTime.IsZero()
 }
 
-// SetupPodGroups registers the reconciler: PodGroups, and pods by their label.
+// gangField indexes pods by the scheduler-plugins PodGroup of their gang: the
+// pod-group label or an implicit gang's PodGroup (workload.GangOf, as the
+// scheduler finds it).
+const gangField = "phalanx.gang"
+
+// podGroupOf is the name of the scheduler-plugins PodGroup a pod belongs to,
+// "" for none (and for Workload API gangs, whose PodGroups are upstream's).
+func podGroupOf(obj client.Object) string {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return ""
+	}
+	ref, err := workload.GangOf(pod)
+	if err != nil || (ref.Source != workload.SourcePodGroupLabel && ref.Source != workload.SourceImplicit) {
+		return ""
+	}
+	return ref.Name
+}
+
+// SetupPodGroups registers the reconciler: PodGroups, and pods by their gang.
 func SetupPodGroups(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.Pod{}, gangField, func(obj client.Object) []string {
+		if name := podGroupOf(obj); name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
 	r := &PodGroupReconciler{Client: mgr.GetClient(), lastWritten: map[types.NamespacedName]PodGroupStatus{}}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("podgroup-status").
 		For(&pgv1alpha1.PodGroup{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&v1.Pod{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, obj client.Object) []reconcile.Request {
-			name := obj.GetLabels()[pgv1alpha1.PodGroupLabel]
+			name := podGroupOf(obj)
 			if name == "" {
 				return nil
 			}

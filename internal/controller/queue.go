@@ -129,12 +129,12 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 		{&pgv1alpha1.PodGroup{}, toolscache.ResourceEventHandlerFuncs{
 			AddFunc: func(obj any) {
 				pg := obj.(*pgv1alpha1.PodGroup)
-				u.recharge(ctx, client.InNamespace(pg.Namespace), client.MatchingLabels{pgv1alpha1.PodGroupLabel: pg.Name})
+				u.recharge(ctx, client.InNamespace(pg.Namespace), client.MatchingFields{gangField: pg.Name})
 			},
 			UpdateFunc: func(oldObj, obj any) {
 				o, n := oldObj.(*pgv1alpha1.PodGroup), obj.(*pgv1alpha1.PodGroup)
 				if o.Labels[queue.Label] != n.Labels[queue.Label] {
-					u.recharge(ctx, client.InNamespace(n.Namespace), client.MatchingLabels{pgv1alpha1.PodGroupLabel: n.Name})
+					u.recharge(ctx, client.InNamespace(n.Namespace), client.MatchingFields{gangField: n.Name})
 				}
 				if o.Status.Phase != n.Status.Phase {
 					u.poke()
@@ -165,7 +165,7 @@ func unwrap(obj any) any {
 // queueOf resolves a pod's queue as the scheduler does (queue.Resolve).
 func (u *QueueStatusUpdater) queueOf(ctx context.Context, p *v1.Pod) string {
 	var pgLabels, nsLabels map[string]string
-	if g := p.Labels[pgv1alpha1.PodGroupLabel]; g != "" {
+	if g := podGroupOf(p); g != "" {
 		pg := &pgv1alpha1.PodGroup{}
 		if err := u.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: g}, pg); err == nil {
 			pgLabels = pg.Labels

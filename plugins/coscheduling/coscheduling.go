@@ -206,7 +206,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return nil
 	}
 	if err != nil {
-		msg := fmt.Sprintf("gang %s: %v; the pod waits until it is created", ref, missing(ref, err))
+		msg := missing(ref, err)
 		pl.gangs.PodEvent(pod, runtime.ReasonPodGroupMissing, msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
@@ -231,14 +231,16 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	return nil
 }
 
+// missing says why a pod's gang cannot be read: its group object does not
+// exist (yet), or the pod's gang annotations are invalid.
 func missing(ref gang.Ref, err error) string {
 	if apierrors.IsNotFound(err) {
 		if ref.Source == gang.SourceWorkload {
-			return fmt.Sprintf("PodGroup %s (scheduling.k8s.io) does not exist", ref.Name)
+			return fmt.Sprintf("PodGroup %s (scheduling.k8s.io) does not exist; the pod waits until it is created", ref.Name)
 		}
-		return fmt.Sprintf("PodGroup %s does not exist", ref.Name)
+		return fmt.Sprintf("PodGroup %s does not exist; the pod waits until it is created", ref.Name)
 	}
-	return err.Error()
+	return err.Error() + "; the pod is not scheduled until this is fixed"
 }
 
 // quorum is the number of members that must be placed together.

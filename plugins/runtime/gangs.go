@@ -25,6 +25,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
 // GangPlugin is the plugin whose Permit holds gang members; teardowns reject
@@ -60,8 +61,12 @@ type Gangs struct {
 	// turnedAway: plain pods a phalanx plugin rejected; woken on Changed.
 	turnedAway map[types.UID]*v1.Pod
 	// podEvents dedups per-pod events.
-	podEvents   map[types.UID]string
+	podEvents map[types.UID]string
+	// implicit: implicit gangs whose PodGroup is being created (or owner added).
+	implicit    map[string]bool
 	sweeperOnce sync.Once
+	// workloads is nil unless the Workload API is served.
+	workloads schedulinglisters.WorkloadLister
 }
 
 func newGangs(r *Runtime) (*Gangs, error) {
@@ -79,6 +84,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		pods:       h.SharedInformerFactory().Core().V1().Pods().Lister(),
 		turnedAway: map[types.UID]*v1.Pod{},
 		podEvents:  map[types.UID]string{},
+		implicit:   map[string]bool{},
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
@@ -108,9 +114,9 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	}
 	g.podGroups, g.pgIndexer = pgInformer.Lister(), pgInformer.Informer().GetIndexer()
 	groupEvents := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { g.onGroup(nil, specOf(obj)) },
-		UpdateFunc: func(oldObj, obj any) { g.onGroup(specOf(oldObj), specOf(obj)) },
-		DeleteFunc: func(obj any) { g.onGroupDelete(specOf(obj)) },
+		AddFunc:    func(obj any) { g.onGroup(nil, g.specOf(obj)) },
+		UpdateFunc: func(oldObj, obj any) { g.onGroup(g.specOf(oldObj), g.specOf(obj)) },
+		DeleteFunc: func(obj any) { g.onGroupDelete(g.specOf(obj)) },
 	}
 	if _, err := pgInformer.Informer().AddEventHandler(groupEvents); err != nil {
 		return nil, err
@@ -128,6 +134,9 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	} else if served {
 		inf := h.SharedInformerFactory().Scheduling().V1alpha2().PodGroups()
 		g.upstream = inf.Lister()
+		if ok, _ := Served(h.KubeConfig(), schedulingv1alpha2.SchemeGroupVersion.String(), "workloads"); ok {
+			g.workloads = h.SharedInformerFactory().Scheduling().V1alpha2().Workloads().Lister()
+		}
 		if _, err := inf.Informer().AddEventHandler(groupEvents); err != nil {
 			return nil, err
 		}
@@ -150,16 +159,30 @@ func unsynced[K comparable](m map[K]bool) []string {
 
 // --- identity ------------------------------------------------------------
 
-// RefOf returns the gang a pod belongs to: its scheduler-plugins PodGroup
-// label, else its spec.schedulingGroup (upstream Workload API).
+// resolve finds a pod's gang with workload.GangOf — the one precedence of
+// gang sources, shared with the controller: the scheduler-plugins PodGroup
+// label, else spec.schedulingGroup (upstream Workload API), else the
+// implicit-gang annotations. An invalid annotation is an error: the pod
+// belongs to a gang that cannot be formed.
+func (g *Gangs) resolve(pod *v1.Pod) (gang.Ref, *workload.Implicit, bool, error) {
+	r, err := workload.GangOf(pod)
+	if err != nil {
+		return gang.Ref{}, nil, true, err
+	}
+	switch r.Source {
+	case workload.SourceNone:
+		return gang.Ref{}, nil, false, nil
+	case workload.SourceWorkloadAPI:
+		return gang.Ref{Source: gang.SourceWorkload, Namespace: r.Namespace, Name: r.Name}, nil, true, nil
+	}
+	return gang.Ref{Namespace: r.Namespace, Name: r.Name}, r.Implicit, true, nil
+}
+
+// RefOf returns the gang a pod belongs to (false for pods outside gangs and
+// for pods whose gang annotations are invalid).
 func (g *Gangs) RefOf(pod *v1.Pod) (gang.Ref, bool) {
-	if name := pod.Labels[pgv1alpha1.PodGroupLabel]; name != "" {
-		return gang.Ref{Namespace: pod.Namespace, Name: name}, true
-	}
-	if sg := pod.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil && *sg.PodGroupName != "" {
-		return gang.Ref{Source: gang.SourceWorkload, Namespace: pod.Namespace, Name: *sg.PodGroupName}, true
-	}
-	return gang.Ref{}, false
+	ref, _, ok, err := g.resolve(pod)
+	return ref, ok && err == nil
 }
 
 func (g *Gangs) indexByGang(obj any) ([]string, error) {
@@ -197,7 +220,7 @@ func (g *Gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		return specFromUpstream(pg), nil
+		return g.specFromUpstream(pg)
 	}
 	pg, err := g.podGroups.PodGroups(ref.Namespace).Get(ref.Name)
 	if err != nil {
@@ -206,28 +229,44 @@ func (g *Gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
 	return gang.SpecFromPodGroup(pg), nil
 }
 
-// specFromUpstream reads an upstream PodGroup: a gang policy's minCount is
-// the quorum; a basic policy places pods one by one (a quorum of one).
-func specFromUpstream(pg *schedulingv1alpha2.PodGroup) *gang.Spec {
+// specFromUpstream reads an upstream PodGroup (and the Workload it comes
+// from) with workload.FromUpstream: a gang policy's minCount is the quorum, a
+// basic policy places pods one by one (a quorum of one); the topology key, the
+// queue label and phalanx's topology annotations come along.
+func (g *Gangs) specFromUpstream(pg *schedulingv1alpha2.PodGroup) (*gang.Spec, error) {
+	var wl *schedulingv1alpha2.Workload
+	if ref := pg.Spec.PodGroupTemplateRef; ref != nil && ref.Workload != nil && g.workloads != nil {
+		wl, _ = g.workloads.Workloads(pg.Namespace).Get(ref.Workload.WorkloadName)
+	}
+	up, isGang, err := workload.FromUpstream(pg, wl)
+	if err != nil {
+		return nil, err
+	}
 	s := &gang.Spec{
-		Ref:         gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name},
-		UID:         pg.UID,
-		Generation:  pg.Generation,
-		MinMember:   1,
-		Created:     pg.CreationTimestamp.Time,
-		Labels:      pg.Labels,
-		Annotations: pg.Annotations,
+		Ref:        gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name},
+		UID:        pg.UID,
+		Generation: pg.Generation,
+		MinMember:  1,
+		Created:    pg.CreationTimestamp.Time,
+		Labels:     map[string]string{},
+		Annotations: map[string]string{
+			phalanxv1alpha1.TopologyRequiredAnnotation:  up.TopologyRequired,
+			phalanxv1alpha1.TopologyPreferredAnnotation: up.TopologyPreferred,
+		},
 	}
-	if gp := pg.Spec.SchedulingPolicy.Gang; gp != nil && gp.MinCount > 0 {
-		s.MinMember = int(gp.MinCount)
+	if up.Queue != "" {
+		s.Labels[queueLabel] = up.Queue
 	}
-	if c := pg.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
-		s.TopologyKey = c.Topology[0].Key
+	if isGang {
+		s.MinMember = int(up.MinCount)
 	}
-	return s
+	if len(up.TopologyKeys) > 0 {
+		s.TopologyKey = up.TopologyKeys[0]
+	}
+	return s, nil
 }
 
-func specOf(obj any) *gang.Spec {
+func (g *Gangs) specOf(obj any) *gang.Spec {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -235,20 +274,91 @@ func specOf(obj any) *gang.Spec {
 	case *pgv1alpha1.PodGroup:
 		return gang.SpecFromPodGroup(pg)
 	case *schedulingv1alpha2.PodGroup:
-		return specFromUpstream(pg)
+		if s, err := g.specFromUpstream(pg); err == nil {
+			return s
+		}
+		return &gang.Spec{Ref: gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, MinMember: 1}
 	}
 	return nil
 }
 
 // GangOf returns a pod's gang and its definition. ok is false for pods
-// outside gangs; err is set (NotFound) when the group object is missing.
+// outside gangs; err is set when the group object is missing (NotFound) —
+// for an implicit gang it is being created — or the pod's gang annotations
+// are invalid.
 func (g *Gangs) GangOf(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err error) {
-	ref, ok = g.RefOf(pod)
-	if !ok {
-		return ref, nil, false, nil
+	ref, implicit, ok, err := g.resolve(pod)
+	if !ok || err != nil {
+		return ref, nil, ok, err
 	}
 	spec, err = g.Spec(ref)
+	if implicit != nil {
+		g.ensureImplicit(pod, *implicit, err == nil)
+	}
 	return ref, spec, true, err
+}
+
+// ensureImplicit creates the PodGroup of an implicit gang, owned by the
+// workload (garbage-collected with it), once; for a gang-name gang that
+// spans workloads, each workload becomes an owner. It runs in the
+// background: the pods wait (PreEnqueue) until the informer has it.
+func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
+	ref := gang.Ref{Namespace: pod.Namespace, Name: im.Name}
+	owner := im.Owner
+	if owner == nil && im.OwnerPod != "" {
+		// An LeaderWorkerSet worker names its leader pod, not its UID.
+		if leader, err := g.pods.Pods(pod.Namespace).Get(im.OwnerPod); err == nil {
+			owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: leader.Name, UID: leader.UID}
+		}
+	}
+	key := ref.String()
+	if owner != nil {
+		key += "@" + string(owner.UID)
+	}
+	g.mu.Lock()
+	if g.implicit[key] {
+		g.mu.Unlock()
+		return
+	}
+	g.implicit[key] = true
+	g.mu.Unlock()
+	retry := func() {
+		g.mu.Lock()
+		delete(g.implicit, key)
+		g.mu.Unlock()
+	}
+	go func() {
+		ctx := g.rt.ctx
+		client := g.pgClient.SchedulingV1alpha1().PodGroups(pod.Namespace)
+		if exists {
+			if owner == nil {
+				return
+			}
+			pg, err := g.podGroups.PodGroups(pod.Namespace).Get(im.Name)
+			if err != nil {
+				retry()
+				return
+			}
+			pg = pg.DeepCopy()
+			if workload.AddOwner(pg, *owner) {
+				if _, err := client.Update(ctx, pg, metav1.UpdateOptions{}); err != nil {
+					retry()
+				}
+			}
+			return
+		}
+		pg := workload.PodGroupFor(pod, im)
+		if owner != nil {
+			pg.OwnerReferences = []metav1.OwnerReference{*owner}
+		}
+		if _, err := client.Create(ctx, pg, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			klog.FromContext(ctx).Error(err, "Creating the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload)
+			g.PodEvent(pod, ReasonPodGroupMissing, fmt.Sprintf("creating PodGroup %s for %s: %v", im.Name, im.Workload, err))
+			retry()
+			return
+		}
+		klog.FromContext(ctx).V(2).Info("Created the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload, "minMember", im.MinMember)
+	}()
 }
 
 // Members lists the gang's pods known to the scheduler (terminal pods are
