@@ -71,12 +71,16 @@ type Gangs struct {
 
 func newGangs(r *Runtime) (*Gangs, error) {
 	ctx, h := r.ctx, r.handle
-	if err := Require(r.crdCfg, pgv1alpha1.SchemeGroupVersion.String(), "podgroups"); err != nil {
+	if err := r.require(pgv1alpha1.SchemeGroupVersion.String(), "podgroups"); err != nil {
 		return nil, err
 	}
-	pgClient, err := pgclientset.NewForConfig(r.crdCfg)
-	if err != nil {
-		return nil, err
+	pgClient := r.clients.PodGroups
+	if pgClient == nil {
+		c, err := pgclientset.NewForConfig(r.crdCfg)
+		if err != nil {
+			return nil, err
+		}
+		pgClient = c
 	}
 	RegisterMetrics()
 	g := &Gangs{
@@ -129,12 +133,12 @@ func newGangs(r *Runtime) (*Gangs, error) {
 
 	// The upstream Workload API, where served (alpha in 1.36: most clusters
 	// do not serve it, and then nothing watches it).
-	if served, err := Served(h.KubeConfig(), schedulingv1alpha2.SchemeGroupVersion.String(), "podgroups"); err != nil {
+	if served, err := r.clients.Served(schedulingv1alpha2.SchemeGroupVersion.String(), "podgroups"); err != nil {
 		klog.FromContext(ctx).Info("Could not tell whether the Workload API is served; pods' schedulingGroup is ignored", "err", err)
 	} else if served {
 		inf := h.SharedInformerFactory().Scheduling().V1alpha2().PodGroups()
 		g.upstream = inf.Lister()
-		if ok, _ := Served(h.KubeConfig(), schedulingv1alpha2.SchemeGroupVersion.String(), "workloads"); ok {
+		if ok, _ := r.clients.Served(schedulingv1alpha2.SchemeGroupVersion.String(), "workloads"); ok {
 			g.workloads = h.SharedInformerFactory().Scheduling().V1alpha2().Workloads().Lister()
 		}
 		if _, err := inf.Informer().AddEventHandler(groupEvents); err != nil {

@@ -55,12 +55,16 @@ type zoneCharge struct {
 
 func newNUMA(r *Runtime, gangs *Gangs) (*NUMA, error) {
 	ctx, h := r.ctx, r.handle
-	if err := Require(r.crdCfg, nrtv1alpha2.SchemeGroupVersion.String(), "noderesourcetopologies"); err != nil {
+	if err := r.require(nrtv1alpha2.SchemeGroupVersion.String(), "noderesourcetopologies"); err != nil {
 		return nil, err
 	}
-	client, err := nrtclientset.NewForConfig(r.crdCfg)
-	if err != nil {
-		return nil, err
+	client := r.clients.NRT
+	if client == nil {
+		c, err := nrtclientset.NewForConfig(r.crdCfg)
+		if err != nil {
+			return nil, err
+		}
+		client = c
 	}
 	factory := nrtinformers.NewSharedInformerFactory(client, 0)
 	inf := factory.Topology().V1alpha2().NodeResourceTopologies()

@@ -53,10 +53,10 @@ type Queues struct {
 
 func newQueues(r *Runtime, gangs *Gangs, defaultQueue string) (*Queues, error) {
 	ctx, h := r.ctx, r.handle
-	if err := Require(r.crdCfg, phalanxv1alpha1.SchemeGroupVersion.String(), "queues"); err != nil {
+	if err := r.require(phalanxv1alpha1.SchemeGroupVersion.String(), "queues"); err != nil {
 		return nil, err
 	}
-	client, err := phalanxclientset.NewForConfig(r.crdCfg)
+	client, err := r.phalanxClient()
 	if err != nil {
 		return nil, err
 	}

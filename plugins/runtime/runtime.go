@@ -23,6 +23,9 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
+	nrtclientset "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
+	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
+
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxinformers "github.com/phalanx-sched/phalanx/pkg/generated/informers/externalversions"
 )
@@ -30,10 +33,22 @@ import (
 // SyncTimeout bounds the wait for an informer's first list at start.
 const SyncTimeout = time.Minute
 
+// Clients are the runtime's clients of the custom resources, and how it
+// asks the API server what it serves. Nil fields are made from the
+// scheduler's own client config (tests pass fakes).
+type Clients struct {
+	PodGroups pgclientset.Interface
+	Phalanx   phalanxclientset.Interface
+	NRT       nrtclientset.Interface
+	// Served reports whether the API server serves a resource.
+	Served func(groupVersion, resource string) (bool, error)
+}
+
 // Runtime is the process-wide state of the phalanx plugins. Its parts are
 // built on first use, by the first plugin that needs them, and then shared.
 type Runtime struct {
-	clock clock.WithDelayedExecution
+	clock   clock.WithDelayedExecution
+	clients Clients
 
 	// mu serialises building the parts; the parts themselves are read
 	// without it (informer handlers run while a part is being built).
@@ -58,10 +73,15 @@ type Runtime struct {
 
 // New returns an empty runtime; clk may be nil for the wall clock.
 func New(clk clock.WithDelayedExecution) *Runtime {
+	return NewWithClients(clk, Clients{})
+}
+
+// NewWithClients returns an empty runtime that uses the given clients.
+func NewWithClients(clk clock.WithDelayedExecution, clients Clients) *Runtime {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Runtime{clock: clk}
+	return &Runtime{clock: clk, clients: clients}
 }
 
 // Clock is the runtime's clock.
@@ -75,7 +95,16 @@ func (r *Runtime) init(ctx context.Context, h fwk.Handle) error {
 		return nil
 	}
 	r.ctx, r.handle = ctx, h
-	r.crdCfg = CRDConfig(h.KubeConfig())
+	if cfg := h.KubeConfig(); cfg != nil {
+		r.crdCfg = CRDConfig(cfg)
+	}
+	if r.clients.Served == nil {
+		if r.crdCfg == nil {
+			return fmt.Errorf("no client config to discover the API server's resources")
+		}
+		cfg := r.crdCfg
+		r.clients.Served = func(gv, resource string) (bool, error) { return Served(cfg, gv, resource) }
+	}
 	_, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnAdd(obj, false) }) },
 		UpdateFunc: func(oldObj, newObj any) {
@@ -189,13 +218,37 @@ func (r *Runtime) NUMA(ctx context.Context, h fwk.Handle) (*NUMA, error) {
 // creating it on first use. Callers hold r.mu.
 func (r *Runtime) phalanxInformers() (phalanxinformers.SharedInformerFactory, error) {
 	if r.phalanxFactory == nil {
-		client, err := phalanxclientset.NewForConfig(r.crdCfg)
+		client, err := r.phalanxClient()
 		if err != nil {
 			return nil, err
 		}
 		r.phalanxFactory = phalanxinformers.NewSharedInformerFactory(client, 0)
 	}
 	return r.phalanxFactory, nil
+}
+
+// phalanxClient is the client of the phalanx API group.
+func (r *Runtime) phalanxClient() (phalanxclientset.Interface, error) {
+	if r.clients.Phalanx == nil {
+		c, err := phalanxclientset.NewForConfig(r.crdCfg)
+		if err != nil {
+			return nil, err
+		}
+		r.clients.Phalanx = c
+	}
+	return r.clients.Phalanx, nil
+}
+
+// require fails unless the API server serves the resource, naming the fix.
+func (r *Runtime) require(groupVersion, resource string) error {
+	ok, err := r.clients.Served(groupVersion, resource)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return fmt.Errorf("the API server does not serve %s %s: install the CRDs (kubectl apply -f manifests/crds)", groupVersion, resource)
+	}
+	return nil
 }
 
 // QueuesIfBuilt returns the queue accounting if a plugin built it, else nil.
@@ -230,18 +283,6 @@ func Served(cfg *rest.Config, groupVersion, resource string) (bool, error) {
 		}
 	}
 	return false, nil
-}
-
-// Require fails unless the API server serves the resource, naming the fix.
-func Require(cfg *rest.Config, groupVersion, resource string) error {
-	ok, err := Served(cfg, groupVersion, resource)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		return fmt.Errorf("the API server does not serve %s %s: install the CRDs (kubectl apply -f manifests/crds)", groupVersion, resource)
-	}
-	return nil
 }
 
 // startAndSync starts a factory's informers and waits, up to SyncTimeout, for

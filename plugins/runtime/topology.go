@@ -40,7 +40,7 @@ type Topology struct {
 
 func newTopology(r *Runtime, gangs *Gangs, name string, useHyperNodes bool) (*Topology, error) {
 	ctx, h := r.ctx, r.handle
-	if err := Require(r.crdCfg, phalanxv1alpha1.SchemeGroupVersion.String(), "networktopologies"); err != nil {
+	if err := r.require(phalanxv1alpha1.SchemeGroupVersion.String(), "networktopologies"); err != nil {
 		return nil, err
 	}
 	factory, err := r.phalanxInformers()
@@ -65,7 +65,7 @@ func newTopology(r *Runtime, gangs *Gangs, name string, useHyperNodes bool) (*To
 		return nil, err
 	}
 	if useHyperNodes {
-		if served, _ := Served(r.crdCfg, topology.HyperNodeGVR.GroupVersion().String(), topology.HyperNodeGVR.Resource); served {
+		if served, _ := r.clients.Served(topology.HyperNodeGVR.GroupVersion().String(), topology.HyperNodeGVR.Resource); served && r.crdCfg != nil {
 			dc, err := dynamic.NewForConfig(r.crdCfg)
 			if err != nil {
 				return nil, err
