@@ -98,6 +98,9 @@ type gangState struct {
 	min     int
 	timeout time.Duration
 	members map[types.UID]*member
+	// count holds how many members are in each state (kept with setState),
+	// so the per-member questions are O(1).
+	count [memberReleased + 1]int
 
 	phase      Phase
 	generation uint64
@@ -151,6 +154,7 @@ func (lc *Lifecycle) SetSpec(ref Ref, minMember int, timeout time.Duration) {
 	defer lc.mu.Unlock()
 	g := lc.gang(ref)
 	g.min, g.timeout = minMember, timeout
+	lc.notePartialLocked(g)
 }
 
 // --- members -------------------------------------------------------------
@@ -163,15 +167,14 @@ func (lc *Lifecycle) ObserveMember(ref Ref, uid types.UID, node string) {
 	defer lc.mu.Unlock()
 	g := lc.gang(ref)
 	m := g.members[uid]
-	switch {
-	case m == nil:
+	if m == nil {
 		m = &member{state: memberPending}
 		g.members[uid] = m
-		if node != "" {
-			m.state, m.node = memberBound, node
-		}
-	case node != "" && m.state != memberBound:
-		m.state, m.node = memberBound, node
+		g.count[memberPending]++
+	}
+	if node != "" && m.state != memberBound {
+		g.setState(m, memberBound)
+		m.node = node
 	}
 	lc.notePartialLocked(g)
 }
@@ -187,6 +190,7 @@ func (lc *Lifecycle) MemberDeleted(ref Ref, uid types.UID) {
 	}
 	m := g.members[uid]
 	delete(g.members, uid)
+	g.count[m.state]--
 	var rel *release
 	if m.state != memberPending && m.state != memberReleased && g.phase == PhasePlanned {
 		rel = lc.releaseLocked(g, ReasonPlanBroken, "a placed member was deleted before the gang was complete; replanning")
@@ -207,13 +211,15 @@ func (lc *Lifecycle) MemberReserved(ref Ref, uid types.UID, node, shape string) 
 	g := lc.gang(ref)
 	m := g.members[uid]
 	if m == nil {
-		m = &member{}
+		m = &member{state: memberPending}
 		g.members[uid] = m
+		g.count[memberPending]++
 	}
 	if m.state == memberReserved || m.state == memberBound {
 		return
 	}
-	m.state, m.node, m.shape, m.planned = memberReserved, node, shape, false
+	g.setState(m, memberReserved)
+	m.node, m.shape, m.planned = node, shape, false
 	if g.phase == PhasePlanned && g.slots[node][shape] > 0 {
 		g.slots[node][shape]--
 		m.planned = true
@@ -239,7 +245,8 @@ func (lc *Lifecycle) MemberUnreserved(ref Ref, uid types.UID, name string) {
 		return
 	}
 	wasReleased := m.state == memberReleased
-	m.state, m.node, m.planned = memberPending, "", false
+	g.setState(m, memberPending)
+	m.node, m.planned = "", false
 	var rel *release
 	if !wasReleased && g.phase == PhasePlanned {
 		if !lc.clock.Now().Before(g.expires) {
@@ -264,13 +271,27 @@ func (lc *Lifecycle) Placed(ref Ref) int {
 }
 
 func placedLocked(g *gangState) int {
-	n := 0
-	for _, m := range g.members {
-		if m.state == memberReserved || m.state == memberBound {
-			n++
-		}
+	return g.count[memberReserved] + g.count[memberBound]
+}
+
+func (g *gangState) setState(m *member, s memberState) {
+	g.count[m.state]--
+	m.state = s
+	g.count[s]++
+}
+
+// Incomplete reports whether the gang has members bound or reserved but
+// fewer than its quorum: it holds capacity it cannot use until it is
+// complete, so its members go first.
+func (lc *Lifecycle) Incomplete(ref Ref) bool {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gangs[ref]
+	if g == nil {
+		return false
 	}
-	return n
+	placed := placedLocked(g)
+	return placed > 0 && placed < g.min
 }
 
 // IsPlaced reports whether the member is bound or reserved.
@@ -510,7 +531,7 @@ func (lc *Lifecycle) releaseLocked(g *gangState, reason, message string) *releas
 	rel := &release{ref: g.ref, reserved: reservedLocked(g), reason: reason, message: message}
 	for _, m := range g.members {
 		if m.state == memberReserved {
-			m.state = memberReleased
+			g.setState(m, memberReleased)
 		}
 	}
 	lc.clearHoldsLocked(g)
@@ -734,15 +755,7 @@ func (lc *Lifecycle) ForgetIfEmpty(ref Ref) {
 // members bound, fewer than the quorum, others still pending (a crash during
 // binding, a member that failed to bind after the quorum).
 func (lc *Lifecycle) notePartialLocked(g *gangState) {
-	bound, pending := 0, 0
-	for _, m := range g.members {
-		switch m.state {
-		case memberBound:
-			bound++
-		case memberPending:
-			pending++
-		}
-	}
+	bound, pending := g.count[memberBound], g.count[memberPending]
 	partial := g.min > 0 && bound > 0 && bound < g.min && pending > 0
 	switch {
 	case !partial:
@@ -753,8 +766,9 @@ func (lc *Lifecycle) notePartialLocked(g *gangState) {
 }
 
 // Stranded returns gangs that have been partly bound, with no plan and no
-// reservation, for longer than their timeout: they hold capacity they cannot
-// use, so their bound members should go.
+// reservation, for longer than their timeout, and that cannot be completed:
+// their last plan failed, or fewer members exist than the quorum. They hold
+// capacity they cannot use, so their bound members should go.
 func (lc *Lifecycle) Stranded(defaultTimeout time.Duration) []Ref {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
@@ -762,6 +776,9 @@ func (lc *Lifecycle) Stranded(defaultTimeout time.Duration) []Ref {
 	var out []Ref
 	for ref, g := range lc.gangs {
 		if g.partialSince.IsZero() || g.phase == PhasePlanned || g.phase == PhaseReserving {
+			continue
+		}
+		if !g.failed && len(g.members) >= g.min {
 			continue
 		}
 		timeout := g.timeout

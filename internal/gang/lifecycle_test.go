@@ -264,6 +264,10 @@ func TestLifecycleStranded(t *testing.T) {
 		t.Fatalf("stranded at once: %v", got)
 	}
 	clk.Step(time.Minute)
+	if got := lc.Stranded(time.Hour); len(got) != 0 {
+		t.Fatalf("a partial gang not tried yet is stranded: %v", got)
+	}
+	lc.Fail(g1, "no room for the rest")
 	if got := lc.Stranded(time.Hour); len(got) != 1 || got[0] != g1 {
 		t.Fatalf("Stranded = %v, want [%v]", got, g1)
 	}

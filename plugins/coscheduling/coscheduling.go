@@ -147,8 +147,10 @@ func readState(state fwk.CycleState) *cycleState {
 
 // Less orders the scheduling queue: by queue share when CapacityQueue is
 // enabled in the profile (the queue furthest below its deserved share first),
-// then priority, then gang age, keeping each gang's members together so they
-// are scheduled back to back.
+// then gangs that are partly placed (they hold capacity they cannot use until
+// complete — after a crash in the middle of their binds, say), then
+// priority, then gang age, keeping each gang's members together so they are
+// scheduled back to back.
 func (pl *Coscheduling) Less(a, b fwk.QueuedPodInfo) bool {
 	pa, pb := a.GetPodInfo().GetPod(), b.GetPodInfo().GetPod()
 	if pl.ordersByQueue() {
@@ -157,6 +159,9 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedPodInfo) bool {
 				return c < 0
 			}
 		}
+	}
+	if ia, ib := pl.incomplete(pa), pl.incomplete(pb); ia != ib {
+		return ia
 	}
 	if prioA, prioB := corev1helpers.PodPriority(pa), corev1helpers.PodPriority(pb); prioA != prioB {
 		return prioA > prioB
@@ -170,6 +175,11 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedPodInfo) bool {
 		return ka < kb
 	}
 	return a.GetTimestamp().Before(b.GetTimestamp())
+}
+
+func (pl *Coscheduling) incomplete(pod *v1.Pod) bool {
+	ref, ok := pl.gangs.RefOf(pod)
+	return ok && pl.lc.Incomplete(ref)
 }
 
 // ordersByQueue reports whether CapacityQueue is enabled in this profile.

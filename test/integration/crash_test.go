@@ -167,7 +167,13 @@ func crashSeed(t *testing.T, seed uint64) {
 		}
 		sched.DumpAndStop()
 		if log, rerr := os.ReadFile(sched.Log); rerr == nil && len(log) > 0 {
-			t.Logf("last scheduler log (tail, goroutines at the end):\n%s", tail(string(log), 200000))
+			if dir := os.Getenv("PHALANX_CRASH_LOGDIR"); dir != "" {
+				name := fmt.Sprintf("%s/seed-%d.log", dir, seed)
+				if werr := os.WriteFile(name, log, 0o644); werr == nil {
+					t.Logf("scheduler log (goroutines at the end) saved to %s", name)
+				}
+			}
+			t.Logf("last scheduler log (tail):\n%s", tail(string(log), 8000))
 		}
 		t.Fatalf("after %d kills not every gang was bound whole: %v", kills, err)
 	}

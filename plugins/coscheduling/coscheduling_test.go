@@ -1,0 +1,321 @@
+package coscheduling
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/phalanx-sched/phalanx/apis/config"
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
+	"github.com/phalanx-sched/phalanx/plugins/runtime"
+)
+
+var coschedulingFilterFirst = plugintest.Plugin{
+	Name: Name, Extensions: []string{"Filter"},
+	New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
+		return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30}, h, rt)
+	},
+}
+
+var coschedulingRest = plugintest.Plugin{
+	Name: Name, Extensions: []string{"QueueSort", "PreFilter", "PostFilter", "Reserve", "Permit"},
+	New: coschedulingFilterFirst.New,
+}
+
+// env is a profile of Coscheduling over the real resource filter.
+func env(t *testing.T, objs plugintest.Objects) (*plugintest.Env, *Coscheduling) {
+	e := plugintest.New(t, objs, coschedulingFilterFirst, plugintest.NodeResourcesFit, coschedulingRest)
+	return e, e.Plugins[Name].(*Coscheduling)
+}
+
+func members(group string, n int, cpu string, gpus int64) []*v1.Pod {
+	out := make([]*v1.Pod, n)
+	for i := range out {
+		out[i] = plugintest.Pod(group+"-"+string(rune('a'+i)), group, cpu, gpus)
+	}
+	return out
+}
+
+func TestPreEnqueue(t *testing.T) {
+	dep := plugintest.PodGroup("dep", 2)
+	waiting := plugintest.PodGroup("needs-dep", 1)
+	waiting.Annotations = map[string]string{phalanxv1alpha1.DependsOnAnnotation: "dep"}
+	missingDep := plugintest.PodGroup("needs-missing", 1)
+	missingDep.Annotations = map[string]string{phalanxv1alpha1.DependsOnAnnotation: "nope"}
+	badSize := plugintest.Pod("bad", "", "1", 0)
+	badSize.Annotations = map[string]string{phalanxv1alpha1.GangSizeAnnotation: "many"}
+	badSize.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "j-uid", Controller: ptrTrue()}}
+	three := members("three", 2, "1", 0) // of minMember 3
+	complete := members("two", 2, "1", 0)
+	objs := plugintest.Objects{
+		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("three", 3), plugintest.PodGroup("two", 2), dep, waiting, missingDep},
+		Pods:      append(append(three, complete...), badSize, plugintest.Pod("w-0", "needs-dep", "1", 0), plugintest.Pod("m-0", "needs-missing", "1", 0)),
+	}
+	e, pl := env(t, objs)
+	e.Eventually("PodGroups in the lister", func() bool {
+		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "needs-missing"})
+		return err == nil
+	})
+	for _, tc := range []struct {
+		name     string
+		pod      *v1.Pod
+		wantCode fwk.Code
+		wantMsg  string
+	}{
+		{name: "plain pod", pod: plugintest.Pod("plain", "", "1", 0), wantCode: fwk.Success},
+		{name: "PodGroup missing", pod: plugintest.Pod("lost-0", "lost", "1", 0), wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "PodGroup lost does not exist"},
+		{name: "members missing", pod: three[0], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "2 of 3 members exist"},
+		{name: "all members", pod: complete[0], wantCode: fwk.Success},
+		{name: "dependency running below quorum", pod: objs.Pods[5], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "waiting for gang dep: 0 of 2"},
+		{name: "dependency missing", pod: objs.Pods[6], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "dependency PodGroup default/nope does not exist"},
+		{name: "invalid gang-size", pod: badSize, wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: `scheduling.phalanx.dev/gang-size`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st := pl.PreEnqueue(e.Ctx, tc.pod)
+			if st.Code() != tc.wantCode || !strings.Contains(st.Message(), tc.wantMsg) {
+				t.Fatalf("PreEnqueue = %v %q, want %v containing %q", st.Code(), st.Message(), tc.wantCode, tc.wantMsg)
+			}
+		})
+	}
+	if c, ok := pl.gangs.Status.Get(gang.Ref{Namespace: "default", Name: "three"}); !ok || c.Reason != runtime.ReasonMembersPending {
+		t.Fatalf("three's condition %+v, want MembersPending", c)
+	}
+}
+
+func ptrTrue() *bool { b := true; return &b }
+
+// The first member's cycle plans the whole gang in its first Filter call and
+// admits only its planned node; the next member is steered there by
+// PreFilter alone.
+func TestPlanSteersMembers(t *testing.T) {
+	gpus := members("g", 4, "1", 1)
+	e, pl := env(t, plugintest.Objects{
+		Nodes:     []*v1.Node{plugintest.Node("n0", "8", 2, nil), plugintest.Node("n1", "8", 2, nil), plugintest.Node("n2", "8", 4, nil)},
+		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("g", 4)},
+		Pods:      gpus,
+	})
+	ref := gang.Ref{Namespace: "default", Name: "g"}
+	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 4 })
+
+	state, res, st := e.Cycle(gpus[0])
+	if !st.IsSuccess() || res != nil {
+		t.Fatalf("first member PreFilter = %v %v, want success and no node restriction", res, st)
+	}
+	fit, _ := e.Filter(state, gpus[0])
+	if len(fit) != 1 || fit[0] != "n2" {
+		t.Fatalf("first member fits %v, want only n2 (the tightest node that takes all four)", fit)
+	}
+	if pl.lc.Phase(ref) != gang.PhasePlanned {
+		t.Fatalf("phase %s, want Planned", pl.lc.Phase(ref))
+	}
+	pl.Reserve(e.Ctx, state, gpus[0], "n2")
+	_, res, st = e.Cycle(gpus[1])
+	if !st.IsSuccess() || res == nil || res.NodeNames.Len() != 1 || !res.NodeNames.Has("n2") {
+		t.Fatalf("second member PreFilter = %v %v, want exactly the planned node n2", res, st)
+	}
+	if woken := e.Activated(); len(woken) != 4 {
+		t.Fatalf("the plan woke %v, want the gang's pending members", woken)
+	}
+}
+
+// A gang that does not fit is turned away whole, with the reason on its
+// PodGroup; its other members are turned away from the cached failure
+// until capacity changes.
+func TestPlanFailureCached(t *testing.T) {
+	big := members("big", 3, "6", 0)
+	e, pl := env(t, plugintest.Objects{
+		Nodes:     []*v1.Node{plugintest.Node("n0", "8", 0, nil), plugintest.Node("n1", "8", 0, nil)},
+		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("big", 3)},
+		Pods:      big,
+	})
+	ref := gang.Ref{Namespace: "default", Name: "big"}
+	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 3 })
+	state, _, _ := e.Cycle(big[0])
+	fit, failed := e.Filter(state, big[0])
+	if len(fit) != 0 {
+		t.Fatalf("a member of a gang that does not fit passed on %v", fit)
+	}
+	for node, st := range failed {
+		if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "at most 2 fit") {
+			t.Fatalf("%s: %v %q, want the plan's reason", node, st.Code(), st.Message())
+		}
+	}
+	if c, _ := pl.gangs.Status.Get(ref); c.Reason != runtime.ReasonUnschedulable || !strings.Contains(c.Message, "no placement for 3 more members") {
+		t.Fatalf("condition %+v", c)
+	}
+	_, _, st := e.Cycle(big[1])
+	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "at most 2 fit") {
+		t.Fatalf("second member PreFilter = %v, want the cached failure", st)
+	}
+	pl.lc.Changed()
+	state, _, st = e.Cycle(big[1])
+	if !st.IsSuccess() {
+		t.Fatalf("after a capacity change PreFilter = %v, want a new plan", st)
+	}
+	if readState(state).planning == nil {
+		t.Fatal("after a capacity change the cycle must plan again")
+	}
+}
+
+// Members wait in Permit until the quorum, then all go; a member released
+// before it tears the gang down once, with one reason.
+func TestPermitAndTeardown(t *testing.T) {
+	gm := members("g", 2, "1", 0)
+	e, pl := env(t, plugintest.Objects{
+		Nodes:     []*v1.Node{plugintest.Node("n0", "8", 0, nil)},
+		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("g", 2)},
+		Pods:      gm,
+	})
+	ref := gang.Ref{Namespace: "default", Name: "g"}
+	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 2 })
+	state, _, _ := e.Cycle(gm[0])
+	e.Filter(state, gm[0])
+	pl.Reserve(e.Ctx, state, gm[0], "n0")
+	st, wait := pl.Permit(e.Ctx, state, gm[0], "n0")
+	if st.Code() != fwk.Wait || wait <= 0 {
+		t.Fatalf("first member Permit = %v %v, want Wait", st, wait)
+	}
+	// The member is released before its sibling arrives: the gang is torn
+	// down, once.
+	pl.Unreserve(e.Ctx, state, gm[0], "n0")
+	if pl.lc.Phase(ref) != gang.PhaseIdle || pl.lc.HoldsAnywhere() {
+		t.Fatalf("after teardown phase %s holds %v", pl.lc.Phase(ref), pl.lc.HoldsAnywhere())
+	}
+	c, _ := pl.gangs.Status.Get(ref)
+	if c.Reason != gang.ReasonPlanBroken {
+		t.Fatalf("condition %+v, want PlanBroken", c)
+	}
+	pl.Unreserve(e.Ctx, state, gm[0], "n0")
+	if c2, _ := pl.gangs.Status.Get(ref); c2 != c {
+		t.Fatalf("a second unreserve changed the condition to %+v", c2)
+	}
+
+	// Planned again, both members reserve: the second Permit lets both go.
+	state, _, _ = e.Cycle(gm[0])
+	e.Filter(state, gm[0])
+	pl.Reserve(e.Ctx, state, gm[0], "n0")
+	if st, _ := pl.Permit(e.Ctx, state, gm[0], "n0"); st.Code() != fwk.Wait {
+		t.Fatalf("first member Permit = %v, want Wait", st)
+	}
+	state2, _, _ := e.Cycle(gm[1])
+	pl.Reserve(e.Ctx, state2, gm[1], "n0")
+	if st, _ := pl.Permit(e.Ctx, state2, gm[1], "n0"); !st.IsSuccess() {
+		t.Fatalf("second member Permit = %v, want success at the quorum", st)
+	}
+	if c, _ := pl.gangs.Status.Get(ref); c.Reason != runtime.ReasonScheduled || c.Status != metav1.ConditionTrue {
+		t.Fatalf("condition %+v, want Scheduled", c)
+	}
+}
+
+// A plan's holds keep other pods off the capacity it holds.
+func TestHoldsKeepOtherPodsOff(t *testing.T) {
+	gm := members("g", 2, "4", 0)
+	e, pl := env(t, plugintest.Objects{
+		Nodes:     []*v1.Node{plugintest.Node("n0", "8", 0, nil)},
+		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("g", 2)},
+		Pods:      gm,
+	})
+	ref := gang.Ref{Namespace: "default", Name: "g"}
+	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 2 })
+	state, _, _ := e.Cycle(gm[0])
+	e.Filter(state, gm[0])
+	plain := plugintest.Pod("plain", "", "2", 0)
+	pstate, _, st := e.Cycle(plain)
+	if !st.IsSuccess() {
+		t.Fatalf("plain pod PreFilter = %v", st)
+	}
+	if fit, failed := e.Filter(pstate, plain); len(fit) != 0 || !strings.Contains(failed["n0"].Message(), "held for a planned or reserved gang") {
+		t.Fatalf("plain pod fits %v (%v), want none: the plan holds n0", fit, failed)
+	}
+	pl.lc.Release(ref, gang.ReasonPlanBroken, "test")
+	if fit, _ := e.Filter(pstate, plain); len(fit) != 1 {
+		t.Fatalf("after the plan is released the plain pod fits %v", fit)
+	}
+}
+
+func TestQueueingHints(t *testing.T) {
+	e, pl := env(t, plugintest.Objects{PodGroups: []*pgv1alpha1.PodGroup{
+		plugintest.PodGroup("a", 2),
+		func() *pgv1alpha1.PodGroup {
+			pg := plugintest.PodGroup("after", 1)
+			pg.Annotations = map[string]string{phalanxv1alpha1.DependsOnAnnotation: "a"}
+			return pg
+		}(),
+	}})
+	e.Eventually("PodGroups in the lister", func() bool {
+		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "after"})
+		return err == nil
+	})
+	member := plugintest.Pod("a-0", "a", "1", 0)
+	waiter := plugintest.Pod("after-0", "after", "1", 0)
+	running := func(p *v1.Pod, phase v1.PodPhase) *v1.Pod {
+		c := p.DeepCopy()
+		c.Status.Phase = phase
+		return c
+	}
+	logger := klog.Background()
+	for _, tc := range []struct {
+		name        string
+		hint        func(klog.Logger, *v1.Pod, any, any) (fwk.QueueingHint, error)
+		pod         *v1.Pod
+		oldObj, obj any
+		want        fwk.QueueingHint
+	}{
+		{"sibling added", pl.hintSiblingAdded, member, nil, plugintest.Pod("a-1", "a", "1", 0), fwk.Queue},
+		{"other gang's pod added", pl.hintSiblingAdded, member, nil, plugintest.Pod("b-1", "b", "1", 0), fwk.QueueSkip},
+		{"plain pod added", pl.hintSiblingAdded, member, nil, plugintest.Pod("p", "", "1", 0), fwk.QueueSkip},
+		{"dependency starts running", pl.hintDependencyProgress, waiter, running(member, v1.PodPending), running(member, v1.PodRunning), fwk.Queue},
+		{"dependency succeeds", pl.hintDependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodSucceeded), fwk.Queue},
+		{"dependency unchanged phase", pl.hintDependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodRunning), fwk.QueueSkip},
+		{"unrelated gang runs", pl.hintDependencyProgress, waiter, running(plugintest.Pod("x", "x", "1", 0), v1.PodPending), running(plugintest.Pod("x", "x", "1", 0), v1.PodRunning), fwk.QueueSkip},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := tc.hint(logger, tc.pod, tc.oldObj, tc.obj)
+			if err != nil || got != tc.want {
+				t.Fatalf("hint = %v %v, want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestLessKeepsGangsTogether(t *testing.T) {
+	older := plugintest.PodGroup("older", 1)
+	newer := plugintest.PodGroup("newer", 1)
+	newer.CreationTimestamp = metav1.NewTime(older.CreationTimestamp.Add(1e9))
+	e, pl := env(t, plugintest.Objects{PodGroups: []*pgv1alpha1.PodGroup{older, newer}})
+	e.Eventually("PodGroups in the lister", func() bool {
+		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "newer"})
+		return err == nil
+	})
+	qp := func(p *v1.Pod) fwk.QueuedPodInfo {
+		pi, _ := framework.NewPodInfo(p)
+		return &framework.QueuedPodInfo{PodInfo: pi}
+	}
+	high := plugintest.Pod("high", "newer", "1", 0)
+	prio := int32(10)
+	high.Spec.Priority = &prio
+	for _, tc := range []struct {
+		name string
+		a, b *v1.Pod
+		want bool
+	}{
+		{"older gang first", plugintest.Pod("o", "older", "1", 0), plugintest.Pod("n", "newer", "1", 0), true},
+		{"newer gang second", plugintest.Pod("n", "newer", "1", 0), plugintest.Pod("o", "older", "1", 0), false},
+		{"priority before age", high, plugintest.Pod("o", "older", "1", 0), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pl.Less(qp(tc.a), qp(tc.b)); got != tc.want {
+				t.Fatalf("Less = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
