@@ -101,7 +101,7 @@ func (n *NUMA) reconcile(obj any) {
 	}
 	n.mu.Lock()
 	for uid, c := range n.charges[nrt.Name] {
-		if time.Since(c.at) > reconcileGrace {
+		if n.rt.clock.Since(c.at) > reconcileGrace {
 			delete(n.charges[nrt.Name], uid)
 		}
 	}
@@ -208,7 +208,7 @@ func (n *NUMA) Charge(node string, uid types.UID, zones map[string]resources.Lis
 	if n.charges[node] == nil {
 		n.charges[node] = map[types.UID]zoneCharge{}
 	}
-	n.charges[node][uid] = zoneCharge{zones: zones, at: time.Now()}
+	n.charges[node][uid] = zoneCharge{zones: zones, at: n.rt.clock.Now()}
 }
 
 // Uncharge gives a pod's zones back.

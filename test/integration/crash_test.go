@@ -67,11 +67,13 @@ func crashSeed(t *testing.T, seed uint64) {
 		sizes[name], order = n, append(order, name)
 		left -= n
 	}
+	var logs []string
 	start := func() *testcluster.Scheduler {
 		s, err := c.StartSchedulerBinary(schedulerBinary, manifests.SchedulerConfig, "--v=3")
 		if err != nil {
 			t.Fatal(err)
 		}
+		logs = append(logs, s.Log)
 		return s
 	}
 	sched := start()
@@ -165,15 +167,32 @@ func crashSeed(t *testing.T, seed uint64) {
 			n, _ := boundCount(ctx, c, "default", name)
 			t.Logf("gang %s: %d of %d bound", name, n, sizes[name])
 		}
-		sched.DumpAndStop()
-		if log, rerr := os.ReadFile(sched.Log); rerr == nil && len(log) > 0 {
-			if dir := os.Getenv("PHALANX_CRASH_LOGDIR"); dir != "" {
-				name := fmt.Sprintf("%s/seed-%d.log", dir, seed)
-				if werr := os.WriteFile(name, log, 0o644); werr == nil {
-					t.Logf("scheduler log (goroutines at the end) saved to %s", name)
+		if pods, err := c.BoundPods(ctx, "default", ""); err == nil {
+			perNode := map[string][]string{}
+			for _, p := range pods {
+				perNode[p.Spec.NodeName] = append(perNode[p.Spec.NodeName], p.Name)
+			}
+			for node, names := range perNode {
+				if len(names) > 1 {
+					t.Logf("node %s holds %v: a bind landed after the scheduler that sent it died", node, names)
 				}
 			}
-			t.Logf("last scheduler log (tail):\n%s", tail(string(log), 8000))
+		}
+		sched.DumpAndStop()
+		for i, path := range logs {
+			log, rerr := os.ReadFile(path)
+			if rerr != nil || len(log) == 0 {
+				continue
+			}
+			if dir := os.Getenv("PHALANX_CRASH_LOGDIR"); dir != "" {
+				name := fmt.Sprintf("%s/seed-%d-run-%d.log", dir, seed, i)
+				if werr := os.WriteFile(name, log, 0o644); werr == nil {
+					t.Logf("scheduler log of run %d saved to %s", i, name)
+				}
+			}
+			if i == len(logs)-1 {
+				t.Logf("last scheduler log (tail, goroutines at the end):\n%s", tail(string(log), 8000))
+			}
 		}
 		t.Fatalf("after %d kills not every gang was bound whole: %v", kills, err)
 	}

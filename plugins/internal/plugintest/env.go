@@ -32,6 +32,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/defaultbinder"
 	plfeature "k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/noderesources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/queuesort"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
@@ -157,8 +158,12 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 	informerFactory := informers.NewSharedInformerFactory(e.Client, 0)
 	var mu sync.Mutex
 	var fns []tf.RegisterPluginFunc
+	sorts := false
 	for _, p := range plugins {
 		p := p
+		for _, ext := range p.Extensions {
+			sorts = sorts || ext == "QueueSort"
+		}
 		factory := func(ctx context.Context, _ k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
 			pl, err := p.New(ctx, h, e.RT)
 			if err == nil {
@@ -180,6 +185,9 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 		})
 	}
 	fns = append(fns, tf.RegisterBindPlugin(defaultbinder.Name, defaultbinder.New))
+	if !sorts {
+		fns = append(fns, tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New))
+	}
 	var bound []*v1.Pod
 	for _, p := range objs.Pods {
 		if p.Spec.NodeName != "" {
@@ -366,4 +374,29 @@ func PodGroup(name string, min int32) *pgv1alpha1.PodGroup {
 			CreationTimestamp: metav1.NewTime(time.Unix(1_000_000, 0))},
 		Spec: pgv1alpha1.PodGroupSpec{MinMember: min},
 	}
+}
+
+// Zone is one NUMA zone of an NRT object: CPUs and GPUs, all free.
+type Zone struct {
+	Name string
+	CPU  string
+	GPUs int64
+}
+
+// NRT is a node's NodeResourceTopology as NFD topology-updater publishes it,
+// with the kubelet's policy and container scope in its attributes.
+func NRT(node, policy string, zones ...Zone) *nrtv1alpha2.NodeResourceTopology {
+	nrt := &nrtv1alpha2.NodeResourceTopology{
+		ObjectMeta: metav1.ObjectMeta{Name: node},
+		Attributes: nrtv1alpha2.AttributeList{{Name: "topologyManagerPolicy", Value: policy}, {Name: "topologyManagerScope", Value: "container"}},
+	}
+	for _, z := range zones {
+		cpu := resource.MustParse(z.CPU)
+		gpu := *resource.NewQuantity(z.GPUs, resource.DecimalSI)
+		nrt.Zones = append(nrt.Zones, nrtv1alpha2.Zone{Name: z.Name, Type: "Node", Resources: nrtv1alpha2.ResourceInfoList{
+			{Name: string(v1.ResourceCPU), Capacity: cpu, Allocatable: cpu, Available: cpu},
+			{Name: string(GPU), Capacity: gpu, Allocatable: gpu, Available: gpu},
+		}})
+	}
+	return nrt
 }

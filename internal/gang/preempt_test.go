@@ -1,0 +1,123 @@
+package gang
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+func victim(key string, prio int32, members int, gpus int64, node string) Victim {
+	use := resources.List{"nvidia.com/gpu": gpus}
+	return Victim{Key: key, Priority: prio, Members: members, Started: time.Unix(100, 0),
+		OnNode: map[string]Usage{node: {Request: use, Pods: int64(members)}}, Total: use.Clone()}
+}
+
+// needGPUs is a planner stand-in: the gang fits when the victims free at
+// least n GPUs in all.
+func needGPUs(n int64) func([]Victim) bool {
+	return func(vs []Victim) bool {
+		var freed int64
+		for _, u := range Freed(vs) {
+			freed += u.Request["nvidia.com/gpu"]
+		}
+		return freed >= n
+	}
+}
+
+// needOnOneNode: the gang fits when some node gets n GPUs back.
+func needOnOneNode(n int64) func([]Victim) bool {
+	return func(vs []Victim) bool {
+		for _, u := range Freed(vs) {
+			if u.Request["nvidia.com/gpu"] >= n {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+func keysOf(vs []Victim) []string {
+	out := []string{}
+	for _, v := range vs {
+		out = append(out, v.Key)
+	}
+	return out
+}
+
+func TestChooseVictims(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cands []Victim
+		fits  func([]Victim) bool
+		want  []string // nil: no set of victims lets the gang fit
+	}{
+		{
+			name:  "lowest priority first",
+			cands: []Victim{victim("p2", 2, 4, 4, "a"), victim("p1", 1, 4, 4, "b")},
+			fits:  needGPUs(4),
+			want:  []string{"p1"},
+		},
+		{
+			name:  "one 4-gang rather than two 2-gangs",
+			cands: []Victim{victim("two-a", 1, 2, 2, "a"), victim("two-b", 1, 2, 2, "a"), victim("four", 1, 4, 4, "b")},
+			fits:  needGPUs(4),
+			want:  []string{"four"},
+		},
+		{
+			name:  "the smallest single victim that suffices",
+			cands: []Victim{victim("eight", 1, 8, 8, "a"), victim("four", 1, 4, 4, "b")},
+			fits:  needGPUs(3),
+			want:  []string{"four"},
+		},
+		{
+			name:  "several when no single one suffices",
+			cands: []Victim{victim("x", 1, 2, 2, "a"), victim("y", 1, 2, 2, "b"), victim("z", 1, 2, 2, "c")},
+			fits:  needGPUs(5),
+			want:  []string{"x", "y", "z"},
+		},
+		{
+			name:  "an unneeded lower-priority victim is dropped",
+			cands: []Victim{victim("low", 1, 1, 1, "a"), victim("mid", 2, 4, 4, "b")},
+			fits:  needGPUs(4),
+			want:  []string{"mid"},
+		},
+		{
+			name:  "capacity freed on the wrong nodes does not count",
+			cands: []Victim{victim("a1", 1, 2, 2, "a"), victim("b1", 1, 2, 2, "b"), victim("c4", 2, 4, 4, "c")},
+			fits:  needOnOneNode(4),
+			want:  []string{"c4"},
+		},
+		{
+			name:  "nothing lets it fit",
+			cands: []Victim{victim("x", 1, 2, 2, "a")},
+			fits:  needGPUs(4),
+		},
+		{name: "no candidates", fits: needGPUs(1)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := ChooseVictims(tc.cands, tc.fits)
+			if tc.want == nil {
+				if got != nil {
+					t.Fatalf("victims %v, want none", keysOf(got))
+				}
+				return
+			}
+			if !reflect.DeepEqual(keysOf(got), tc.want) {
+				t.Fatalf("victims %v, want %v", keysOf(got), tc.want)
+			}
+			if !tc.fits(got) {
+				t.Fatal("the chosen victims do not let the gang fit")
+			}
+		})
+	}
+}
+
+func TestFreedSumsPerNode(t *testing.T) {
+	got := Freed([]Victim{victim("x", 1, 2, 2, "a"), victim("y", 1, 1, 1, "a"), victim("z", 1, 1, 1, "b")})
+	if fmt.Sprint(got["a"].Request) != "nvidia.com/gpu=3" || got["a"].Pods != 3 || got["b"].Pods != 1 {
+		t.Fatalf("Freed = %v", got)
+	}
+}

@@ -1,0 +1,188 @@
+package capacityqueue
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/phalanx-sched/phalanx/apis/config"
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
+	"github.com/phalanx-sched/phalanx/plugins/runtime"
+)
+
+var capacityQueue = plugintest.Plugin{
+	Name: Name, Extensions: []string{"PreFilter", "Reserve"},
+	New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
+		return New(ctx, &config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: true, MinRuntimeSeconds: 15}, h, rt)
+	},
+}
+
+func queueObj(name string, weight int32, mutate func(*phalanxv1alpha1.QueueSpec)) *phalanxv1alpha1.Queue {
+	q := &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: phalanxv1alpha1.QueueSpec{Weight: weight}}
+	if mutate != nil {
+		mutate(&q.Spec)
+	}
+	return q
+}
+
+func inQueue(p *v1.Pod, q string) *v1.Pod {
+	if p.Labels == nil {
+		p.Labels = map[string]string{}
+	}
+	p.Labels[phalanxv1alpha1.QueueLabel] = q
+	return p
+}
+
+func cpus(n string) v1.ResourceList { return v1.ResourceList{v1.ResourceCPU: resource.MustParse(n)} }
+
+func env(t *testing.T, objs plugintest.Objects) (*plugintest.Env, *CapacityQueue) {
+	e := plugintest.New(t, objs, capacityQueue)
+	pl := e.Plugins[Name].(*CapacityQueue)
+	e.Eventually("queues and nodes in the accounting", func() bool {
+		s := pl.queues.Snapshot()
+		return len(s.Tree.Names()) >= len(objs.Queues) && (len(objs.Nodes) == 0 || !s.Total.IsZero())
+	})
+	return e, pl
+}
+
+// TestAdmission: a gang's whole remaining minimum — the members the planner
+// places — or a plain pod's request is admitted against its queue, or
+// refused with the reason.
+func TestAdmission(t *testing.T) {
+	gangPods := func(group, q string, n int, cpu string) []*v1.Pod {
+		out := make([]*v1.Pod, n)
+		for i := range out {
+			out[i] = inQueue(plugintest.Pod(group+"-"+string(rune('a'+i)), group, cpu, 0), q)
+		}
+		return out
+	}
+	small := gangPods("small", "team", 3, "1")
+	capped := gangPods("capped", "capped", 3, "1")
+	closed := gangPods("closed", "closed", 1, "1")
+	e, pl := env(t, plugintest.Objects{
+		Nodes: []*v1.Node{plugintest.Node("n0", "16", 0, nil)},
+		Queues: []*phalanxv1alpha1.Queue{
+			queueObj("team", 1, nil),
+			queueObj("capped", 1, func(s *phalanxv1alpha1.QueueSpec) { s.Capability = cpus("2") }),
+			queueObj("closed", 1, func(s *phalanxv1alpha1.QueueSpec) { s.State = phalanxv1alpha1.QueueStateClosed }),
+			queueObj("default", 1, nil),
+		},
+		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("small", 3), plugintest.PodGroup("capped", 3), plugintest.PodGroup("closed", 1)},
+		Pods:      append(append(small, capped...), closed...),
+	})
+	e.Eventually("pods charged", func() bool { return pl.queues.Snapshot().Pending["team"][v1.ResourceCPU] == 3000 })
+	for _, tc := range []struct {
+		name     string
+		pod      *v1.Pod
+		wantCode fwk.Code
+		wantMsg  string
+		wantNeed int64 // millicores charged when admitted
+	}{
+		{name: "gang within its queue", pod: small[0], wantCode: fwk.Success, wantNeed: 3000},
+		{name: "plain pod", pod: inQueue(plugintest.Pod("p", "", "2", 0), "team"), wantCode: fwk.Success, wantNeed: 2000},
+		{name: "pod without a queue goes to the default", pod: plugintest.Pod("d", "", "1", 0), wantCode: fwk.Success, wantNeed: 1000},
+		{name: "queue capability", pod: capped[0], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "queue capped: cpu 3000m of capability 2000m"},
+		{name: "closed queue", pod: closed[0], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "queue closed is closed"},
+		{name: "missing queue", pod: inQueue(plugintest.Pod("m", "", "1", 0), "nope"), wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "queue nope does not exist"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state, _, st := e.Cycle(tc.pod)
+			if st.Code() != tc.wantCode || !strings.Contains(st.Message(), tc.wantMsg) {
+				t.Fatalf("PreFilter = %v %q, want %v containing %q", st.Code(), st.Message(), tc.wantCode, tc.wantMsg)
+			}
+			qc := runtime.ReadQueueCycle(state)
+			if qc == nil {
+				t.Fatal("no queue snapshot in the cycle state")
+			}
+			if tc.wantCode == fwk.Success && (!qc.Admitted || qc.Need[v1.ResourceCPU] != tc.wantNeed) {
+				t.Fatalf("admitted %v need %v, want %dm", qc.Admitted, qc.Need, tc.wantNeed)
+			}
+		})
+	}
+}
+
+// TestFairness: a queue may go above its deserved share only while no other
+// queue waits below its own.
+func TestFairness(t *testing.T) {
+	used := make([]*v1.Pod, 3)
+	for i := range used {
+		used[i] = plugintest.OnNode(inQueue(plugintest.Pod("b-run-"+string(rune('a'+i)), "", "1", 0), "b"), "n0")
+	}
+	waitingA := inQueue(plugintest.Pod("a-wait", "", "1", 0), "a")
+	e, pl := env(t, plugintest.Objects{
+		Nodes:  []*v1.Node{plugintest.Node("n0", "4", 0, nil)},
+		Queues: []*phalanxv1alpha1.Queue{queueObj("a", 1, nil), queueObj("b", 1, nil), queueObj("default", 1, nil)},
+		Pods:   append(used, waitingA),
+	})
+	e.Eventually("pods charged", func() bool {
+		s := pl.queues.Snapshot()
+		return s.Allocated["b"][v1.ResourceCPU] == 3000 && s.Pending["a"][v1.ResourceCPU] == 1000
+	})
+	state, _, st := e.Cycle(inQueue(plugintest.Pod("b-more", "", "1", 0), "b"))
+	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "while queue a waits below its share") {
+		qc := runtime.ReadQueueCycle(state)
+		t.Fatalf("b above its share while a waits: %v %q (deserved %v allocated %v pending %v total %v)", st.Code(), st.Message(),
+			qc.Snapshot.Deserved, qc.Snapshot.Allocated, qc.Snapshot.Pending, qc.Snapshot.Total)
+	}
+	if _, _, st := e.Cycle(waitingA); !st.IsSuccess() {
+		t.Fatalf("a below its share: %v", st)
+	}
+}
+
+// TestCurableRefusal: a queue refused only because a sibling above its share
+// fills the parent's capability reaches PostFilter (reclaim may cure it);
+// other refusals end the cycle.
+func TestCurableRefusal(t *testing.T) {
+	vision := make([]*v1.Pod, 4)
+	for i := range vision {
+		vision[i] = plugintest.OnNode(inQueue(plugintest.Pod("v-"+string(rune('a'+i)), "", "1", 0), "vision"), "n0")
+	}
+	nlp := inQueue(plugintest.Pod("nlp-0", "", "1", 0), "nlp")
+	e, pl := env(t, plugintest.Objects{
+		Nodes: []*v1.Node{plugintest.Node("n0", "16", 0, nil)},
+		Queues: []*phalanxv1alpha1.Queue{
+			queueObj("research", 1, func(s *phalanxv1alpha1.QueueSpec) { s.Capability = cpus("4") }),
+			queueObj("vision", 1, func(s *phalanxv1alpha1.QueueSpec) { s.Parent = "research" }),
+			queueObj("nlp", 1, func(s *phalanxv1alpha1.QueueSpec) { s.Parent = "research" }),
+			queueObj("default", 1, nil),
+		},
+		Pods: append(vision, nlp),
+	})
+	e.Eventually("pods charged", func() bool { return pl.queues.Snapshot().Allocated["vision"][v1.ResourceCPU] == 4000 })
+	state, _, st := e.Cycle(nlp)
+	if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "capability") {
+		qc := runtime.ReadQueueCycle(state)
+		t.Fatalf("nlp refused by research's capability: %v %q, want Unschedulable (curable); deserved %v allocated %v",
+			st.Code(), st.Message(), qc.Snapshot.Deserved, qc.Snapshot.Allocated)
+	}
+	if qc := runtime.ReadQueueCycle(state); qc.Admitted || !qc.Snapshot.Curable("nlp", qc.Need) {
+		t.Fatalf("queue cycle %+v", qc)
+	}
+}
+
+// TestReserveCharges: Reserve counts a pod against its queue before it is
+// bound; Unreserve gives it back.
+func TestReserveCharges(t *testing.T) {
+	p := inQueue(plugintest.Pod("p", "", "2", 0), "team")
+	e, pl := env(t, plugintest.Objects{
+		Nodes:  []*v1.Node{plugintest.Node("n0", "16", 0, nil)},
+		Queues: []*phalanxv1alpha1.Queue{queueObj("team", 1, nil), queueObj("default", 1, nil)},
+		Pods:   []*v1.Pod{p},
+	})
+	e.Eventually("pod charged", func() bool { return pl.queues.Snapshot().Pending["team"][v1.ResourceCPU] == 2000 })
+	pl.Reserve(e.Ctx, nil, p, "n0")
+	if got := pl.queues.Snapshot().Allocated["team"][v1.ResourceCPU]; got != 2000 {
+		t.Fatalf("allocated after Reserve = %dm, want 2000m", got)
+	}
+	pl.Unreserve(e.Ctx, nil, p, "n0")
+	if got := pl.queues.Snapshot().Allocated["team"][v1.ResourceCPU]; got != 0 {
+		t.Fatalf("allocated after Unreserve = %dm, want 0", got)
+	}
+}
