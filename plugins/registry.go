@@ -2,7 +2,9 @@
 package plugins
 
 import (
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
+	"k8s.io/kubernetes/pkg/features"
 
 	// Registers the plugin args in kube-scheduler's config scheme.
 	_ "github.com/phalanx-sched/phalanx/apis/config/scheme"
@@ -24,4 +26,16 @@ func Options() []app.Option {
 		app.WithPlugin(networktopology.Name, networktopology.Factory(rt)),
 		app.WithPlugin(numatopology.Name, numatopology.Factory(rt)),
 	}
+}
+
+// SetFeatureDefaults sets the kube-scheduler feature gates phalanx runs with
+// unless --feature-gates says otherwise. NominatedNodeNameForExpectation is
+// off: gang members wait in Permit by design, and the gate would write a
+// nomination to the API for each of them (one request per member) that a
+// scheduler dying in the middle of a gang leaves behind, making its successor
+// see those nodes as taken.
+func SetFeatureDefaults() error {
+	return utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
+		string(features.NominatedNodeNameForExpectation): false,
+	})
 }

@@ -23,6 +23,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	if err := plugins.SetFeatureDefaults(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	cmd := app.NewSchedulerCommand(plugins.Options()...)
 	cmd.SetArgs(args)
 	cmd.Use = "phalanx-scheduler"

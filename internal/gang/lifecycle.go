@@ -122,6 +122,9 @@ type gangState struct {
 	failedAt   uint64
 	failedTime time.Time
 	reason     string
+	// representative is the member whose plan failed: while the failure
+	// stands, only it is retried on cluster events, not every member.
+	representative types.UID
 	// waitingSince is when the gang last started failing to plan.
 	waitingSince time.Time
 	// partialSince is when the gang was last seen partly bound without a plan.
@@ -648,13 +651,15 @@ func (lc *Lifecycle) Changed() {
 	lc.version++
 }
 
-// Fail caches why the gang could not be planned: its members are turned away
-// with this reason, without planning again, until capacity changes.
-func (lc *Lifecycle) Fail(ref Ref, reason string) {
+// Fail caches why the gang could not be planned (by member uid's cycle): its
+// members are turned away with this reason, without planning again, until
+// capacity changes.
+func (lc *Lifecycle) Fail(ref Ref, uid types.UID, reason string) {
 	lc.mu.Lock()
 	defer lc.mu.Unlock()
 	g := lc.gang(ref)
 	g.failed, g.failedAt, g.failedTime, g.reason = true, lc.version, lc.clock.Now(), reason
+	g.representative = uid
 	if g.waitingSince.IsZero() {
 		g.waitingSince = g.failedTime
 	}
@@ -669,6 +674,22 @@ func (lc *Lifecycle) Failed(ref Ref) (string, bool) {
 		return "", false
 	}
 	return g.reason, true
+}
+
+// Representative returns the member that stands for a gang whose plan
+// failed (zero when the gang has not failed or that member is gone): cluster
+// events retry it alone, and its plan wakes the others.
+func (lc *Lifecycle) Representative(ref Ref) types.UID {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	g := lc.gangs[ref]
+	if g == nil || !g.failed {
+		return ""
+	}
+	if m := g.members[g.representative]; m == nil || m.state != memberPending {
+		return ""
+	}
+	return g.representative
 }
 
 // Retry voids the gang's cached failure, so its next member plans again.

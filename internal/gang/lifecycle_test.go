@@ -172,7 +172,7 @@ func TestLifecycleMemberDeleted(t *testing.T) {
 
 func TestLifecycleFailureCache(t *testing.T) {
 	lc, clk, _ := newTestLifecycle()
-	lc.Fail(g1, "no room")
+	lc.Fail(g1, "p1", "no room")
 	if reason, ok := lc.Failed(g1); !ok || reason != "no room" {
 		t.Fatalf("Failed = %q %v", reason, ok)
 	}
@@ -182,7 +182,7 @@ func TestLifecycleFailureCache(t *testing.T) {
 	if _, ok := lc.Failed(g1); ok {
 		t.Fatal("failure survived a capacity change")
 	}
-	lc.Fail(g1, "still no room")
+	lc.Fail(g1, "p1", "still no room")
 	if lc.WaitingSince(g1) != since {
 		t.Fatal("waiting counts from the first failure")
 	}
@@ -267,7 +267,7 @@ func TestLifecycleStranded(t *testing.T) {
 	if got := lc.Stranded(time.Hour); len(got) != 0 {
 		t.Fatalf("a partial gang not tried yet is stranded: %v", got)
 	}
-	lc.Fail(g1, "no room for the rest")
+	lc.Fail(g1, "p1", "no room for the rest")
 	if got := lc.Stranded(time.Hour); len(got) != 1 || got[0] != g1 {
 		t.Fatalf("Stranded = %v, want [%v]", got, g1)
 	}

@@ -110,6 +110,9 @@ func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
 	opts.SecureServing.BindPort = 0
 	opts.SecureServing.Listener = nil
 
+	if err := plugins.SetFeatureDefaults(); err != nil {
+		return nil, err
+	}
 	configzMu.Lock()
 	ctx, cancel := context.WithCancel(context.Background())
 	cc, sched, err := app.Setup(ctx, opts, plugins.Options()...)

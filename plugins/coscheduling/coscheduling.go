@@ -126,13 +126,12 @@ type cycleState struct {
 	steered bool
 }
 
-// Clone gives dry runs (preemption's) a state that never plans: the plan of
-// a cycle is made once, by the cycle itself.
+// Clone shares the cycle's planning: the framework clones the state to
+// filter a node with its nominated pods added, and that pass may be the
+// cycle's first Filter call. The plan is made once per cycle, from the
+// cycle's own snapshot, whichever copy asks first.
 func (c *cycleState) Clone() fwk.StateData {
 	out := *c
-	if c.planning != nil {
-		out.planning = c.planning.dryRun()
-	}
 	return &out
 }
 
@@ -312,7 +311,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	if reason, failed := pl.lc.Failed(ref); failed {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, reason)
 	}
-	cs.planning = newPlanning(pod, nodes)
+	cs.planning = newPlanning(nodes)
 	return nil, nil
 }
 
@@ -444,10 +443,24 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: pl.hintSiblingAdded},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: pl.hintRepresentative},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: pl.hintDependencyProgress},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint},
+			QueueingHintFn: pl.hintRepresentative},
 	}, nil
+}
+
+// hintRepresentative requeues, for a gang whose plan failed, only the member
+// that stands for it: capacity events would otherwise retry every member,
+// each failing from the cached reason with an event and a status write of
+// its own. The representative's new plan wakes the others.
+func (pl *Coscheduling) hintRepresentative(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if ref, ok := pl.gangs.RefOf(pod); ok {
+		if rep := pl.lc.Representative(ref); rep != "" && rep != pod.UID {
+			return fwk.QueueSkip, nil
+		}
+	}
+	return fwk.Queue, nil
 }
 
 func (pl *Coscheduling) hintSiblingAdded(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {

@@ -256,7 +256,13 @@ func TestQueueingHints(t *testing.T) {
 		return err == nil
 	})
 	member := plugintest.Pod("a-0", "a", "1", 0)
+	sibling := plugintest.Pod("a-1", "a", "1", 0)
 	waiter := plugintest.Pod("after-0", "after", "1", 0)
+	// Gang a failed to plan in a-0's cycle: a-0 stands for it.
+	refA := gang.Ref{Namespace: "default", Name: "a"}
+	pl.lc.ObserveMember(refA, member.UID, "")
+	pl.lc.ObserveMember(refA, sibling.UID, "")
+	pl.lc.Fail(refA, member.UID, "no room")
 	running := func(p *v1.Pod, phase v1.PodPhase) *v1.Pod {
 		c := p.DeepCopy()
 		c.Status.Phase = phase
@@ -277,6 +283,9 @@ func TestQueueingHints(t *testing.T) {
 		{"dependency succeeds", pl.hintDependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodSucceeded), fwk.Queue},
 		{"dependency unchanged phase", pl.hintDependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodRunning), fwk.QueueSkip},
 		{"unrelated gang runs", pl.hintDependencyProgress, waiter, running(plugintest.Pod("x", "x", "1", 0), v1.PodPending), running(plugintest.Pod("x", "x", "1", 0), v1.PodRunning), fwk.QueueSkip},
+		{"capacity freed: the failed gang's representative", pl.hintRepresentative, member, nil, nil, fwk.Queue},
+		{"capacity freed: another member of the failed gang", pl.hintRepresentative, sibling, nil, nil, fwk.QueueSkip},
+		{"capacity freed: a plain pod", pl.hintRepresentative, plugintest.Pod("p", "", "1", 0), nil, nil, fwk.Queue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.hint(logger, tc.pod, tc.oldObj, tc.obj)

@@ -25,52 +25,28 @@ import (
 // every node. That can only be done once every PreFilter has run: until then
 // the framework does not know which Filter plugins skip this pod, and calling
 // them would fail. So PreFilter marks the cycle, and the first Filter call
-// makes the plan, once; the framework's other Filter calls of the cycle wait
-// for it and then admit only the member's planned node. A profile that places
-// Coscheduling first among Filter plugins (the canonical one does) always gets
-// that call; otherwise PostFilter makes the plan when every node failed an
-// earlier filter.
+// makes the plan, once, from the nodes PreFilter saw; the framework's other
+// Filter calls of the cycle wait for it and then admit only the member's
+// planned node. A profile that places Coscheduling first among Filter plugins
+// (the canonical one does) always gets that call; otherwise PostFilter makes
+// the plan when every node failed an earlier filter.
 type planning struct {
-	once  sync.Once
-	pod   *v1.Pod
-	nodes []fwk.NodeInfo
-	// dry marks a copy made for a dry run (preemption's simulations): it
-	// never plans, it only reads what the cycle planned.
-	dry    bool
-	parent *planning
-
-	done   bool
+	once   sync.Once
+	nodes  []fwk.NodeInfo
 	target string
 	status *fwk.Status
 	// probe is what the planner learned, kept for PostFilter.
 	probe *probe
 }
 
-func newPlanning(pod *v1.Pod, nodes []fwk.NodeInfo) *planning {
-	return &planning{pod: pod, nodes: nodes}
-}
-
-func (p *planning) dryRun() *planning {
-	if p.dry {
-		return p
-	}
-	return &planning{dry: true, parent: p}
+func newPlanning(nodes []fwk.NodeInfo) *planning {
+	return &planning{nodes: nodes}
 }
 
 // run makes the plan once and returns the member's planned node, or why the
-// gang cannot be placed. A dry-run copy returns the cycle's result if there is
-// one, and no constraint otherwise.
+// gang cannot be placed.
 func (p *planning) run(plan func() (string, *fwk.Status)) (string, *fwk.Status) {
-	if p.dry {
-		if p.parent.done {
-			return p.parent.target, p.parent.status
-		}
-		return "", nil
-	}
-	p.once.Do(func() {
-		p.target, p.status = plan()
-		p.done = true
-	})
+	p.once.Do(func() { p.target, p.status = plan() })
 	return p.target, p.status
 }
 
@@ -122,7 +98,7 @@ func (pl *Coscheduling) plan(ctx context.Context, state fwk.CycleState, pod *v1.
 	if plan == nil {
 		msg := gang.DescribeFailure(diag, placed, quorum(spec), constraint, req, nodeNames(pr.nodes), pr.verdicts)
 		logger.V(2).Info("Gang cannot be placed", "gang", ref, "reason", msg)
-		pl.lc.Fail(ref, msg)
+		pl.lc.Fail(ref, pod.UID, msg)
 		reason := runtime.ReasonUnschedulable
 		if note, ok := pl.reserve(ctx, state, cs, pr); ok {
 			msg, reason = note, runtime.ReasonReserving

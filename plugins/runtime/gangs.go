@@ -62,7 +62,8 @@ type Gangs struct {
 	turnedAway map[types.UID]*v1.Pod
 	// podEvents dedups per-pod events.
 	podEvents map[types.UID]string
-	// implicit: implicit gangs whose PodGroup is being created (or owner added).
+	// implicit: API writes in flight (an implicit gang's PodGroup, a stale
+	// nomination), so each is sent once at a time.
 	implicit    map[string]bool
 	sweeperOnce sync.Once
 	// workloads is nil unless the Workload API is served.
@@ -442,6 +443,42 @@ func (g *Gangs) onPod(obj any) {
 		return
 	}
 	g.Lifecycle.ObserveMember(ref, pod.UID, pod.Spec.NodeName)
+	if pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "" && !g.Lifecycle.IsPlaced(ref, pod.UID) {
+		g.clearNomination(pod)
+	}
+}
+
+// clearNomination removes a nomination that no plan of this scheduler
+// stands behind: one a scheduler left on a member it had reserved when it
+// died. The framework counts nominated pods on their node, so the stale
+// nomination would make the node look taken to every plan.
+func (g *Gangs) clearNomination(pod *v1.Pod) {
+	key := "nomination/" + string(pod.UID)
+	g.mu.Lock()
+	if g.implicit[key] {
+		g.mu.Unlock()
+		return
+	}
+	g.implicit[key] = true
+	g.mu.Unlock()
+	go func() {
+		defer func() {
+			g.mu.Lock()
+			delete(g.implicit, key)
+			g.mu.Unlock()
+		}()
+		body := []byte(`{"status":{"nominatedNodeName":null}}`)
+		_, err := g.h.ClientSet().CoreV1().Pods(pod.Namespace).Patch(g.rt.ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+		if err != nil {
+			if !apierrors.IsNotFound(err) {
+				klog.FromContext(g.rt.ctx).V(2).Info("Clearing a stale nomination", "pod", klog.KObj(pod), "err", err)
+			}
+			return
+		}
+		// The room the nomination seemed to take is free: plans that failed
+		// for it may succeed now.
+		g.rt.Changed()
+	}()
 }
 
 func (g *Gangs) onPodDelete(obj any) {
@@ -523,11 +560,31 @@ func (g *Gangs) wake(refs ...gang.Ref) {
 // Wake moves the pending members of the gangs back to the active queue.
 func (g *Gangs) Wake(refs ...gang.Ref) { g.wake(refs...) }
 
+// wakeOne moves a gang whose plan failed back to the active queue through
+// the member that stands for it (its plan wakes the others), or through all
+// its pending members when none does.
+func (g *Gangs) wakeOne(ref gang.Ref) {
+	rep := g.Lifecycle.Representative(ref)
+	if rep == "" {
+		g.wake(ref)
+		return
+	}
+	for _, m := range g.Members(ref) {
+		if m.UID == rep {
+			g.rt.Activate(map[string]*v1.Pod{m.Namespace + "/" + m.Name: m})
+			return
+		}
+	}
+	g.wake(ref)
+}
+
 // wakeFailed voids cached plan failures and wakes the gangs that failed to
 // plan, and the plain pods phalanx plugins turned away.
 func (g *Gangs) wakeFailed() {
 	g.Lifecycle.Changed()
-	g.wake(g.Lifecycle.FailedGangs()...)
+	for _, ref := range g.Lifecycle.FailedGangs() {
+		g.wakeOne(ref)
+	}
 	g.mu.Lock()
 	pods := make(map[string]*v1.Pod, len(g.turnedAway))
 	for uid, p := range g.turnedAway {
@@ -618,8 +675,8 @@ const retryFailedAfter = 20 * time.Second
 
 func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 	for _, ref := range g.Lifecycle.FailedBefore(retryFailedAfter) {
+		g.wakeOne(ref)
 		g.Lifecycle.Retry(ref)
-		g.wake(ref)
 	}
 	for _, ref := range g.Lifecycle.Stranded(defaultTimeout) {
 		spec, err := g.Spec(ref)

@@ -7,8 +7,12 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/utils/ptr"
 
@@ -116,37 +120,41 @@ func crashSeed(t *testing.T, seed uint64) {
 		pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](crashGangTimeout)
 		createGang(t, c, pg, gangPods("default", name, sizes[name], testcluster.PodSpec{CPU: "1", GPUs: 1}))
 	}
-	// Kill points: as soon as a random number of members is bound — while
-	// gangs plan, wait in Permit and bind — or a random moment after start.
-	boundNow := func() int {
-		pods, err := c.BoundPods(ctx, "default", "")
-		if err != nil {
-			return 0
-		}
-		return len(pods)
+	// Kill points: the moment a random number of members is bound — while
+	// gangs plan, wait in Permit and bind — seen through a watch, or a
+	// random moment after start (planning, before any bind).
+	var bound atomic.Int64
+	boundNow := func() int { return int(bound.Load()) }
+	w, err := c.Client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer w.Stop()
+	go func() {
+		seen := map[string]bool{}
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*v1.Pod); ok && p.Spec.NodeName != "" && !seen[p.Name] {
+				seen[p.Name] = true
+				bound.Add(1)
+			}
+		}
+	}()
 	kills := 1 + rng.IntN(3)
-	for k := 0; k < kills; k++ {
-		at := boundNow() + rng.IntN(capacity-boundNow()+1)
+	for k := 0; k < kills && boundNow() < capacity; k++ {
+		at := boundNow() + 1 + rng.IntN(capacity-boundNow())
 		if rng.IntN(4) == 0 {
-			time.Sleep(time.Duration(rng.IntN(2000)) * time.Millisecond)
+			time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
 		} else {
 			deadline := time.Now().Add(30 * time.Second)
 			for boundNow() < at && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
+				time.Sleep(time.Millisecond)
 			}
 		}
 		sched.Kill()
 		t.Logf("kill %d of %d (aimed at %d bound): %d of %d members bound", k+1, kills, at, boundNow(), capacity)
-		if boundNow() == capacity {
-			break
-		}
 		sched = start()
 	}
-	if boundNow() == capacity {
-		sched = start()
-	}
-	err := testcluster.Eventually(ctx, 150*time.Second, func(ctx context.Context) (bool, error) {
+	err = testcluster.Eventually(ctx, 150*time.Second, func(ctx context.Context) (bool, error) {
 		total := 0
 		for name := range sizes {
 			n, err := boundCount(ctx, c, "default", name)
@@ -197,4 +205,43 @@ func crashSeed(t *testing.T, seed uint64) {
 		t.Fatalf("after %d kills not every gang was bound whole: %v", kills, err)
 	}
 	gangIntact(t, c, sizes)
+}
+
+// TestStaleNominations (issue #14, case 5): a scheduler killed while members
+// waited in Permit leaves their nominatedNodeName behind. Its successor must
+// not count those nominations as taken room: here they name the only free
+// nodes, where the gang's own missing members must go.
+func TestStaleNominations(t *testing.T) {
+	c := startCluster(t, nodes("n", 4, testcluster.NodeSpec{CPU: "4", Memory: "16Gi", GPUs: 1})...)
+	ctx := ctxFor(t)
+	createGang(t, c, testcluster.PodGroup("default", "a", 4), gangPods("default", "a", 4, testcluster.PodSpec{CPU: "1", GPUs: 1}))
+	// What the dead scheduler left: two members bound, two nominated to the
+	// nodes they were reserved on.
+	for i, node := range []string{"n-0", "n-1"} {
+		b := &v1.Binding{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("a-%d", i)}, Target: v1.ObjectReference{Kind: "Node", Name: node}}
+		if err := c.Client.CoreV1().Pods("default").Bind(ctx, b, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, node := range map[int]string{2: "n-2", 3: "n-3"} {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, fmt.Sprintf("a-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Status.NominatedNodeName = node
+		if _, err := c.Client.CoreV1().Pods("default").UpdateStatus(ctx, p, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.StartSchedulerBinary(schedulerBinary, manifests.SchedulerConfig); err != nil {
+		t.Fatal(err)
+	}
+	// Well within the gang's timeout: nothing needs to time out first.
+	err := testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		n, err := boundCount(ctx, c, "default", "a")
+		return n == 4, err
+	})
+	if err != nil {
+		t.Fatalf("the gang was not completed on the nodes its stale nominations named: %v", err)
+	}
 }
