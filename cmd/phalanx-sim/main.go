@@ -185,14 +185,18 @@ func runBench(ctx context.Context, args []string) error {
 			return fmt.Errorf("scheduler binary: %w (make bench builds it)", err)
 		}
 	}
-	var workloads []bench.Workload
-	for _, w := range bench.Workloads(sz) {
-		if *only == "" || slices.Contains(strings.Split(*only, ","), w.Name) {
-			workloads = append(workloads, w)
+	workloads := bench.Workloads(sz)
+	if *only != "" {
+		// In the order given, so the workload that matters most runs first.
+		var picked []bench.Workload
+		for _, name := range strings.Split(*only, ",") {
+			if i := slices.IndexFunc(workloads, func(w bench.Workload) bool { return w.Name == name }); i >= 0 {
+				picked = append(picked, workloads[i])
+			} else {
+				return fmt.Errorf("-only: no workload %q", name)
+			}
 		}
-	}
-	if len(workloads) == 0 {
-		return fmt.Errorf("-only %q names no workload", *only)
+		workloads = picked
 	}
 	logw, closeLog := quietLogs(*logFile)
 	defer closeLog()
@@ -203,6 +207,7 @@ func runBench(ctx context.Context, args []string) error {
 		Runs: *runs, Profile: *profile, ProfileDir: *profileDir,
 		Binaries: bench.Binaries{KubeScheduler: *kubeScheduler, Phalanx: *phalanxScheduler},
 		Log:      logw, Progress: os.Stdout,
+		Done: func(r bench.Result) { bench.WriteDetails(os.Stdout, r) },
 	})
 	bench.WriteReport(os.Stdout, results, machine, *runs)
 	fmt.Printf("\nbench took %s; load at the end %s\n", time.Since(start).Round(time.Second), bench.LoadAverage())

@@ -93,27 +93,34 @@ var Goals = []Goal{
 	{Workload: "topology", What: "peak RSS: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
 }
 
-// WriteReport prints the throughput table, the goals, the top costs per
-// workload and, for profiled runs, the profiles' top functions.
+// WriteReport prints the throughput table and the ratios of the goals.
 func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 	fmt.Fprintf(out, "\nMachine: %s. Medians of %d timed passes (min–max); every figure of a workload from one API server.\n", machine, runs)
 	fmt.Fprintf(out, "pods/s counts from the scheduler's readiness (informers synced) to the last bind; CPU is the scheduler process's.\n\n")
-	fmt.Fprintf(out, "%-11s %-14s %-22s %-20s %-18s %-12s %s\n", "WORKLOAD", "SCHEDULER", "pods/s", "CPU ms/pod", "peak RSS MiB", "start s", "plan ms (plans)")
+	fmt.Fprintf(out, "%-11s %-14s %-20s %-18s %-16s %-18s %-14s %-6s %s\n", "WORKLOAD", "SCHEDULER", "pods/s", "CPU ms/pod", "peak RSS MiB", "attempts/pod", "start s", "failed", "plan ms (plans)")
 	for _, r := range results {
 		for _, s := range r.Workload.Schedulers() {
-			passes := r.Timed(s)
-			if len(passes) == 0 {
+			all := r.Timed(s)
+			if len(all) == 0 {
 				continue
+			}
+			var passes []Pass
+			for _, p := range all {
+				if p.Failed == "" {
+					passes = append(passes, p)
+				}
 			}
 			plan := "-"
 			if sp := figures(passes, planMS); !math.IsNaN(sp.Median) {
 				plan = sp.Format("%.1f") + " (" + figures(passes, planCount).Format("%.0f") + ")"
 			}
-			fmt.Fprintf(out, "%-11s %-14s %-22s %-20s %-18s %-12s %s\n", r.Workload.Name, s,
+			fmt.Fprintf(out, "%-11s %-14s %-20s %-18s %-16s %-18s %-14s %-6s %s\n", r.Workload.Name, s,
 				figures(passes, Pass.PodsPerS).Format("%.0f"),
 				figures(passes, Pass.CPUPerPod).Format("%.2f"),
-				figures(passes, func(p Pass) float64 { return p.PeakRSS / (1 << 20) }).Format("%.0f"),
+				figures(all, func(p Pass) float64 { return p.PeakRSS / (1 << 20) }).Format("%.0f"),
+				figures(all, Pass.AttemptsPerPod).Format("%.2f"),
 				figures(passes, func(p Pass) float64 { return p.Startup }).Format("%.1f"),
+				fmt.Sprintf("%d/%d", len(all)-len(passes), len(all)),
 				plan)
 		}
 	}
@@ -147,12 +154,13 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 			fmt.Fprintf(out, "  %-58s %s\n", "  same, by scheduler CPU per pod ("+string(g.B)+"/"+string(g.A)+")", cpu.Format("%.2f"))
 		}
 	}
-	for _, r := range results {
-		writeCosts(out, r)
-	}
-	for _, r := range results {
-		writeProfiles(out, r)
-	}
+}
+
+// WriteDetails prints a workload's top costs and, for profiled runs, the
+// profiles' top functions.
+func WriteDetails(out io.Writer, r Result) {
+	writeCosts(out, r)
+	writeProfiles(out, r)
 }
 
 func find(results []Result, name string) *Result {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -64,6 +65,8 @@ type Options struct {
 	Binaries   Binaries
 	// Log receives the control plane's log; Progress a line per step.
 	Log, Progress io.Writer
+	// Done, if set, is called with each workload's result as it completes.
+	Done func(Result)
 }
 
 // Pass is one scheduler's pass over a workload.
@@ -83,10 +86,16 @@ type Pass struct {
 	Metrics Scrape
 	// CPU and Block summarise the profiled pass's profiles.
 	CPU, Block *Top
+	// Failed says why the pass did not finish (e.g. pods still unbound at
+	// the pass deadline); its figures are then left out.
+	Failed string
 }
 
 // PodsPerS is the pass's throughput.
 func (p Pass) PodsPerS() float64 {
+	if p.Failed != "" {
+		return math.NaN()
+	}
 	if p.Seconds <= 0 {
 		return 0
 	}
@@ -95,8 +104,8 @@ func (p Pass) PodsPerS() float64 {
 
 // CPUPerPod is scheduler CPU milliseconds per pod.
 func (p Pass) CPUPerPod() float64 {
-	if p.Pods == 0 {
-		return 0
+	if p.Pods == 0 || p.Failed != "" {
+		return math.NaN()
 	}
 	return p.CPUSeconds * 1000 / float64(p.Pods)
 }
@@ -145,6 +154,9 @@ func Run(ctx context.Context, workloads []Workload, o Options) ([]Result, error)
 	for _, w := range workloads {
 		r, err := runWorkload(ctx, w, o)
 		out = append(out, r)
+		if err == nil && o.Done != nil {
+			o.Done(r)
+		}
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", w.Name, err)
 		}
@@ -191,18 +203,22 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 		for j := range scheds {
 			s := scheds[(i+j)%len(scheds)]
 			p, err := runPass(ctx, c, w, s, i, o)
-			if err != nil {
+			if err != nil && !errors.Is(err, errPassTimeout) {
 				return res, fmt.Errorf("%s pass %d: %w", s, i+1, err)
 			}
 			res.Passes = append(res.Passes, p)
-			fmt.Fprintf(o.Progress, "%s: %-13s pass %d: %6.0f pods/s, %5.2f CPU ms/pod, peak RSS %4.0f MiB (load %s)\n",
-				w.Name, s, i+1, p.PodsPerS(), p.CPUPerPod(), p.PeakRSS/(1<<20), LoadAverage())
+			if p.Failed != "" {
+				fmt.Fprintf(o.Progress, "%s: %-13s pass %d: FAILED: %s (load %s)\n", w.Name, s, i+1, p.Failed, LoadAverage())
+				continue
+			}
+			fmt.Fprintf(o.Progress, "%s: %-13s pass %d: %6.0f pods/s, %5.2f CPU ms/pod, peak RSS %4.0f MiB, %.2f attempts/pod (load %s)\n",
+				w.Name, s, i+1, p.PodsPerS(), p.CPUPerPod(), p.PeakRSS/(1<<20), p.AttemptsPerPod(), LoadAverage())
 		}
 	}
 	if o.Profile {
 		for _, s := range scheds {
 			p, err := runPass(ctx, c, w, s, -1, o)
-			if err != nil {
+			if err != nil && !errors.Is(err, errPassTimeout) {
 				return res, fmt.Errorf("%s profiled pass: %w", s, err)
 			}
 			res.Passes = append(res.Passes, p)
@@ -218,6 +234,23 @@ func gateList(gates []string) string {
 		parts[i] = g + "=true"
 	}
 	return strings.Join(parts, ",")
+}
+
+// PassTimeout bounds one scheduler's pass over a workload.
+var PassTimeout = 10 * time.Minute
+
+var errPassTimeout = errors.New("pass timed out")
+
+// AttemptsPerPod is scheduling attempts (all results) per pod of the pass.
+func (p Pass) AttemptsPerPod() float64 {
+	total := 0.0
+	for _, n := range p.Metrics.Attempts() {
+		total += n
+	}
+	if p.Pods == 0 {
+		return math.NaN()
+	}
+	return total / float64(p.Pods)
 }
 
 // metricsFlush outlasts the flush interval of the scheduler's asynchronous
@@ -279,8 +312,16 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 	case <-watch.done:
 	case <-sched.exited:
 		return pass, fmt.Errorf("%s exited early: %s", s, sched.logTail())
-	case <-time.After(20 * time.Minute):
-		return pass, fmt.Errorf("%d of %d pods bound after 20m", watch.bound.Load(), pass.Pods)
+	case <-time.After(PassTimeout):
+		pass.Failed = fmt.Sprintf("%d of %d pods bound after %v", watch.bound.Load(), pass.Pods, PassTimeout)
+		if after, err := sched.scrape(ctx); err == nil {
+			pass.Metrics = after.Sub(before)
+		}
+		pass.PeakRSS, _ = procPeakRSS(sched.cmd.Process.Pid)
+		if profiling {
+			_ = collectProfiles(ctx, &pass, sched, cpuProf, w, o.ProfileDir)
+		}
+		return pass, errPassTimeout
 	case <-ctx.Done():
 		return pass, ctx.Err()
 	}
