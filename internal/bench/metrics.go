@@ -17,6 +17,8 @@ const (
 	pluginMetric         = "scheduler_plugin_execution_duration_seconds"
 	attemptMetric        = "scheduler_scheduling_attempt_duration_seconds"
 	planMetric           = "phalanx_gang_plan_duration_seconds"
+	// requestsMetric counts the scheduler's API requests by method and code.
+	requestsMetric = "rest_client_requests_total"
 	// PluginSamplePercent is the share of scheduling cycles whose plugin
 	// durations the framework records (pluginMetricsSamplePercent, a constant
 	// in pkg/scheduler/schedule_one.go of v1.36; no flag or config sets it).
@@ -42,6 +44,13 @@ func ParseScrape(r io.Reader) (Scrape, error) {
 	for name, f := range families {
 		switch name {
 		case extensionPointMetric, pluginMetric, attemptMetric, planMetric:
+		case requestsMetric:
+			for _, m := range f.GetMetric() {
+				if c := m.GetCounter(); c != nil {
+					out[seriesKey(name, m.GetLabel())] = Hist{Count: c.GetValue()}
+				}
+			}
+			continue
 		default:
 			continue
 		}
@@ -149,6 +158,17 @@ func (s Scrape) Attempts() map[string]float64 {
 	for key, h := range s {
 		if name, l := parseKey(key); name == attemptMetric {
 			out[l["result"]] += h.Count
+		}
+	}
+	return out
+}
+
+// Requests returns the scheduler's API requests by HTTP method.
+func (s Scrape) Requests() map[string]float64 {
+	out := map[string]float64{}
+	for key, h := range s {
+		if name, l := parseKey(key); name == requestsMetric {
+			out[l["method"]] += h.Count
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/pprof/profile"
 )
@@ -37,6 +38,8 @@ type Top struct {
 	Own   []FuncCost
 	// Path is where the raw profile was written ("" if not kept).
 	Path string
+	// Note says what the profile misses.
+	Note string
 }
 
 // lockFuncs are where a goroutine blocks on a lock. The block profile also
@@ -137,6 +140,7 @@ type cpuProfiler struct {
 	mu     sync.Mutex
 	parts  []*profile.Profile
 	err    error
+	failed int // windows lost
 }
 
 const cpuWindowSeconds = 2
@@ -149,24 +153,37 @@ func startCPUProfile(ctx context.Context, client *http.Client, base string) *cpu
 		defer cp.wg.Done()
 		for ctx.Err() == nil {
 			// The window in flight when the run ends is finished, not
-			// cancelled: a cancelled request returns no profile at all.
+			// cancelled: a cancelled request returns no profile at all. A
+			// failed window (a loaded scheduler answering late) is counted
+			// and the next one starts.
 			raw, err := get(context.Background(), client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, cpuWindowSeconds))
+			var p *profile.Profile
 			if err == nil {
-				var p *profile.Profile
-				if p, err = profile.ParseData(raw); err == nil {
-					cp.mu.Lock()
-					cp.parts = append(cp.parts, p)
-					cp.mu.Unlock()
-					continue
-				}
+				p, err = profile.ParseData(raw)
 			}
 			cp.mu.Lock()
-			cp.err = err
+			if err == nil {
+				cp.parts = append(cp.parts, p)
+			} else {
+				cp.err, cp.failed = err, cp.failed+1
+			}
 			cp.mu.Unlock()
-			return
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+			}
 		}
 	}()
 	return cp
+}
+
+// lost says how many windows failed.
+func (cp *cpuProfiler) lost() string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.failed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d %ds windows lost (last error: %v)", cp.failed, cp.failed+len(cp.parts), cpuWindowSeconds, cp.err)
 }
 
 // stop waits for the last window and merges the windows.

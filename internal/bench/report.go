@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"strings"
 )
 
 // Spread is the median and range of a set of figures.
@@ -97,7 +98,7 @@ var Goals = []Goal{
 func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 	fmt.Fprintf(out, "\nMachine: %s. Medians of %d timed passes (min–max); every figure of a workload from one API server.\n", machine, runs)
 	fmt.Fprintf(out, "pods/s counts from the scheduler's readiness (informers synced) to the last bind; CPU is the scheduler process's.\n\n")
-	fmt.Fprintf(out, "%-11s %-14s %-20s %-18s %-16s %-18s %-14s %-6s %s\n", "WORKLOAD", "SCHEDULER", "pods/s", "CPU ms/pod", "peak RSS MiB", "attempts/pod", "start s", "failed", "plan ms (plans)")
+	fmt.Fprintf(out, "%-11s %-14s %-20s %-18s %-16s %-18s %-18s %-14s %-6s %s\n", "WORKLOAD", "SCHEDULER", "pods/s", "CPU ms/pod", "peak RSS MiB", "attempts/pod", "API requests/pod", "start s", "failed", "plan ms (plans)")
 	for _, r := range results {
 		for _, s := range r.Workload.Schedulers() {
 			all := r.Timed(s)
@@ -114,11 +115,12 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 			if sp := figures(passes, planMS); !math.IsNaN(sp.Median) {
 				plan = sp.Format("%.1f") + " (" + figures(passes, planCount).Format("%.0f") + ")"
 			}
-			fmt.Fprintf(out, "%-11s %-14s %-20s %-18s %-16s %-18s %-14s %-6s %s\n", r.Workload.Name, s,
+			fmt.Fprintf(out, "%-11s %-14s %-20s %-18s %-16s %-18s %-18s %-14s %-6s %s\n", r.Workload.Name, s,
 				figures(passes, Pass.PodsPerS).Format("%.0f"),
 				figures(passes, Pass.CPUPerPod).Format("%.2f"),
 				figures(all, func(p Pass) float64 { return p.PeakRSS / (1 << 20) }).Format("%.0f"),
 				figures(all, Pass.AttemptsPerPod).Format("%.2f"),
+				figures(all, Pass.RequestsPerPod).Format("%.1f"),
 				figures(passes, func(p Pass) float64 { return p.Startup }).Format("%.1f"),
 				fmt.Sprintf("%d/%d", len(all)-len(passes), len(all)),
 				plan)
@@ -188,6 +190,23 @@ func writeCosts(out io.Writer, r Result) {
 		points[s], plugins[s] = sum.Costs()
 	}
 	fmt.Fprintf(out, "\nTop costs, %s (%s): scheduler time per pod, µs, all timed passes\n", r.Workload.Name, r.Workload.Describe())
+	for _, s := range scheds {
+		req := Scrape{}
+		for _, p := range r.Timed(s) {
+			req.Add(p.Metrics)
+		}
+		if pods[s] == 0 {
+			continue
+		}
+		methods := req.Requests()
+		var parts []string
+		for _, m := range []string{"POST", "PATCH", "PUT", "GET", "DELETE"} {
+			if methods[m] > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2f", m, methods[m]/pods[s]))
+			}
+		}
+		fmt.Fprintf(out, "  API requests per pod, %-13s %s\n", s+":", strings.Join(parts, ", "))
+	}
 	header := fmt.Sprintf("  %-44s", "extension point / plugin")
 	for _, s := range scheds {
 		header += fmt.Sprintf(" %14s", s)
@@ -261,19 +280,25 @@ func writeProfiles(out io.Writer, r Result) {
 		if p == nil {
 			continue
 		}
-		for _, top := range []*Top{p.CPU, p.Block} {
+		for _, top := range []*Top{p.CPU, p.Block, p.Heap} {
 			if top == nil {
 				continue
 			}
 			unit := top.Unit
 			total := top.Total
-			if unit == "nanoseconds" {
+			switch unit {
+			case "nanoseconds":
 				unit, total = "s", total/1e9
+			case "bytes":
+				unit, total = "MiB", total/(1<<20)
 			}
-			what := map[string]string{"cpu": "CPU", "lock": "lock waits (block profile, samples waiting on a mutex)"}[top.Kind]
+			what := map[string]string{"cpu": "CPU", "lock": "lock waits (block profile, samples waiting on a mutex)", "heap": "heap in use at the end"}[top.Kind]
 			fmt.Fprintf(out, "\nProfile of %s, %s, %s: %.2f %s in total (profiled pass: %.0f pods/s)", what, r.Workload.Name, s, total, unit, p.PodsPerS())
 			if top.Path != "" {
 				fmt.Fprintf(out, "; go tool pprof %s", top.Path)
+			}
+			if top.Note != "" {
+				fmt.Fprintf(out, "; %s", top.Note)
 			}
 			fmt.Fprintln(out)
 			fmt.Fprintf(out, "  %-6s %-6s %s\n", "flat%", "cum%", "top functions by flat")

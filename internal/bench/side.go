@@ -84,8 +84,9 @@ type Pass struct {
 	PeakRSS float64
 	// Metrics is the scheduler's histograms over Seconds.
 	Metrics Scrape
-	// CPU and Block summarise the profiled pass's profiles.
-	CPU, Block *Top
+	// CPU, Block and Heap summarise the profiled pass's profiles (heap: in-use
+	// bytes at the end of the pass).
+	CPU, Block, Heap *Top
 	// Failed says why the pass did not finish (e.g. pods still unbound at
 	// the pass deadline); its figures are then left out.
 	Failed string
@@ -211,8 +212,8 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 				fmt.Fprintf(o.Progress, "%s: %-13s pass %d: FAILED: %s (load %s)\n", w.Name, s, i+1, p.Failed, LoadAverage())
 				continue
 			}
-			fmt.Fprintf(o.Progress, "%s: %-13s pass %d: %6.0f pods/s, %5.2f CPU ms/pod, peak RSS %4.0f MiB, %.2f attempts/pod (load %s)\n",
-				w.Name, s, i+1, p.PodsPerS(), p.CPUPerPod(), p.PeakRSS/(1<<20), p.AttemptsPerPod(), LoadAverage())
+			fmt.Fprintf(o.Progress, "%s: %-13s pass %d: %6.0f pods/s, %5.2f CPU ms/pod, peak RSS %4.0f MiB, %.2f attempts/pod, %.1f API requests/pod (load %s)\n",
+				w.Name, s, i+1, p.PodsPerS(), p.CPUPerPod(), p.PeakRSS/(1<<20), p.AttemptsPerPod(), p.RequestsPerPod(), LoadAverage())
 		}
 	}
 	if o.Profile {
@@ -245,6 +246,18 @@ var errPassTimeout = errors.New("pass timed out")
 func (p Pass) AttemptsPerPod() float64 {
 	total := 0.0
 	for _, n := range p.Metrics.Attempts() {
+		total += n
+	}
+	if p.Pods == 0 {
+		return math.NaN()
+	}
+	return total / float64(p.Pods)
+}
+
+// RequestsPerPod is the scheduler's API requests per pod of the pass.
+func (p Pass) RequestsPerPod() float64 {
+	total := 0.0
+	for _, n := range p.Metrics.Requests() {
 		total += n
 	}
 	if p.Pods == 0 {
@@ -360,6 +373,7 @@ func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, cpu
 		return fmt.Errorf("CPU profile: %w", err)
 	}
 	top := summarise(cpu, "cpu", len(cpu.SampleType)-1, 15, nil)
+	top.Note = cpuProf.lost()
 	pass.CPU = &top
 	raw, err := get(ctx, sched.client, sched.base+"/debug/pprof/block")
 	if err != nil {
@@ -371,6 +385,16 @@ func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, cpu
 	}
 	btop := summarise(block, "lock", len(block.SampleType)-1, 15, waitsOnLock)
 	pass.Block = &btop
+	raw, err = get(ctx, sched.client, sched.base+"/debug/pprof/heap")
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	heap, err := profile.ParseData(raw)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	htop := summarise(heap, "heap", len(heap.SampleType)-1, 15, nil)
+	pass.Heap = &htop
 	if dir == "" {
 		return nil
 	}
@@ -380,8 +404,8 @@ func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, cpu
 	for _, p := range []struct {
 		prof *profile.Profile
 		top  *Top
-	}{{cpu, pass.CPU}, {block, pass.Block}} {
-		path := filepath.Join(dir, fmt.Sprintf("%s-%s.%s.pb.gz", w.Name, pass.Scheduler, map[string]string{"cpu": "cpu", "lock": "block"}[p.top.Kind]))
+	}{{cpu, pass.CPU}, {block, pass.Block}, {heap, pass.Heap}} {
+		path := filepath.Join(dir, fmt.Sprintf("%s-%s.%s.pb.gz", w.Name, pass.Scheduler, map[string]string{"cpu": "cpu", "lock": "block", "heap": "heap"}[p.top.Kind]))
 		if err := writeProfile(p.prof, path); err != nil {
 			return err
 		}
