@@ -75,9 +75,10 @@ type Pass struct {
 	// Index counts timed passes from 0; -1 is the profiled pass.
 	Index int
 	Pods  int
-	// Seconds is from the scheduler's readiness (informers synced) to the
-	// last bind; Startup from process start to readiness.
-	Seconds, Startup float64
+	// Seconds is from the scheduler's readiness (informers synced), or its
+	// first bind if that came earlier, to the last bind; Startup from process
+	// start to readiness; EndToEnd from process start to the last bind.
+	Seconds, Startup, EndToEnd float64
 	// CPUSeconds is the scheduler process's CPU time over Seconds.
 	CPUSeconds float64
 	// PeakRSS is the process's peak resident set (VmHWM), bytes.
@@ -242,6 +243,14 @@ var PassTimeout = 10 * time.Minute
 
 var errPassTimeout = errors.New("pass timed out")
 
+// EndToEndPodsPerS is pods per second from process start to the last bind.
+func (p Pass) EndToEndPodsPerS() float64 {
+	if p.Failed != "" || p.EndToEnd <= 0 {
+		return math.NaN()
+	}
+	return float64(p.Pods) / p.EndToEnd
+}
+
 // AttemptsPerPod is scheduling attempts (all results) per pod of the pass.
 func (p Pass) AttemptsPerPod() float64 {
 	total := 0.0
@@ -343,11 +352,13 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		return pass, err
 	}
 	pass.CPUSeconds = cpuAfter - cpuBefore
-	last := watch.last()
-	if last.Before(ready) {
-		last = ready
+	first, last := watch.span()
+	start := ready
+	if first.Before(start) {
+		start = first
 	}
-	pass.Seconds = last.Sub(ready).Seconds()
+	pass.Seconds = last.Sub(start).Seconds()
+	pass.EndToEnd = last.Sub(sched.started).Seconds()
 	// The framework records plugin and extension point durations through an
 	// asynchronous recorder that flushes every second.
 	time.Sleep(metricsFlush)
@@ -476,6 +487,9 @@ type bindWatch struct {
 	mu     sync.Mutex
 	seen   map[types.UID]bool
 	lastAt time.Time
+	// firstAt is the first bind: a scheduler may bind before /readyz says
+	// it is ready.
+	firstAt time.Time
 }
 
 func watchBinds(ctx context.Context, c *testcluster.Cluster, ns string, total int) (*bindWatch, error) {
@@ -494,6 +508,9 @@ func watchBinds(ctx context.Context, c *testcluster.Cluster, ns string, total in
 		}
 		bw.seen[pod.UID] = true
 		bw.lastAt = time.Now()
+		if bw.firstAt.IsZero() {
+			bw.firstAt = bw.lastAt
+		}
 		if int(bw.bound.Add(1)) == total {
 			close(bw.done)
 		}
@@ -514,10 +531,10 @@ func watchBinds(ctx context.Context, c *testcluster.Cluster, ns string, total in
 	return bw, nil
 }
 
-func (bw *bindWatch) last() time.Time {
+func (bw *bindWatch) span() (first, last time.Time) {
 	bw.mu.Lock()
 	defer bw.mu.Unlock()
-	return bw.lastAt
+	return bw.firstAt, bw.lastAt
 }
 
 func (bw *bindWatch) stop() { close(bw.stopCh) }
