@@ -207,6 +207,9 @@ func writeCosts(out io.Writer, r Result) {
 				parts = append(parts, fmt.Sprintf("%s %.2f", m, methods[m]/pods[s]))
 			}
 		}
+		if len(parts) == 0 {
+			parts = []string{"not exported (no rest_client_requests_total in its /metrics)"}
+		}
 		fmt.Fprintf(out, "  API requests per pod, %-13s %s\n", s+":", strings.Join(parts, ", "))
 	}
 	header := fmt.Sprintf("  %-44s", "extension point / plugin")

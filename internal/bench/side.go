@@ -263,13 +263,15 @@ func (p Pass) AttemptsPerPod() float64 {
 	return total / float64(p.Pods)
 }
 
-// RequestsPerPod is the scheduler's API requests per pod of the pass.
+// RequestsPerPod is the scheduler's API requests per pod of the pass (NaN
+// when the binary does not export client-go's request metrics).
 func (p Pass) RequestsPerPod() float64 {
 	total := 0.0
-	for _, n := range p.Metrics.Requests() {
+	byMethod := p.Metrics.Requests()
+	for _, n := range byMethod {
 		total += n
 	}
-	if p.Pods == 0 {
+	if p.Pods == 0 || len(byMethod) == 0 {
 		return math.NaN()
 	}
 	return total / float64(p.Pods)

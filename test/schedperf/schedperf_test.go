@@ -57,17 +57,9 @@ func TestMain(m *testing.M) {
 	// Collect the phalanx and in-tree workload plugins' latencies too.
 	perf.PluginNames = append(perf.PluginNames, "Coscheduling", "CapacityQueue", "NetworkTopology", "NUMATopology",
 		"GangScheduling", "TopologyPlacementGenerator", "PodGroupPodsCount", "NodeDeclaredFeatures")
-	if *resultsDir == "" {
-		dir, err := os.MkdirTemp("", "phalanx-schedperf-")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(1)
-		}
-		*resultsDir = dir
-	}
 	code := m.Run()
 	// Also summarises the passes of an earlier run given with -results-dir.
-	if _, err := os.Stat(filepath.Join(*resultsDir, "pass-1")); err == nil {
+	if _, err := os.Stat(filepath.Join(*resultsDir, "pass-1")); *resultsDir != "" && err == nil {
 		if err := summarise(os.Stdout, *resultsDir); err != nil {
 			fmt.Fprintln(os.Stderr, "summary:", err)
 			code = 1
@@ -79,6 +71,13 @@ func TestMain(m *testing.M) {
 // BenchmarkPerfScheduling runs every workload × scheduler as a scheduler_perf
 // test case; -count=N repeats them, each pass keeping its data items apart.
 func BenchmarkPerfScheduling(b *testing.B) {
+	if *resultsDir == "" {
+		dir, err := os.MkdirTemp("", "phalanx-schedperf-")
+		if err != nil {
+			b.Fatal(err)
+		}
+		*resultsDir = dir
+	}
 	config, err := bench.RenderPerf(filepath.Join(*resultsDir, "config"), bench.Workloads(sizes))
 	if err != nil {
 		b.Fatal(err)
