@@ -17,7 +17,7 @@ IMAGE ?= ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)
 # Integration and simulator runs take longer than go test's 10-minute default.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test unit integration workloads e2e stress verify lint generate manifests demo bench image clean
+.PHONY: all build test unit integration workloads e2e stress verify lint generate manifests demo bench bench-perf bench-all bench-bins image clean
 
 all: build
 
@@ -82,9 +82,31 @@ generate:
 demo:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/phalanx-sim demo
 
-## bench: stock kube-scheduler profile vs phalanx in one run; pods/s and ratios
-bench:
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/phalanx-sim bench
+## bench: stock kube-scheduler, upstream GangScheduling and phalanx side by side
+## (child processes, one API server per workload): pods/s, CPU/pod, peak RSS,
+## top costs, ratios; medians of 3 passes. BENCH_ARGS="-profile -only gangs" etc.
+BENCH_ARGS ?=
+bench: bench-bins
+	$(BIN)/phalanx-sim bench -kube-scheduler $(BIN)/kube-scheduler -phalanx-scheduler $(BIN)/phalanx-scheduler $(BENCH_ARGS)
+
+## bench-perf: the same workloads through upstream's scheduler_perf (plain and
+## gang workloads by default; PERF_BENCH selects test cases, PERF_COUNT passes)
+PERF_BENCH ?= BenchmarkPerfScheduling/(plain-pods|gangs)_
+PERF_COUNT ?= 3
+PERF_ARGS ?=
+bench-perf: bench-bins
+	PATH=$(CURDIR)/$(BIN):$$PATH ARTIFACTS=$$(mktemp -d) $(GO) test ./test/schedperf -run '^$$' -bench '$(PERF_BENCH)' \
+		-benchtime 1x -count $(PERF_COUNT) -timeout 3h $(PERF_ARGS)
+
+bench-all: bench bench-perf
+
+# The binaries the benchmarks run: upstream kube-scheduler at the go.mod
+# version, phalanx-scheduler, and the etcd stand-in scheduler_perf execs.
+bench-bins:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-scheduler ./cmd/phalanx-scheduler
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+	$(GO) build -o $(BIN)/etcd ./test/schedperf/etcd
 
 ## image: the container image $(IMAGE) (needs a Docker engine); push it yourself
 image:

@@ -3,7 +3,7 @@
 // profile in the same run (bench).
 //
 //	phalanx-sim demo [-html report.html] [scenario.yaml]
-//	phalanx-sim bench [-nodes 5000 -pods 10000 ...]
+//	phalanx-sim bench [-runs 3] [-profile] [-only gangs,topology] [-nodes 5000 ...]
 package main
 
 import (
@@ -14,11 +14,15 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
+	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/phalanx-sched/phalanx/examples"
+	"github.com/phalanx-sched/phalanx/internal/bench"
 	"github.com/phalanx-sched/phalanx/internal/sim"
 	"github.com/phalanx-sched/phalanx/internal/version"
 )
@@ -38,7 +42,7 @@ func main() {
 	case "demo":
 		err = demo(ctx, os.Args[2:])
 	case "bench":
-		err = bench(ctx, os.Args[2:])
+		err = runBench(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -157,46 +161,55 @@ func writeHTML(path string, results []*sim.Result) error {
 	return f.Close()
 }
 
-func bench(ctx context.Context, args []string) error {
+func runBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ExitOnError)
-	nodes := fs.Int("nodes", 5000, "nodes for the plain-pod workload")
-	pods := fs.Int("pods", 10000, "plain pods")
-	gangs := fs.Int("gangs", 100, "gangs")
-	gangSize := fs.Int("gang-size", 64, "pods per gang")
-	gangNodes := fs.Int("gang-nodes", 1000, "nodes for the gang workload")
-	topoNodes := fs.Int("topology-nodes", 4096, "nodes (3 network levels) for the topology workload")
-	topoGang := fs.Int("topology-gang", 1024, "members of the topology-constrained gang")
-	queues := fs.Int("queues", 4, "queues (weights 1..n) the queue workload's gangs are spread over")
-	only := fs.String("only", "", "run only this workload (plain-pods, gangs, topology, queues)")
+	sz := bench.DefaultSizes
+	fs.IntVar(&sz.Nodes, "nodes", sz.Nodes, "nodes for the plain-pod workload")
+	fs.IntVar(&sz.Pods, "pods", sz.Pods, "plain pods")
+	fs.IntVar(&sz.Gangs, "gangs", sz.Gangs, "gangs")
+	fs.IntVar(&sz.GangSize, "gang-size", sz.GangSize, "pods per gang")
+	fs.IntVar(&sz.GangNodes, "gang-nodes", sz.GangNodes, "nodes for the gang and queue workloads")
+	fs.IntVar(&sz.TopologyNodes, "topology-nodes", sz.TopologyNodes, "nodes (3 network levels) for the topology workload")
+	fs.IntVar(&sz.TopologyGang, "topology-gang", sz.TopologyGang, "members of the topology-constrained gang")
+	fs.IntVar(&sz.Queues, "queues", sz.Queues, "queues (weights 1..n) the queue workload's gangs are spread over")
+	only := fs.String("only", "", "comma-separated workloads to run (plain-pods, gangs, topology, queues); default all")
+	runs := fs.Int("runs", 3, "timed passes per scheduler and workload (medians and ranges over these)")
+	profile := fs.Bool("profile", false, "add a profiled pass per scheduler: CPU and block profiles, top functions")
+	profileDir := fs.String("profile-dir", "report/profiles", "keep the raw profiles here (\"\": don't)")
+	kubeScheduler := fs.String("kube-scheduler", "bin/kube-scheduler", "upstream kube-scheduler binary (make bench builds it)")
+	phalanxScheduler := fs.String("phalanx-scheduler", "bin/phalanx-scheduler", "phalanx-scheduler binary")
 	logFile := fs.String("log", "", "write the control plane's log to this file")
 	_ = fs.Parse(args)
+	for _, b := range []string{*kubeScheduler, *phalanxScheduler} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("scheduler binary: %w (make bench builds it)", err)
+		}
+	}
+	workloads := bench.Workloads(sz)
+	if *only != "" {
+		// In the order given, so the workload that matters most runs first.
+		var picked []bench.Workload
+		for _, name := range strings.Split(*only, ",") {
+			if i := slices.IndexFunc(workloads, func(w bench.Workload) bool { return w.Name == name }); i >= 0 {
+				picked = append(picked, workloads[i])
+			} else {
+				return fmt.Errorf("-only: no workload %q", name)
+			}
+		}
+		workloads = picked
+	}
 	logw, closeLog := quietLogs(*logFile)
 	defer closeLog()
-	var workloads []sim.Workload
-	for _, w := range []sim.Workload{
-		{Name: "plain-pods", Nodes: *nodes, Pods: *pods, CPU: "100m"},
-		{Name: "gangs", Nodes: *gangNodes, Gangs: *gangs, GangSize: *gangSize, CPU: "1"},
-		// One gang of 4 GPUs per member, required inside one IB cluster.
-		{Name: "topology", Nodes: *topoNodes, Gangs: 1, GangSize: *topoGang, CPU: "1", GPUs: 4, Topology: true, RequiredLevel: "ib-cluster"},
-		// The gang workload again, its gangs spread over weighted queues.
-		{Name: "queues", Nodes: *gangNodes, Gangs: *gangs, GangSize: *gangSize, CPU: "1", Queues: *queues},
-	} {
-		if *only == "" || *only == w.Name {
-			workloads = append(workloads, w)
-		}
-	}
-	results, err := sim.Bench(ctx, workloads, logw, os.Stdout)
-	fmt.Printf("\n%-12s %7s %7s %14s %14s %8s %14s\n", "WORKLOAD", "NODES", "PODS", "STOCK pods/s", "PHALANX pods/s", "RATIO", "PLAN ms/gang")
-	for _, r := range results {
-		pods := r.Workload.Pods
-		if r.Workload.GangSize > 0 {
-			pods = r.Workload.Gangs * r.Workload.GangSize
-		}
-		plan := "-"
-		if r.PlanSeconds > 0 {
-			plan = fmt.Sprintf("%.1f", r.PlanSeconds*1000)
-		}
-		fmt.Printf("%-12s %7d %7d %14.0f %14.0f %8.2f %14s\n", r.Workload.Name, r.Workload.Nodes, pods, r.StockPodsPerS, r.PhalanxPerS, r.Ratio(), plan)
-	}
+	machine := bench.Machine()
+	start := time.Now()
+	fmt.Printf("phalanx-sim bench: %d workload(s), %d timed pass(es) each; %s; load %s\n", len(workloads), *runs, machine, bench.LoadAverage())
+	results, err := bench.Run(ctx, workloads, bench.Options{
+		Runs: *runs, Profile: *profile, ProfileDir: *profileDir,
+		Binaries: bench.Binaries{KubeScheduler: *kubeScheduler, Phalanx: *phalanxScheduler},
+		Log:      logw, Progress: os.Stdout,
+		Done: func(r bench.Result) { bench.WriteDetails(os.Stdout, r) },
+	})
+	bench.WriteReport(os.Stdout, results, machine, *runs)
+	fmt.Printf("\nbench took %s; load at the end %s\n", time.Since(start).Round(time.Second), bench.LoadAverage())
 	return err
 }

@@ -1,0 +1,252 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/pprof/profile"
+)
+
+// phalanxPackage marks phalanx's own functions in profiles.
+const phalanxPackage = "github.com/phalanx-sched/phalanx/"
+
+// FuncCost is one function's share of a profile.
+type FuncCost struct {
+	Func string
+	// Flat is the share of samples in the function itself, Cum in it and
+	// everything it calls (0..1).
+	Flat, Cum float64
+}
+
+// Top summarises a profile: the functions with the most flat time, those
+// outside the Go runtime with the most cumulative time, and phalanx's own
+// functions by cumulative time.
+type Top struct {
+	Kind  string // "cpu" or "lock" (block profile samples waiting on a lock)
+	Total float64
+	Unit  string
+	Flat  []FuncCost
+	Cum   []FuncCost
+	Own   []FuncCost
+	// Path is where the raw profile was written ("" if not kept).
+	Path string
+	// Note says what the profile misses.
+	Note string
+}
+
+// lockFuncs are where a goroutine blocks on a lock. The block profile also
+// records goroutines idling in select and channel receives (informers,
+// workers waiting for work); only lock waits are contention.
+var lockFuncs = map[string]bool{
+	"sync.(*Mutex).Lock": true, "sync.(*Mutex).lockSlow": true,
+	"sync.(*RWMutex).Lock": true, "sync.(*RWMutex).RLock": true,
+}
+
+// waitsOnLock reports whether a block-profile sample waits on a lock.
+func waitsOnLock(s *profile.Sample) bool {
+	for _, loc := range s.Location {
+		for _, line := range loc.Line {
+			if line.Function != nil && lockFuncs[line.Function.Name] {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// infrastructure are functions too generic to say where time goes.
+func infrastructure(fn string) bool {
+	for _, prefix := range []string{"runtime.", "sync.", "internal/", "k8s.io/apimachinery/pkg/util/wait.", "k8s.io/kubernetes/pkg/scheduler/framework/parallelize.", "k8s.io/client-go/util/workqueue."} {
+		if strings.HasPrefix(fn, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// summarise computes flat and cumulative shares per function of sample
+// value index vi over the samples keep accepts (nil: all), and keeps the n
+// largest.
+func summarise(p *profile.Profile, kind string, vi, n int, keep func(*profile.Sample) bool) Top {
+	flat, cum := map[string]float64{}, map[string]float64{}
+	total := 0.0
+	for _, s := range p.Sample {
+		if keep != nil && !keep(s) {
+			continue
+		}
+		v := float64(s.Value[vi])
+		total += v
+		seen := map[string]bool{}
+		for li, loc := range s.Location {
+			for lj, line := range loc.Line {
+				if line.Function == nil {
+					continue
+				}
+				fn := line.Function.Name
+				if li == 0 && lj == 0 {
+					flat[fn] += v
+				}
+				if !seen[fn] {
+					seen[fn] = true
+					cum[fn] += v
+				}
+			}
+		}
+	}
+	t := Top{Kind: kind, Total: total, Unit: p.SampleType[vi].Unit}
+	if total == 0 {
+		return t
+	}
+	for fn, v := range flat {
+		t.Flat = append(t.Flat, FuncCost{Func: fn, Flat: v / total, Cum: cum[fn] / total})
+	}
+	for fn, v := range cum {
+		fc := FuncCost{Func: fn, Flat: flat[fn] / total, Cum: v / total}
+		if strings.HasPrefix(fn, phalanxPackage) {
+			t.Own = append(t.Own, fc)
+		}
+		if !infrastructure(fn) {
+			t.Cum = append(t.Cum, fc)
+		}
+	}
+	sort.Slice(t.Flat, func(i, j int) bool { return t.Flat[i].Flat > t.Flat[j].Flat })
+	byCum := func(l []FuncCost) {
+		sort.Slice(l, func(i, j int) bool {
+			if l[i].Cum != l[j].Cum {
+				return l[i].Cum > l[j].Cum
+			}
+			return l[i].Func < l[j].Func
+		})
+	}
+	byCum(t.Own)
+	byCum(t.Cum)
+	t.Flat, t.Cum, t.Own = head(t.Flat, n), head(t.Cum, n), head(t.Own, n)
+	return t
+}
+
+// cpuProfiler collects a scheduler's CPU profile in short windows from its
+// pprof endpoint until stopped, so the profile covers exactly the run.
+type cpuProfiler struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	parts  []*profile.Profile
+	err    error
+	failed int // windows lost
+}
+
+const cpuWindowSeconds = 2
+
+func startCPUProfile(ctx context.Context, client *http.Client, base string) *cpuProfiler {
+	ctx, cancel := context.WithCancel(ctx)
+	cp := &cpuProfiler{cancel: cancel}
+	cp.wg.Add(1)
+	go func() {
+		defer cp.wg.Done()
+		for ctx.Err() == nil {
+			// The window in flight when the run ends is finished, not
+			// cancelled: a cancelled request returns no profile at all. A
+			// failed window (a loaded scheduler answering late) is counted
+			// and the next one starts.
+			raw, err := get(context.Background(), client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, cpuWindowSeconds))
+			var p *profile.Profile
+			if err == nil {
+				p, err = profile.ParseData(raw)
+			}
+			cp.mu.Lock()
+			if err == nil {
+				cp.parts = append(cp.parts, p)
+			} else {
+				cp.err, cp.failed = err, cp.failed+1
+			}
+			cp.mu.Unlock()
+			if err != nil {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}()
+	return cp
+}
+
+// lost says how many windows failed.
+func (cp *cpuProfiler) lost() string {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if cp.failed == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d of %d %ds windows lost (last error: %v)", cp.failed, cp.failed+len(cp.parts), cpuWindowSeconds, cp.err)
+}
+
+// stop waits for the last window and merges the windows.
+func (cp *cpuProfiler) stop() (*profile.Profile, error) {
+	cp.cancel()
+	cp.wg.Wait()
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if len(cp.parts) == 0 {
+		if cp.err == nil {
+			cp.err = fmt.Errorf("no CPU profile windows")
+		}
+		return nil, cp.err
+	}
+	return profile.Merge(cp.parts)
+}
+
+func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, bytes.TrimSpace(body))
+	}
+	return body, nil
+}
+
+// writeProfile keeps the raw profile for `go tool pprof`.
+func writeProfile(p *profile.Profile, path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := p.Write(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// shortFunc trims the module paths off a function name for tables.
+func shortFunc(fn string) string {
+	for _, prefix := range []string{phalanxPackage, "k8s.io/kubernetes/pkg/", "k8s.io/", "sigs.k8s.io/"} {
+		if strings.HasPrefix(fn, prefix) {
+			return strings.TrimPrefix(fn, prefix)
+		}
+	}
+	return fn
+}
+
+func head(l []FuncCost, n int) []FuncCost {
+	if len(l) > n {
+		return l[:n]
+	}
+	return l
+}

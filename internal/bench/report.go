@@ -1,0 +1,325 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"strings"
+)
+
+// Spread is the median and range of a set of figures.
+type Spread struct{ Median, Min, Max float64 }
+
+// SpreadOf summarises values (NaN ones are left out).
+func SpreadOf(values []float64) Spread {
+	var v []float64
+	for _, x := range values {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return Spread{math.NaN(), math.NaN(), math.NaN()}
+	}
+	sort.Float64s(v)
+	m := v[len(v)/2]
+	if len(v)%2 == 0 {
+		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
+	}
+	return Spread{Median: m, Min: v[0], Max: v[len(v)-1]}
+}
+
+// Format prints the spread with the given verb, e.g. "%.0f" → "231 (225–240)".
+func (s Spread) Format(verb string) string {
+	if math.IsNaN(s.Median) {
+		return "-"
+	}
+	if s.Min == s.Max {
+		return fmt.Sprintf(verb, s.Median)
+	}
+	return fmt.Sprintf(verb+" ("+verb+"–"+verb+")", s.Median, s.Min, s.Max)
+}
+
+func figures(passes []Pass, f func(Pass) float64) Spread {
+	v := make([]float64, len(passes))
+	for i, p := range passes {
+		v[i] = f(p)
+	}
+	return SpreadOf(v)
+}
+
+// ratios pairs the timed passes of a and b by index (same round, same API
+// server) and summarises f(a)/f(b).
+func (r Result) ratios(a, b Scheduler, f func(Pass) float64) Spread {
+	pa, pb := r.Timed(a), r.Timed(b)
+	var v []float64
+	for i := 0; i < len(pa) && i < len(pb); i++ {
+		if d := f(pb[i]); d > 0 {
+			v = append(v, f(pa[i])/d)
+		}
+	}
+	return SpreadOf(v)
+}
+
+func planMS(p Pass) float64 {
+	h := p.Metrics.Plan()
+	if h.Count == 0 {
+		return math.NaN()
+	}
+	return h.Sum / h.Count * 1000
+}
+
+func planCount(p Pass) float64 { return p.Metrics.Plan().Count }
+
+// Goal is a target of issue 13: a ratio of two schedulers on a workload.
+type Goal struct {
+	Workload string
+	What     string
+	A, B     Scheduler
+	// Metric is "pods/s" (A/B of throughput, goal ≥ Min) or "rss" (A/B of
+	// peak RSS, goal ≤ Max).
+	Metric   string
+	Min, Max float64
+}
+
+// Goals are the ratios issue 13 asks for.
+var Goals = []Goal{
+	{Workload: "gangs", What: "gangs: phalanx / stock (same pods as plain pods)", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
+	{Workload: "topology", What: "topology gang: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
+	{Workload: "plain-pods", What: "plain pods: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 0.95},
+	{Workload: "gangs", What: "gangs: phalanx / upstream GangScheduling", A: Phalanx, B: UpstreamGang, Metric: "pods/s", Min: 1.5},
+	{Workload: "topology", What: "topology gang: phalanx / upstream TopologyPlacement", A: Phalanx, B: UpstreamGang, Metric: "pods/s", Min: 1.5},
+	{Workload: "plain-pods", What: "peak RSS: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
+	{Workload: "topology", What: "peak RSS: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
+}
+
+// WriteReport prints the throughput table and the ratios of the goals.
+func WriteReport(out io.Writer, results []Result, machine string, runs int) {
+	fmt.Fprintf(out, "\nMachine: %s. Medians of %d timed passes (min–max); every figure of a workload from one API server.\n", machine, runs)
+	fmt.Fprintf(out, "pods/s counts from the scheduler's readiness (informers synced; or its first bind, if earlier) to the last bind,\n")
+	fmt.Fprintf(out, "end-to-end from process start to the last bind; CPU is the scheduler process's.\n\n")
+	fmt.Fprintf(out, "%-11s %-14s %-20s %-20s %-18s %-16s %-18s %-18s %-14s %-6s %s\n", "WORKLOAD", "SCHEDULER", "pods/s", "end-to-end pods/s", "CPU ms/pod", "peak RSS MiB", "attempts/pod", "API requests/pod", "start s", "failed", "plan ms (plans)")
+	for _, r := range results {
+		for _, s := range r.Workload.Schedulers() {
+			all := r.Timed(s)
+			if len(all) == 0 {
+				continue
+			}
+			var passes []Pass
+			for _, p := range all {
+				if p.Failed == "" {
+					passes = append(passes, p)
+				}
+			}
+			plan := "-"
+			if sp := figures(passes, planMS); !math.IsNaN(sp.Median) {
+				plan = sp.Format("%.1f") + " (" + figures(passes, planCount).Format("%.0f") + ")"
+			}
+			fmt.Fprintf(out, "%-11s %-14s %-20s %-20s %-18s %-16s %-18s %-18s %-14s %-6s %s\n", r.Workload.Name, s,
+				figures(passes, Pass.PodsPerS).Format("%.0f"),
+				figures(passes, Pass.EndToEndPodsPerS).Format("%.0f"),
+				figures(passes, Pass.CPUPerPod).Format("%.2f"),
+				figures(all, func(p Pass) float64 { return p.PeakRSS / (1 << 20) }).Format("%.0f"),
+				figures(all, Pass.AttemptsPerPod).Format("%.2f"),
+				figures(all, Pass.RequestsPerPod).Format("%.1f"),
+				figures(passes, func(p Pass) float64 { return p.Startup }).Format("%.1f"),
+				fmt.Sprintf("%d/%d", len(all)-len(passes), len(all)),
+				plan)
+		}
+	}
+	fmt.Fprintf(out, "\nRatios, pass by pass (median, min–max):\n")
+	for _, g := range Goals {
+		r := find(results, g.Workload)
+		if r == nil {
+			continue
+		}
+		var sp Spread
+		goal := ""
+		switch g.Metric {
+		case "rss":
+			sp = r.ratios(g.A, g.B, func(p Pass) float64 { return p.PeakRSS })
+			goal = fmt.Sprintf("goal ≤ %.2f", g.Max)
+		default:
+			sp = r.ratios(g.A, g.B, Pass.PodsPerS)
+			goal = fmt.Sprintf("goal ≥ %.2f", g.Min)
+		}
+		if len(r.Timed(g.B)) == 0 {
+			fmt.Fprintf(out, "  %-58s n/a (%s not run on %s)\n", g.What+" ("+r.Workload.Describe()+")", g.B, g.Workload)
+			continue
+		}
+		met := "met"
+		if math.IsNaN(sp.Median) || (g.Metric == "rss" && sp.Median > g.Max) || (g.Metric != "rss" && sp.Median < g.Min) {
+			met = "NOT met"
+		}
+		fmt.Fprintf(out, "  %-58s %-20s %s: %s\n", g.What, sp.Format("%.2f"), goal, met)
+		if g.Metric == "pods/s" {
+			cpu := r.ratios(g.B, g.A, Pass.CPUPerPod)
+			fmt.Fprintf(out, "  %-58s %s\n", "  same, by scheduler CPU per pod ("+string(g.B)+"/"+string(g.A)+")", cpu.Format("%.2f"))
+		}
+	}
+}
+
+// WriteDetails prints a workload's top costs and, for profiled runs, the
+// profiles' top functions.
+func WriteDetails(out io.Writer, r Result) {
+	writeCosts(out, r)
+	writeProfiles(out, r)
+}
+
+func find(results []Result, name string) *Result {
+	for i := range results {
+		if results[i].Workload.Name == name {
+			return &results[i]
+		}
+	}
+	return nil
+}
+
+// writeCosts prints, per extension point and per plugin, the scheduler time
+// spent per pod, summed over the timed passes: where the time goes.
+func writeCosts(out io.Writer, r Result) {
+	scheds := r.Workload.Schedulers()
+	points := map[Scheduler]map[string]Cost{}
+	plugins := map[Scheduler]map[string]Cost{}
+	pods := map[Scheduler]float64{}
+	for _, s := range scheds {
+		sum := Scrape{}
+		for _, p := range r.Timed(s) {
+			sum.Add(p.Metrics)
+			pods[s] += float64(p.Pods)
+		}
+		points[s], plugins[s] = sum.Costs()
+	}
+	fmt.Fprintf(out, "\nTop costs, %s (%s): scheduler time per pod, µs, all timed passes\n", r.Workload.Name, r.Workload.Describe())
+	for _, s := range scheds {
+		req := Scrape{}
+		for _, p := range r.Timed(s) {
+			req.Add(p.Metrics)
+		}
+		if pods[s] == 0 {
+			continue
+		}
+		methods := req.Requests()
+		var parts []string
+		for _, m := range []string{"POST", "PATCH", "PUT", "GET", "DELETE"} {
+			if methods[m] > 0 {
+				parts = append(parts, fmt.Sprintf("%s %.2f", m, methods[m]/pods[s]))
+			}
+		}
+		if len(parts) == 0 {
+			parts = []string{"not exported (no rest_client_requests_total in its /metrics)"}
+		}
+		fmt.Fprintf(out, "  API requests per pod, %-13s %s\n", s+":", strings.Join(parts, ", "))
+	}
+	header := fmt.Sprintf("  %-44s", "extension point / plugin")
+	for _, s := range scheds {
+		header += fmt.Sprintf(" %14s", s)
+	}
+	fmt.Fprintln(out, header)
+	for _, table := range []struct {
+		title string
+		rows  map[Scheduler]map[string]Cost
+		n     int
+	}{{"extension points of the scheduling cycle (one pod at a time)", cyclePoints(points, true), 10},
+		{"extension points of the binding cycle (goroutine per pod, in parallel: wall time, not a bound)", cyclePoints(points, false), 5},
+		{"plugins (sampled cycles × 10)", plugins, 16}} {
+		fmt.Fprintf(out, "  -- %s\n", table.title)
+		for _, name := range topNames(table.rows, scheds, pods, table.n) {
+			line := fmt.Sprintf("  %-44s", name)
+			for _, s := range scheds {
+				c, ok := table.rows[s][name]
+				if !ok || pods[s] == 0 {
+					line += fmt.Sprintf(" %14s", "-")
+					continue
+				}
+				line += fmt.Sprintf(" %14.1f", c.Seconds/pods[s]*1e6)
+			}
+			fmt.Fprintln(out, line)
+		}
+	}
+}
+
+// bindingPoints run in the binding goroutines, per pod in parallel.
+var bindingPoints = map[string]bool{"WaitOnPermit": true, "PreBindPreFlight": true, "PreBind": true, "Bind": true, "PostBind": true}
+
+// cyclePoints keeps the extension points of the scheduling cycle (or, with
+// cycle false, of the binding cycle).
+func cyclePoints(rows map[Scheduler]map[string]Cost, cycle bool) map[Scheduler]map[string]Cost {
+	out := map[Scheduler]map[string]Cost{}
+	for s, m := range rows {
+		out[s] = map[string]Cost{}
+		for name, c := range m {
+			if bindingPoints[name] != cycle {
+				out[s][name] = c
+			}
+		}
+	}
+	return out
+}
+
+// topNames orders rows by their largest per-pod cost over the schedulers.
+func topNames(rows map[Scheduler]map[string]Cost, scheds []Scheduler, pods map[Scheduler]float64, n int) []string {
+	best := map[string]float64{}
+	for _, s := range scheds {
+		for name, c := range rows[s] {
+			if pods[s] > 0 {
+				best[name] = math.Max(best[name], c.Seconds/pods[s])
+			}
+		}
+	}
+	names := make([]string, 0, len(best))
+	for name := range best {
+		names = append(names, name)
+	}
+	sort.Slice(names, func(i, j int) bool { return best[names[i]] > best[names[j]] })
+	if len(names) > n {
+		names = names[:n]
+	}
+	return names
+}
+
+func writeProfiles(out io.Writer, r Result) {
+	for _, s := range r.Workload.Schedulers() {
+		p := r.Profiled(s)
+		if p == nil {
+			continue
+		}
+		for _, top := range []*Top{p.CPU, p.Block, p.Heap} {
+			if top == nil {
+				continue
+			}
+			unit := top.Unit
+			total := top.Total
+			switch unit {
+			case "nanoseconds":
+				unit, total = "s", total/1e9
+			case "bytes":
+				unit, total = "MiB", total/(1<<20)
+			}
+			what := map[string]string{"cpu": "CPU", "lock": "lock waits (block profile, samples waiting on a mutex)", "heap": "heap in use at the end"}[top.Kind]
+			fmt.Fprintf(out, "\nProfile of %s, %s, %s: %.2f %s in total (profiled pass: %.0f pods/s)", what, r.Workload.Name, s, total, unit, p.PodsPerS())
+			if top.Path != "" {
+				fmt.Fprintf(out, "; go tool pprof %s", top.Path)
+			}
+			if top.Note != "" {
+				fmt.Fprintf(out, "; %s", top.Note)
+			}
+			fmt.Fprintln(out)
+			fmt.Fprintf(out, "  %-6s %-6s %s\n", "flat%", "cum%", "top functions by flat")
+			for _, f := range top.Flat {
+				fmt.Fprintf(out, "  %5.1f%% %5.1f%% %s\n", f.Flat*100, f.Cum*100, shortFunc(f.Func))
+			}
+			fmt.Fprintf(out, "  %-6s %-6s %s\n", "flat%", "cum%", "top functions by cum (outside runtime, sync, wait loops)")
+			for _, f := range top.Cum {
+				fmt.Fprintf(out, "  %5.1f%% %5.1f%% %s\n", f.Flat*100, f.Cum*100, shortFunc(f.Func))
+			}
+			if len(top.Own) > 0 {
+				fmt.Fprintf(out, "  %-6s %-6s %s\n", "flat%", "cum%", "phalanx functions by cum")
+				for _, f := range top.Own {
+					fmt.Fprintf(out, "  %5.1f%% %5.1f%% %s\n", f.Flat*100, f.Cum*100, shortFunc(f.Func))
+				}
+			}
+		}
+	}
+}

@@ -1,0 +1,243 @@
+// Package bench holds phalanx's benchmark workloads and the two engines that
+// run them: the side-by-side engine (Run: stock kube-scheduler, upstream's
+// in-tree GangScheduling and phalanx as child processes against one
+// in-process API server, with pods/s, CPU, peak RSS, per-plugin latency and
+// profiles) and upstream's scheduler_perf (Render: the same workloads as a
+// scheduler_perf config, run by test/schedperf).
+package bench
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/testcluster"
+)
+
+// Scheduler is one of the schedulers a workload runs through.
+type Scheduler string
+
+const (
+	// Stock is the upstream kube-scheduler binary with its default profile;
+	// gang members are plain pods to it.
+	Stock Scheduler = "stock"
+	// UpstreamGang is the same binary with the alpha Workload API gates on:
+	// the in-tree GangScheduling (and, for topology, TopologyPlacementGenerator)
+	// plugins, pods in scheduling.k8s.io/v1alpha2 PodGroups.
+	UpstreamGang Scheduler = "upstream-gang"
+	// Phalanx is phalanx-scheduler with the canonical profile.
+	Phalanx Scheduler = "phalanx"
+)
+
+// SchedulerName is the profile name the workload's pods ask for.
+func (s Scheduler) SchedulerName() string {
+	switch s {
+	case Stock:
+		return "stock-scheduler"
+	case UpstreamGang:
+		return "upstream-gang-scheduler"
+	}
+	return "phalanx-scheduler"
+}
+
+// UpstreamGates are the alpha feature gates of upstream's workload-aware
+// scheduling, set on the API server (to serve scheduling.k8s.io/v1alpha2 and
+// keep pods' spec.schedulingGroup) and on the UpstreamGang scheduler.
+var UpstreamGates = []string{"GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling"}
+
+// Node topology of the topology workload: IB clusters of IBSize nodes, leaf
+// switches of LeafSize nodes, then hosts.
+const (
+	IBLabel   = "network.example.com/ib-cluster"
+	LeafLabel = "network.example.com/leaf"
+	IBSize    = 512
+	LeafSize  = 16
+)
+
+// Workload is one benchmark case; both engines build their objects from it.
+type Workload struct {
+	Name  string
+	Nodes int
+	// Gangs × GangSize pods when GangSize > 0, else Pods plain pods.
+	Pods     int
+	Gangs    int
+	GangSize int
+	CPU      string // per pod
+	GPUs     int64  // per pod
+	// Topology labels nodes in 3 levels and asks gangs for RequiredLevel.
+	Topology      bool
+	RequiredLevel string
+	// Queues spreads the gangs round-robin over this many queues with
+	// weights 1..Queues (the stock scheduler ignores them).
+	Queues int
+}
+
+// Total is the number of pods the workload schedules.
+func (w Workload) Total() int {
+	if w.GangSize > 0 {
+		return w.Gangs * w.GangSize
+	}
+	return w.Pods
+}
+
+// Describe is a one-line description for tables.
+func (w Workload) Describe() string {
+	switch {
+	case w.Topology:
+		return fmt.Sprintf("%d × %d-pod gang (%d GPUs each), required one %s, on %d nodes", w.Gangs, w.GangSize, w.GPUs, w.RequiredLevel, w.Nodes)
+	case w.Queues > 0:
+		return fmt.Sprintf("%d × %d gangs over %d queues on %d nodes", w.Gangs, w.GangSize, w.Queues, w.Nodes)
+	case w.GangSize > 0:
+		return fmt.Sprintf("%d × %d gangs on %d nodes", w.Gangs, w.GangSize, w.Nodes)
+	}
+	return fmt.Sprintf("%d plain pods on %d nodes", w.Pods, w.Nodes)
+}
+
+// Schedulers lists the schedulers the workload runs through. The in-tree
+// GangScheduling has no queues, so the queue workload leaves it out.
+func (w Workload) Schedulers() []Scheduler {
+	if w.GangSize > 0 && w.Queues == 0 {
+		return []Scheduler{Stock, UpstreamGang, Phalanx}
+	}
+	return []Scheduler{Stock, Phalanx}
+}
+
+// Sizes are the knobs of the default workloads.
+type Sizes struct {
+	Nodes, Pods                 int // plain
+	GangNodes, Gangs, GangSize  int
+	TopologyNodes, TopologyGang int
+	Queues                      int
+}
+
+// DefaultSizes are the sizes issue 13 names.
+var DefaultSizes = Sizes{Nodes: 5000, Pods: 10000, GangNodes: 1000, Gangs: 100, GangSize: 64, TopologyNodes: 4096, TopologyGang: 1024, Queues: 4}
+
+// Workloads returns the benchmark's one set of workloads.
+func Workloads(s Sizes) []Workload {
+	return []Workload{
+		{Name: "plain-pods", Nodes: s.Nodes, Pods: s.Pods, CPU: "100m"},
+		{Name: "gangs", Nodes: s.GangNodes, Gangs: s.Gangs, GangSize: s.GangSize, CPU: "1"},
+		// One gang of 4 GPUs per member, required inside one IB cluster.
+		{Name: "topology", Nodes: s.TopologyNodes, Gangs: 1, GangSize: s.TopologyGang, CPU: "1", GPUs: 4, Topology: true, RequiredLevel: "ib-cluster"},
+		// The gang workload again, its gangs spread over weighted queues.
+		{Name: "queues", Nodes: s.GangNodes, Gangs: s.Gangs, GangSize: s.GangSize, CPU: "1", Queues: s.Queues},
+	}
+}
+
+// nodeLabels are the network labels of node i ({{Index}} in templates).
+func (w Workload) nodeLabels(i int) map[string]string {
+	if !w.Topology {
+		return nil
+	}
+	return map[string]string{IBLabel: fmt.Sprintf("ib-%d", i/IBSize), LeafLabel: fmt.Sprintf("leaf-%d", i/LeafSize)}
+}
+
+// Node is node i: 32 CPUs, 256Gi, 8 GPUs, publishing a NodeResourceTopology
+// object with policy none (one zone), as NFD topology-updater would.
+func (w Workload) Node(i int) testcluster.NodeSpec {
+	return testcluster.NodeSpec{Name: fmt.Sprintf("node-%d", i), CPU: "32", Memory: "256Gi", GPUs: 8, Pods: 110, NRTPolicy: "none", Labels: w.nodeLabels(i)}
+}
+
+// NetworkTopology is the phalanx NetworkTopology of the topology workload.
+func NetworkTopology() *phalanxv1alpha1.NetworkTopology {
+	return &phalanxv1alpha1.NetworkTopology{
+		ObjectMeta: metav1.ObjectMeta{Name: phalanxv1alpha1.DefaultNetworkTopologyName},
+		Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
+			{Name: "ib-cluster", NodeLabel: IBLabel}, {Name: "leaf", NodeLabel: LeafLabel}, {Name: "host", NodeLabel: v1.LabelHostname},
+		}},
+	}
+}
+
+// Queue is queue q of the queue workload (weight q+1).
+func Queue(q int) *phalanxv1alpha1.Queue {
+	return &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("queue-%d", q)}, Spec: phalanxv1alpha1.QueueSpec{Weight: int32(q + 1)}}
+}
+
+// GangName is the name of gang g.
+func GangName(g int) string { return fmt.Sprintf("gang-%d", g) }
+
+// PodName is the name of pod i.
+func (w Workload) PodName(i int) string {
+	if w.GangSize > 0 {
+		return fmt.Sprintf("gang-%d-%d", i/w.GangSize, i%w.GangSize)
+	}
+	return fmt.Sprintf("pod-%d", i)
+}
+
+// Pod is pod i for scheduler s. Every scheduler gets the same pod (gang
+// members carry the PodGroup label, which the stock scheduler ignores); the
+// upstream gang scheduler's pods also name their v1alpha2 PodGroup.
+func (w Workload) Pod(s Scheduler, ns string, i int) *v1.Pod {
+	spec := testcluster.PodSpec{Name: w.PodName(i), Namespace: ns, SchedulerName: s.SchedulerName(), CPU: w.CPU, GPUs: w.GPUs}
+	if w.GangSize > 0 {
+		spec.PodGroup = GangName(i / w.GangSize)
+	}
+	pod := spec.Pod()
+	if s == UpstreamGang && w.GangSize > 0 {
+		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(spec.PodGroup)}
+	}
+	return pod
+}
+
+// PodGroup is gang g as a scheduler-plugins PodGroup (phalanx's gang API).
+func (w Workload) PodGroup(ns string, g int) *pgv1alpha1.PodGroup {
+	pg := testcluster.PodGroup(ns, GangName(g), int32(w.GangSize))
+	if w.RequiredLevel != "" {
+		pg.Annotations = map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: w.RequiredLevel}
+	}
+	if w.Queues > 0 {
+		pg.Labels = map[string]string{phalanxv1alpha1.QueueLabel: fmt.Sprintf("queue-%d", g%w.Queues)}
+	}
+	return pg
+}
+
+// upstreamTemplate is the name of the PodGroupTemplate in each Workload.
+const upstreamTemplate = "workers"
+
+// UpstreamWorkload is gang g as the upstream Workload a job controller
+// would create: one gang template of GangSize.
+func (w Workload) UpstreamWorkload(ns string, g int) *schedulingv1alpha2.Workload {
+	return &schedulingv1alpha2.Workload{
+		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1alpha2.SchemeGroupVersion.String(), Kind: "Workload"},
+		ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
+		Spec: schedulingv1alpha2.WorkloadSpec{PodGroupTemplates: []schedulingv1alpha2.PodGroupTemplate{{
+			Name:                  upstreamTemplate,
+			SchedulingPolicy:      w.upstreamPolicy(),
+			SchedulingConstraints: w.upstreamConstraints(),
+		}}},
+	}
+}
+
+// UpstreamPodGroup is gang g as the upstream runtime PodGroup of its Workload.
+// A required topology level becomes the group's one topology key (the
+// in-tree plugin has no hierarchy: one label key, one placement per value).
+func (w Workload) UpstreamPodGroup(ns string, g int) *schedulingv1alpha2.PodGroup {
+	return &schedulingv1alpha2.PodGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1alpha2.SchemeGroupVersion.String(), Kind: "PodGroup"},
+		ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
+		Spec: schedulingv1alpha2.PodGroupSpec{
+			PodGroupTemplateRef: &schedulingv1alpha2.PodGroupTemplateReference{Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{
+				WorkloadName: GangName(g), PodGroupTemplateName: upstreamTemplate,
+			}},
+			SchedulingPolicy:      w.upstreamPolicy(),
+			SchedulingConstraints: w.upstreamConstraints(),
+		},
+	}
+}
+
+func (w Workload) upstreamPolicy() schedulingv1alpha2.PodGroupSchedulingPolicy {
+	return schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: int32(w.GangSize)}}
+}
+
+func (w Workload) upstreamConstraints() *schedulingv1alpha2.PodGroupSchedulingConstraints {
+	if w.RequiredLevel != "ib-cluster" {
+		return nil
+	}
+	return &schedulingv1alpha2.PodGroupSchedulingConstraints{Topology: []schedulingv1alpha2.TopologyConstraint{{Key: IBLabel}}}
+}
