@@ -7,6 +7,10 @@ import (
 	"os"
 
 	"k8s.io/component-base/cli"
+	// client-go's request and rate-limiter metrics and the version metric,
+	// registered as kube-scheduler registers them.
+	_ "k8s.io/component-base/metrics/prometheus/clientgo"
+	_ "k8s.io/component-base/metrics/prometheus/version"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/phalanx-sched/phalanx/internal/version"
