@@ -245,9 +245,9 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 func missing(ref gang.Ref, err error) string {
 	if apierrors.IsNotFound(err) {
 		if ref.Source == gang.SourceWorkload {
-			return fmt.Sprintf("PodGroup %s (scheduling.k8s.io) does not exist; the pod waits until it is created", ref.Name)
+			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io) does not exist; the pod waits until it is created", ref.Namespace, ref.Name)
 		}
-		return fmt.Sprintf("PodGroup %s does not exist; the pod waits until it is created", ref.Name)
+		return fmt.Sprintf("PodGroup %s/%s does not exist; the pod waits until it is created", ref.Namespace, ref.Name)
 	}
 	return err.Error() + "; the pod is not scheduled until this is fixed"
 }

@@ -72,7 +72,7 @@ func TestPreEnqueue(t *testing.T) {
 		wantMsg  string
 	}{
 		{name: "plain pod", pod: plugintest.Pod("plain", "", "1", 0), wantCode: fwk.Success},
-		{name: "PodGroup missing", pod: plugintest.Pod("lost-0", "lost", "1", 0), wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "PodGroup lost does not exist"},
+		{name: "PodGroup missing", pod: plugintest.Pod("lost-0", "lost", "1", 0), wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "PodGroup default/lost does not exist"},
 		{name: "members missing", pod: three[0], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "2 of 3 members exist"},
 		{name: "all members", pod: complete[0], wantCode: fwk.Success},
 		{name: "dependency running below quorum", pod: objs.Pods[5], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "waiting for gang dep: 0 of 2"},
