@@ -1,0 +1,138 @@
+package runtime
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	"github.com/phalanx-sched/phalanx/internal/gang"
+)
+
+type change struct {
+	old, new *Condition
+}
+
+// TestStatusWriterSet: a condition is recorded once per change, an event is
+// emitted only when the reason changes, and the transition time moves only
+// with the status.
+func TestStatusWriterSet(t *testing.T) {
+	spec := &gang.Spec{Ref: gang.Ref{Namespace: "default", Name: "g"}, UID: "uid-g", Generation: 3}
+	recorder := events.NewFakeRecorder(10)
+	var changes []change
+	w := NewStatusWriter(pgfake.NewSimpleClientset(), k8sfake.NewSimpleClientset(), recorder,
+		func(_ gang.Ref, old, new *Condition) { changes = append(changes, change{old, new}) })
+
+	steps := []struct {
+		name        string
+		cond        Condition
+		wantChanged bool
+		wantEvent   string // "" for none
+		wantSameLTT bool   // transition time kept from the previous step
+	}{
+		{name: "first condition", cond: Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"},
+			wantChanged: true, wantEvent: "Warning MembersPending 1 of 2 members exist"},
+		{name: "same again", cond: Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"},
+			wantSameLTT: true},
+		{name: "new message, same reason", cond: Condition{metav1.ConditionFalse, ReasonMembersPending, "2 of 3 members exist"},
+			wantChanged: true, wantSameLTT: true},
+		{name: "reserving is not a warning", cond: Condition{metav1.ConditionFalse, ReasonReserving, "reserving 4 nodes"},
+			wantChanged: true, wantEvent: "Normal Reserving reserving 4 nodes", wantSameLTT: true},
+		{name: "scheduled", cond: Condition{metav1.ConditionTrue, ReasonScheduled, "2 of 2 members placed"},
+			wantChanged: true, wantEvent: "Normal Scheduled 2 of 2 members placed"},
+	}
+	var lastLTT metav1.Time
+	for _, step := range steps {
+		t.Run(step.name, func(t *testing.T) {
+			before := len(changes)
+			time.Sleep(time.Millisecond) // LastTransitionTime must be able to differ
+			if got := w.Set(spec, step.cond); got != step.wantChanged {
+				t.Fatalf("Set = %v, want %v", got, step.wantChanged)
+			}
+			if step.wantChanged != (len(changes) == before+1) {
+				t.Fatalf("onChange calls: %d new, want changed=%v", len(changes)-before, step.wantChanged)
+			}
+			select {
+			case e := <-recorder.Events:
+				if e != step.wantEvent {
+					t.Fatalf("event %q, want %q", e, step.wantEvent)
+				}
+			default:
+				if step.wantEvent != "" {
+					t.Fatalf("no event, want %q", step.wantEvent)
+				}
+			}
+			got, ok := w.Get(spec.Ref)
+			if !ok || got != step.cond {
+				t.Fatalf("Get = %+v, %v; want %+v", got, ok, step.cond)
+			}
+			w.mu.Lock()
+			d := w.desired[spec.Ref]
+			w.mu.Unlock()
+			if d.cond.ObservedGeneration != spec.Generation {
+				t.Errorf("observedGeneration %d, want %d", d.cond.ObservedGeneration, spec.Generation)
+			}
+			if same := d.cond.LastTransitionTime.Equal(&lastLTT); same != step.wantSameLTT {
+				t.Errorf("lastTransitionTime kept = %v, want %v", same, step.wantSameLTT)
+			}
+			lastLTT = d.cond.LastTransitionTime
+		})
+	}
+	if first := changes[0]; first.old != nil || first.new.Reason != ReasonMembersPending {
+		t.Errorf("first change %+v, want from nothing to MembersPending", first)
+	}
+
+	w.Forget(spec.Ref)
+	if _, ok := w.Get(spec.Ref); ok {
+		t.Error("condition still known after Forget")
+	}
+	if last := changes[len(changes)-1]; last.new != nil || last.old.Reason != ReasonScheduled {
+		t.Errorf("Forget reported %+v, want from Scheduled to nothing", last)
+	}
+}
+
+// TestStatusWriterPatches: Run writes the latest condition of a gang to its
+// PodGroup's status subresource, collapsing changes made before it ran.
+func TestStatusWriterPatches(t *testing.T) {
+	pg := &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}}
+	pgClient := pgfake.NewSimpleClientset(pg)
+	w := NewStatusWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
+	spec := &gang.Spec{Ref: gang.Ref{Namespace: "default", Name: "g"}, UID: pg.UID}
+	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"})
+	w.Set(spec, Condition{metav1.ConditionTrue, ReasonScheduled, "2 of 2 members placed"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { w.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var patches []string
+		for _, a := range pgClient.Actions() {
+			if p, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "status" {
+				patches = append(patches, string(p.GetPatch()))
+			}
+		}
+		if len(patches) > 0 {
+			if len(patches) != 1 {
+				t.Fatalf("%d status patches, want 1 (changes collapse): %v", len(patches), patches)
+			}
+			if !strings.Contains(patches[0], `"reason":"Scheduled"`) || strings.Contains(patches[0], ReasonMembersPending) {
+				t.Fatalf("patch %s, want only the Scheduled condition", patches[0])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no status patch within 10s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
