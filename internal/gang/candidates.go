@@ -205,14 +205,18 @@ func PlacedDomain(t Topology, required string, placedNodes []string) (string, in
 	if li < 0 {
 		return "", -1
 	}
-	sorted := append([]string(nil), placedNodes...)
-	sort.Strings(sorted)
-	for _, n := range sorted {
-		if d := t.Domains(n); li < len(d) && d[li] != "" {
-			return d[li], li
+	// The first placed node in name order decides, whatever order the
+	// nodes come in.
+	first, domain := "", ""
+	for _, n := range placedNodes {
+		if d := t.Domains(n); li < len(d) && d[li] != "" && (first == "" || n < first) {
+			first, domain = n, d[li]
 		}
 	}
-	return "", -1
+	if first == "" {
+		return "", -1
+	}
+	return domain, li
 }
 
 // DescribeConstraint renders a constraint for messages.

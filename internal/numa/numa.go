@@ -216,9 +216,12 @@ func ParseScope(s string) (Scope, error) {
 	return "", fmt.Errorf("unknown topology manager scope %q", s)
 }
 
+// separators are dropped from names before they are compared; a Replacer
+// is safe for concurrent use and costly to build, so it is built once.
+var separators = strings.NewReplacer("-", "", "_", "")
+
 func normalize(s string) string {
-	s = strings.ToLower(strings.TrimSpace(s))
-	return strings.NewReplacer("-", "", "_", "").Replace(s)
+	return separators.Replace(strings.ToLower(strings.TrimSpace(s)))
 }
 
 // legacyPolicy reads the deprecated TopologyPolicies list. Every entry must be

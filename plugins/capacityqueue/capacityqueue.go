@@ -82,14 +82,14 @@ func (pl *CapacityQueue) Name() string { return Name }
 func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	ref, spec, need, admitted := pl.need(pod)
 	name := pl.queues.QueueOf(pod)
-	snap := pl.queues.Snapshot(queue.Want{Queue: name, Need: need})
-	qc := &runtime.QueueCycle{Snapshot: snap, Queue: name, QueueOf: pl.queues.QueueOf,
-		Reclaim: pl.reclaim, MinRuntime: pl.minRuntime, Need: need}
+	qc := runtime.NewQueueCycle(func() *queue.Snapshot { return pl.queues.Snapshot(queue.Want{Queue: name, Need: need}) })
+	qc.Queue, qc.QueueOf, qc.Reclaim, qc.MinRuntime, qc.Need = name, pl.queues.QueueOf, pl.reclaim, pl.minRuntime, need
 	state.Write(runtime.QueueStateKey, qc)
 	if admitted {
 		qc.Admitted = true
 		return nil, nil
 	}
+	snap := qc.Snapshot()
 	qc.Admitted, qc.Refusal = snap.Admit(qc.Queue, need)
 	if qc.Admitted {
 		pl.queues.Unblock(ref)

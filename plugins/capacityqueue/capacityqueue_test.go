@@ -129,7 +129,7 @@ func TestFairness(t *testing.T) {
 	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "while queue a waits below its share") {
 		qc := runtime.ReadQueueCycle(state)
 		t.Fatalf("b above its share while a waits: %v %q (deserved %v allocated %v pending %v total %v)", st.Code(), st.Message(),
-			qc.Snapshot.Deserved, qc.Snapshot.Allocated, qc.Snapshot.Pending, qc.Snapshot.Total)
+			qc.Snapshot().Deserved, qc.Snapshot().Allocated, qc.Snapshot().Pending, qc.Snapshot().Total)
 	}
 	if _, _, st := e.Cycle(waitingA); !st.IsSuccess() {
 		t.Fatalf("a below its share: %v", st)
@@ -160,9 +160,9 @@ func TestCurableRefusal(t *testing.T) {
 	if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "capability") {
 		qc := runtime.ReadQueueCycle(state)
 		t.Fatalf("nlp refused by research's capability: %v %q, want Unschedulable (curable); deserved %v allocated %v",
-			st.Code(), st.Message(), qc.Snapshot.Deserved, qc.Snapshot.Allocated)
+			st.Code(), st.Message(), qc.Snapshot().Deserved, qc.Snapshot().Allocated)
 	}
-	if qc := runtime.ReadQueueCycle(state); qc.Admitted || !qc.Snapshot.Curable("nlp", qc.Need) {
+	if qc := runtime.ReadQueueCycle(state); qc.Admitted || !qc.Snapshot().Curable("nlp", qc.Need) {
 		t.Fatalf("queue cycle %+v", qc)
 	}
 }

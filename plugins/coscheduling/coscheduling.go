@@ -63,6 +63,8 @@ var (
 	_ fwk.PostFilterPlugin  = &Coscheduling{}
 	_ fwk.ReservePlugin     = &Coscheduling{}
 	_ fwk.PermitPlugin      = &Coscheduling{}
+	_ fwk.PreBindPlugin     = &Coscheduling{}
+	_ fwk.PostBindPlugin    = &Coscheduling{}
 	_ fwk.EnqueueExtensions = &Coscheduling{}
 )
 
@@ -151,34 +153,65 @@ func readState(state fwk.CycleState) *cycleState {
 // priority, then gang age, keeping each gang's members together so they are
 // scheduled back to back.
 func (pl *Coscheduling) Less(a, b fwk.QueuedPodInfo) bool {
-	pa, pb := a.GetPodInfo().GetPod(), b.GetPodInfo().GetPod()
+	var queues *runtime.Queues
 	if pl.ordersByQueue() {
-		if q := pl.rt.QueuesIfBuilt(); q != nil {
-			if c := q.Ordering().Compare(q.QueueOf(pa), q.QueueOf(pb)); c != 0 {
-				return c < 0
-			}
+		queues = pl.rt.QueuesIfBuilt()
+	}
+	ka, kb := pl.orderKeyOf(a, queues), pl.orderKeyOf(b, queues)
+	if queues != nil {
+		if c := queues.Ordering().Compare(ka.queue, kb.queue); c != 0 {
+			return c < 0
 		}
 	}
-	if ia, ib := pl.incomplete(pa), pl.incomplete(pb); ia != ib {
-		return ia
+	if ka.incomplete != kb.incomplete {
+		return ka.incomplete
 	}
-	if prioA, prioB := corev1helpers.PodPriority(pa), corev1helpers.PodPriority(pb); prioA != prioB {
-		return prioA > prioB
+	if ka.priority != kb.priority {
+		return ka.priority > kb.priority
 	}
-	ta, ka := pl.groupOrder(a)
-	tb, kb := pl.groupOrder(b)
-	if !ta.Equal(tb) {
-		return ta.Before(tb)
+	if !ka.created.Equal(kb.created) {
+		return ka.created.Before(kb.created)
 	}
-	if ka != kb {
-		return ka < kb
+	if ka.namespace != kb.namespace {
+		return ka.namespace < kb.namespace
+	}
+	if ka.name != kb.name {
+		return ka.name < kb.name
+	}
+	if ka.source != kb.source {
+		return ka.source < kb.source
 	}
 	return a.GetTimestamp().Before(b.GetTimestamp())
 }
 
-func (pl *Coscheduling) incomplete(pod *v1.Pod) bool {
-	ref, ok := pl.gangs.RefOf(pod)
-	return ok && pl.lc.Incomplete(ref)
+// orderKey is what Less compares of one pod: its gang (or the pod itself,
+// outside gangs) looked up once per comparison, not once per criterion.
+type orderKey struct {
+	queue      string
+	incomplete bool
+	priority   int32
+	created    time.Time
+	// namespace, name and source name the gang, or the pod outside gangs.
+	namespace, name string
+	source          gang.Source
+}
+
+func (pl *Coscheduling) orderKeyOf(qp fwk.QueuedPodInfo, queues *runtime.Queues) orderKey {
+	pod := qp.GetPodInfo().GetPod()
+	k := orderKey{priority: corev1helpers.PodPriority(pod), created: qp.GetTimestamp(), namespace: pod.Namespace, name: pod.Name}
+	ref, spec, ok, err := pl.gangs.GangOf(pod)
+	if ok {
+		k.incomplete = pl.lc.Incomplete(ref)
+	}
+	if ok && err == nil {
+		k.created, k.name, k.source = spec.Created, ref.Name, ref.Source
+		if queues != nil {
+			k.queue = queues.QueueOfGang(spec, pod)
+		}
+	} else if queues != nil {
+		k.queue = queues.QueueOf(pod)
+	}
+	return k
 }
 
 // ordersByQueue reports whether CapacityQueue is enabled in this profile.
@@ -197,14 +230,6 @@ func (pl *Coscheduling) ordersByQueue() bool {
 		}
 	})
 	return pl.queueOrder
-}
-
-func (pl *Coscheduling) groupOrder(qp fwk.QueuedPodInfo) (time.Time, string) {
-	pod := qp.GetPodInfo().GetPod()
-	if _, spec, ok, err := pl.gangs.GangOf(pod); ok && err == nil {
-		return spec.Created, spec.Ref.String()
-	}
-	return qp.GetTimestamp(), pod.Namespace + "/" + pod.Name
 }
 
 // PreEnqueue keeps a gang's pods out of the active queue until its group
@@ -402,6 +427,7 @@ func (pl *Coscheduling) Reserve(ctx context.Context, state fwk.CycleState, pod *
 // Unreserve runs when a member is rejected, times out in Permit or fails to
 // bind. Before the quorum that tears the whole gang down, once.
 func (pl *Coscheduling) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	pl.gangs.Binds.Release(pod.UID)
 	if ref, ok := pl.gangs.RefOf(pod); ok {
 		pl.lc.MemberUnreserved(ref, pod.UID, pod.Name)
 	}
@@ -434,6 +460,31 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 		}
 	}
 	return nil, 0
+}
+
+// PreBindPreFlight takes gang members only: plain pods bind one at a time
+// as they are scheduled, gang members all at once when the quorum is reached.
+func (pl *Coscheduling) PreBindPreFlight(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) (*fwk.PreBindPreFlightResult, *fwk.Status) {
+	if cs := readState(state); cs == nil || cs.spec == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
+}
+
+// PreBind waits for a bind slot (runtime.GangBindConcurrency): a gang's
+// members released together bind through a bounded number of requests in
+// flight instead of one new API connection per request over the HTTP/2
+// stream limit.
+func (pl *Coscheduling) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	if err := pl.gangs.Binds.Acquire(ctx, pod.UID); err != nil {
+		return fwk.AsStatus(fmt.Errorf("waiting to bind: %w", err))
+	}
+	return nil
+}
+
+// PostBind frees the member's bind slot.
+func (pl *Coscheduling) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
+	pl.gangs.Binds.Release(pod.UID)
 }
 
 // EventsToRegister lists the cluster events that can make a rejected member

@@ -328,3 +328,44 @@ func TestLessKeepsGangsTogether(t *testing.T) {
 		})
 	}
 }
+
+// TestPreBindBoundsGangBinds: gang members take a bind slot from PreBind to
+// PostBind (or Unreserve); plain pods skip PreBind and take none.
+func TestPreBindBoundsGangBinds(t *testing.T) {
+	gangPods := members("g", 2, "1", 0)
+	plain := plugintest.Pod("plain", "", "1", 0)
+	objs := plugintest.Objects{
+		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("g", 2)},
+		Pods:      append(gangPods, plain),
+		Nodes:     []*v1.Node{plugintest.Node("n0", "8", 0, nil)},
+	}
+	e, pl := env(t, objs)
+	e.Eventually("PodGroup in the lister", func() bool {
+		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "g"})
+		return err == nil
+	})
+	ctx := e.Ctx
+
+	state, _, _ := e.Cycle(plain)
+	if _, st := pl.PreBindPreFlight(ctx, state, plain, "n0"); st.Code() != fwk.Skip {
+		t.Fatalf("plain pod: PreBindPreFlight %v, want Skip", st)
+	}
+
+	for i, pod := range gangPods {
+		state, _, _ := e.Cycle(pod)
+		if _, st := pl.PreBindPreFlight(ctx, state, pod, "n0"); !st.IsSuccess() {
+			t.Fatalf("member: PreBindPreFlight %v, want Success", st)
+		}
+		if st := pl.PreBind(ctx, state, pod, "n0"); !st.IsSuccess() {
+			t.Fatalf("member: PreBind %v", st)
+		}
+		if got := pl.gangs.Binds.InFlight(); got != i+1 {
+			t.Fatalf("binds in flight %d, want %d", got, i+1)
+		}
+	}
+	pl.PostBind(ctx, nil, gangPods[0], "n0")
+	pl.Unreserve(ctx, nil, gangPods[1], "n0")
+	if got := pl.gangs.Binds.InFlight(); got != 0 {
+		t.Fatalf("binds in flight %d after PostBind and Unreserve, want 0", got)
+	}
+}

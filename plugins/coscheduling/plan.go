@@ -35,7 +35,8 @@ type planning struct {
 	nodes  []fwk.NodeInfo
 	target string
 	status *fwk.Status
-	// probe is what the planner learned, kept for PostFilter.
+	// probe is what the planner learned, kept for PostFilter when the gang
+	// could not be placed.
 	probe *probe
 }
 
@@ -110,6 +111,9 @@ func (pl *Coscheduling) plan(ctx context.Context, state fwk.CycleState, pod *v1.
 		return "", fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
 	_, shapes := gang.Shapes(groups)
+	// Only a failed plan's probe is read again (PostFilter); the member
+	// keeps its cycle state while it waits in Permit, so let the probe go.
+	p.probe, p.nodes = nil, nil
 	pl.lc.CommitPlan(ref, plan, shapes, pl.scheduleTimeout(spec))
 	runtime.PlanOutcomes.WithLabelValues("planned").Inc()
 	logger.V(3).Info("Gang planned", "gang", ref, "members", plan.Members(), "nodes", len(plan.Slots), "duration", time.Since(start))

@@ -75,7 +75,7 @@ func (pl *Coscheduling) makeRoom(ctx context.Context, state fwk.CycleState, pod 
 			if v.Priority >= cs.priority {
 				continue
 			}
-			if qc != nil && v.Queue != qc.Queue && !qc.Snapshot.AboveDeserved(v.Queue, v.Total) {
+			if qc != nil && v.Queue != qc.Queue && !qc.Snapshot().AboveDeserved(v.Queue, v.Total) {
 				continue
 			}
 			cands = append(cands, v)
@@ -94,7 +94,7 @@ func (pl *Coscheduling) makeRoom(ctx context.Context, state fwk.CycleState, pod 
 // reclaim evicts whole gangs of queues above their deserved share for a
 // queue below its own.
 func (pl *Coscheduling) reclaim(ctx context.Context, pod *v1.Pod, cs *cycleState, qc *runtime.QueueCycle, all *running, planFor func([]gang.Victim) *gang.Plan) (*fwk.PostFilterResult, *fwk.Status) {
-	if r, over := qc.Snapshot.Exceeds(qc.Queue, qc.Need); over {
+	if r, over := qc.Snapshot().Exceeds(qc.Queue, qc.Need); over {
 		return nil, fwk.NewStatus(fwk.Unschedulable, fmt.Sprintf("nothing to reclaim: queue %s would go above its deserved share (%s)", qc.Queue, r))
 	}
 	now := pl.lc.Now()
@@ -116,7 +116,7 @@ func (pl *Coscheduling) reclaim(ctx context.Context, pod *v1.Pod, cs *cycleState
 			Members: v.Members, MinMember: v.Members, CreatedUnix: v.Started.Unix()})
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].Key < cands[j].Key })
-	picked, why := qc.Snapshot.Reclaim(qc.Queue, qc.Need, cands)
+	picked, why := qc.Snapshot().Reclaim(qc.Queue, qc.Need, cands)
 	if len(picked) == 0 {
 		if youngest > 0 {
 			pl.retryAfter(cs, pod, youngest)
@@ -124,7 +124,7 @@ func (pl *Coscheduling) reclaim(ctx context.Context, pod *v1.Pod, cs *cycleState
 		}
 		return nil, fwk.NewStatus(fwk.Unschedulable, "nothing to reclaim: "+why)
 	}
-	if !qc.Admitted && !qc.Snapshot.AdmitsWithout(qc.Queue, qc.Need, picked) {
+	if !qc.Admitted && !qc.Snapshot().AdmitsWithout(qc.Queue, qc.Need, picked) {
 		return nil, fwk.NewStatus(fwk.Unschedulable, qc.Refusal)
 	}
 	chosen := make([]gang.Victim, 0, len(picked))

@@ -9,6 +9,7 @@ package networktopology
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -53,6 +54,13 @@ type NetworkTopology struct {
 	gangs  Gangs
 	placed Placed
 	topo   Topologies
+
+	// domainNodes caches the node set of a domain for PreFilter results,
+	// for the tree it was computed from: every member of a big gang asks
+	// for the same set. The framework only reads PreFilter results.
+	mu          sync.Mutex
+	domainTree  *topology.Tree
+	domainNodes map[string]sets.Set[string]
 }
 
 var (
@@ -124,7 +132,23 @@ func (pl *NetworkTopology) PreFilter(ctx context.Context, state fwk.CycleState, 
 	if domain == "" {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	return &fwk.PreFilterResult{NodeNames: sets.New(tree.Nodes(required, domain)...)}, nil
+	return &fwk.PreFilterResult{NodeNames: pl.nodesOf(tree, required, domain)}, nil
+}
+
+// nodesOf returns the nodes of a domain as a set, shared between cycles.
+func (pl *NetworkTopology) nodesOf(tree *topology.Tree, level, domain string) sets.Set[string] {
+	key := level + "/" + domain
+	pl.mu.Lock()
+	defer pl.mu.Unlock()
+	if pl.domainTree != tree {
+		pl.domainTree, pl.domainNodes = tree, map[string]sets.Set[string]{}
+	}
+	nodes, ok := pl.domainNodes[key]
+	if !ok {
+		nodes = sets.New(tree.Nodes(level, domain)...)
+		pl.domainNodes[key] = nodes
+	}
+	return nodes
 }
 
 // PreFilterExtensions returns nil.

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -28,9 +29,15 @@ const (
 // cycle (PreFilter and PostFilter see the same numbers), the pod's queue and
 // the reclaim policy.
 type QueueCycle struct {
-	Snapshot *queue.Snapshot
-	Queue    string
-	QueueOf  func(*v1.Pod) string
+	// take computes the snapshot the first time the cycle reads it: members
+	// of an admitted gang rarely do (only when they fail), and a snapshot
+	// charges every gang's holds.
+	take     func() *queue.Snapshot
+	snapOnce sync.Once
+	snap     *queue.Snapshot
+
+	Queue   string
+	QueueOf func(*v1.Pod) string
 	// Admitted: the gang's remaining minimum (or the pod) fits its queue's
 	// allowance; otherwise Refusal says why. A refusal that reclaim may
 	// cure (an ancestor's capability filled by queues above their share)
@@ -43,6 +50,19 @@ type QueueCycle struct {
 	// above theirs; a gang younger than MinRuntime is not reclaimed.
 	Reclaim    bool
 	MinRuntime time.Duration
+}
+
+// NewQueueCycle returns a cycle whose snapshot is taken by take, once, when
+// first read.
+func NewQueueCycle(take func() *queue.Snapshot) *QueueCycle {
+	return &QueueCycle{take: take}
+}
+
+// Snapshot is the queues as this cycle sees them: the same numbers for every
+// reader of the cycle.
+func (c *QueueCycle) Snapshot() *queue.Snapshot {
+	c.snapOnce.Do(func() { c.snap = c.take() })
+	return c.snap
 }
 
 // Clone shares the snapshot: it is read-only.

@@ -57,6 +57,9 @@ type Gangs struct {
 	pods     corelisters.PodLister
 	podIndex cache.Indexer
 
+	// Binds bounds gang members' binds in flight.
+	Binds *BindSlots
+
 	mu sync.Mutex
 	// turnedAway: plain pods a phalanx plugin rejected; woken on Changed.
 	turnedAway map[types.UID]*v1.Pod
@@ -90,6 +93,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		turnedAway: map[types.UID]*v1.Pod{},
 		podEvents:  map[types.UID]string{},
 		implicit:   map[string]bool{},
+		Binds:      NewBindSlots(GangBindConcurrency),
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
@@ -112,7 +116,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		return nil, err
 	}
 
-	factory := pginformers.NewSharedInformerFactory(pgClient, 0)
+	factory := pginformers.NewSharedInformerFactoryWithOptions(pgClient, 0, pginformers.WithTransform(trimManagedFields))
 	pgInformer := factory.Scheduling().V1alpha1().PodGroups()
 	if err := pgInformer.Informer().AddIndexers(cache.Indexers{dependsOnIndex: indexByDependency}); err != nil {
 		return nil, err

@@ -68,6 +68,9 @@ func newNUMA(r *Runtime, gangs *Gangs) (*NUMA, error) {
 	}
 	factory := nrtinformers.NewSharedInformerFactory(client, 0)
 	inf := factory.Topology().V1alpha2().NodeResourceTopologies()
+	if err := inf.Informer().SetTransform(trimManagedFields); err != nil {
+		return nil, err
+	}
 	n := &NUMA{rt: r, nrts: inf.Lister(), nodes: h.SharedInformerFactory().Core().V1().Nodes().Lister(),
 		parsed: map[string]parsedNRT{}, charges: map[string]map[types.UID]zoneCharge{}, unaligned: map[string]bool{}}
 	// Objects created or changed at any time are picked up.

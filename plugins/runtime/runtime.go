@@ -16,6 +16,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -222,7 +223,7 @@ func (r *Runtime) phalanxInformers() (phalanxinformers.SharedInformerFactory, er
 		if err != nil {
 			return nil, err
 		}
-		r.phalanxFactory = phalanxinformers.NewSharedInformerFactory(client, 0)
+		r.phalanxFactory = phalanxinformers.NewSharedInformerFactoryWithOptions(client, 0, phalanxinformers.WithTransform(trimManagedFields))
 	}
 	return r.phalanxFactory, nil
 }
@@ -314,4 +315,14 @@ func (r *Runtime) Changed() {
 	if gangs := r.gangs.Load(); gangs != nil {
 		gangs.wakeFailed()
 	}
+}
+
+// trimManagedFields drops metadata.managedFields from the objects the
+// runtime's informers cache, as kube-scheduler does for pods: nothing reads
+// them, and on a NodeResourceTopology object they are a large share of its size.
+func trimManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil && a.GetManagedFields() != nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
 }
