@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -122,8 +123,49 @@ func TestPlanSteersMembers(t *testing.T) {
 	if !st.IsSuccess() || res == nil || res.NodeNames.Len() != 1 || !res.NodeNames.Has("n2") {
 		t.Fatalf("second member PreFilter = %v %v, want exactly the planned node n2", res, st)
 	}
-	if woken := e.Activated(); len(woken) != 4 {
-		t.Fatalf("the plan woke %v, want the gang's pending members", woken)
+	// The members' arrival wakes them too (see TestArrivalCompletingQuorumWakesSiblings),
+	// asynchronously: ask for the set, not the count.
+	if woken := sets.New(e.Activated()...); !woken.Equal(sets.New("default/g-a", "default/g-b", "default/g-c", "default/g-d")) {
+		t.Fatalf("the plan woke %v, want the gang's pending members", sets.List(woken))
+	}
+}
+
+// TestArrivalCompletingQuorumWakesSiblings: members that PreEnqueue turned
+// away for lack of members are woken by the member that completes the
+// quorum, even one that cannot be scheduled itself (a scheduling gate):
+// the scheduling queue does not replay a pod's arrival to its siblings.
+func TestArrivalCompletingQuorumWakesSiblings(t *testing.T) {
+	early := members("g", 2, "1", 0)
+	e, pl := env(t, plugintest.Objects{
+		Nodes: []*v1.Node{plugintest.Node("n0", "8", 0, nil)},
+		Pods:  early,
+	})
+	ref := gang.Ref{Namespace: "default", Name: "g"}
+	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 2 })
+	// The PodGroup arrives after its members: its arrival wakes them, once.
+	if _, err := e.PG.SchedulingV1alpha1().PodGroups("default").Create(e.Ctx, plugintest.PodGroup("g", 3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	woken := sets.New[string]()
+	e.Eventually("the PodGroup's arrival wakes its members", func() bool {
+		woken = woken.Union(sets.New(e.Activated()...))
+		return woken.HasAll("default/g-a", "default/g-b")
+	})
+	// (PreEnqueue is not called here: its condition write would wake them too.)
+
+	last := plugintest.Pod("g-c", "g", "1", 0)
+	last.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
+	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, last, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	woken = sets.New[string]()
+	e.Eventually("the first members woken by the third", func() bool {
+		woken = woken.Union(sets.New(e.Activated()...))
+		return woken.HasAll("default/g-a", "default/g-b")
+	})
+	e.Eventually("the third member indexed", func() bool { return len(pl.gangs.Members(ref)) == 3 })
+	if st := pl.PreEnqueue(e.Ctx, early[0]); !st.IsSuccess() {
+		t.Fatalf("PreEnqueue after the quorum arrived = %v, want success", st)
 	}
 }
 

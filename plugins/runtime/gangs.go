@@ -104,7 +104,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	}
 	g.podIndex = podInformer.GetIndexer()
 	r.addPodHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    g.onPod,
+		AddFunc:    g.onPodAdd,
 		UpdateFunc: func(_, newObj any) { g.onPod(newObj) },
 		DeleteFunc: g.onPodDelete,
 	})
@@ -450,6 +450,43 @@ func (g *Gangs) onPod(obj any) {
 	if pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "" && !g.Lifecycle.IsPlaced(ref, pod.UID) {
 		g.clearNomination(pod)
 	}
+}
+
+// onPodAdd: a member that completes its gang's quorum wakes the siblings
+// that PreEnqueue turned away for lack of members. The scheduling queue
+// replays an unscheduled pod's arrival to other pods only under the alpha
+// GangScheduling gate, so without this they would wait for the queue's
+// periodic flush (minutes) when the completing member cannot be scheduled
+// itself (a scheduling gate, say). Counting starts from the index, which
+// already holds every pod added so far, so a burst of adds still wakes.
+func (g *Gangs) onPodAdd(obj any) {
+	g.onPod(obj)
+	pod, ok := obj.(*v1.Pod)
+	if !ok || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		return
+	}
+	ref, ok := g.RefOf(pod)
+	if !ok || g.Lifecycle.Phase(ref) != gang.PhaseIdle || g.Lifecycle.Placed(ref) > 0 {
+		return
+	}
+	spec, err := g.Spec(ref)
+	if err != nil {
+		return
+	}
+	members := spec.Succeeded
+	for _, m := range g.Members(ref) {
+		if m.DeletionTimestamp == nil {
+			members++
+		}
+	}
+	if members < max(spec.MinMember, 1) {
+		return
+	}
+	if _, failed := g.Lifecycle.Failed(ref); failed {
+		g.wakeOne(ref)
+		return
+	}
+	g.wake(ref)
 }
 
 // clearNomination removes a nomination that no plan of this scheduler
