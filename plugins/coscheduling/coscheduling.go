@@ -476,6 +476,12 @@ func (pl *Coscheduling) PreBindPreFlight(ctx context.Context, state fwk.CycleSta
 // flight instead of one new API connection per request over the HTTP/2
 // stream limit.
 func (pl *Coscheduling) PreBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
+	// The framework runs PreBindPreFlight only under the
+	// NominatedNodeNameForExpectation gate (off in phalanx), so PreBind sees
+	// plain pods too.
+	if cs := readState(state); cs == nil || cs.spec == nil {
+		return nil
+	}
 	if err := pl.gangs.Binds.Acquire(ctx, pod.UID); err != nil {
 		return fwk.AsStatus(fmt.Errorf("waiting to bind: %w", err))
 	}

@@ -392,6 +392,11 @@ func TestPreBindBoundsGangBinds(t *testing.T) {
 	if _, st := pl.PreBindPreFlight(ctx, state, plain, "n0"); st.Code() != fwk.Skip {
 		t.Fatalf("plain pod: PreBindPreFlight %v, want Skip", st)
 	}
+	// Without the NominatedNodeNameForExpectation gate the framework calls
+	// PreBind whatever PreBindPreFlight said.
+	if st := pl.PreBind(ctx, state, plain, "n0"); !st.IsSuccess() || pl.gangs.Binds.InFlight() != 0 {
+		t.Fatalf("plain pod: PreBind %v with %d binds in flight, want success and no slot taken", st, pl.gangs.Binds.InFlight())
+	}
 
 	for i, pod := range gangPods {
 		state, _, _ := e.Cycle(pod)
