@@ -67,8 +67,10 @@ type Gangs struct {
 	podEvents map[types.UID]string
 	// implicit: API writes in flight (an implicit gang's PodGroup, a stale
 	// nomination), so each is sent once at a time.
-	implicit    map[string]bool
-	sweeperOnce sync.Once
+	implicit map[string]bool
+	// arrivalWakes: gangs whose quorum-completing arrival is being woken.
+	arrivalWakes map[gang.Ref]bool
+	sweeperOnce  sync.Once
 	// workloads is nil unless the Workload API is served.
 	workloads schedulinglisters.WorkloadLister
 }
@@ -89,11 +91,12 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	RegisterMetrics()
 	g := &Gangs{
 		rt: r, h: h, pgClient: pgClient,
-		pods:       h.SharedInformerFactory().Core().V1().Pods().Lister(),
-		turnedAway: map[types.UID]*v1.Pod{},
-		podEvents:  map[types.UID]string{},
-		implicit:   map[string]bool{},
-		Binds:      NewBindSlots(GangBindConcurrency),
+		pods:         h.SharedInformerFactory().Core().V1().Pods().Lister(),
+		turnedAway:   map[types.UID]*v1.Pod{},
+		podEvents:    map[types.UID]string{},
+		implicit:     map[string]bool{},
+		arrivalWakes: map[gang.Ref]bool{},
+		Binds:        NewBindSlots(GangBindConcurrency),
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
@@ -482,11 +485,27 @@ func (g *Gangs) onPodAdd(obj any) {
 	if members < max(spec.MinMember, 1) {
 		return
 	}
-	if _, failed := g.Lifecycle.Failed(ref); failed {
-		g.wakeOne(ref)
+	// Coalesce: when the informer lists a whole gang at once, every one of
+	// its adds sees the quorum; one wake at a time per gang is enough.
+	g.mu.Lock()
+	if g.arrivalWakes[ref] {
+		g.mu.Unlock()
 		return
 	}
-	g.wake(ref)
+	g.arrivalWakes[ref] = true
+	g.mu.Unlock()
+	go func() {
+		defer func() {
+			g.mu.Lock()
+			delete(g.arrivalWakes, ref)
+			g.mu.Unlock()
+		}()
+		if _, failed := g.Lifecycle.Failed(ref); failed {
+			g.wakeOne(ref)
+			return
+		}
+		g.wake(ref)
+	}()
 }
 
 // clearNomination removes a nomination that no plan of this scheduler
