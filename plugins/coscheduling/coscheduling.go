@@ -247,12 +247,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	if st := pl.checkDependencies(spec); st != nil {
 		return st
 	}
-	members := spec.Succeeded
-	for _, m := range pl.gangs.Members(ref) {
-		if m.DeletionTimestamp == nil {
-			members++
-		}
-	}
+	members := pl.gangs.MemberCount(spec)
 	if members < quorum(spec) {
 		msg := fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members, quorum(spec))
 		// A member the informer shows late must not put a gang that already

@@ -67,10 +67,8 @@ type Gangs struct {
 	podEvents map[types.UID]string
 	// implicit: API writes in flight (an implicit gang's PodGroup, a stale
 	// nomination), so each is sent once at a time.
-	implicit map[string]bool
-	// arrivalWakes: gangs whose quorum-completing arrival is being woken.
-	arrivalWakes map[gang.Ref]bool
-	sweeperOnce  sync.Once
+	implicit    map[string]bool
+	sweeperOnce sync.Once
 	// workloads is nil unless the Workload API is served.
 	workloads schedulinglisters.WorkloadLister
 }
@@ -91,12 +89,11 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	RegisterMetrics()
 	g := &Gangs{
 		rt: r, h: h, pgClient: pgClient,
-		pods:         h.SharedInformerFactory().Core().V1().Pods().Lister(),
-		turnedAway:   map[types.UID]*v1.Pod{},
-		podEvents:    map[types.UID]string{},
-		implicit:     map[string]bool{},
-		arrivalWakes: map[gang.Ref]bool{},
-		Binds:        NewBindSlots(GangBindConcurrency),
+		pods:       h.SharedInformerFactory().Core().V1().Pods().Lister(),
+		turnedAway: map[types.UID]*v1.Pod{},
+		podEvents:  map[types.UID]string{},
+		implicit:   map[string]bool{},
+		Binds:      NewBindSlots(GangBindConcurrency),
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
@@ -476,44 +473,36 @@ func (g *Gangs) onPodAdd(obj any) {
 	if err != nil {
 		return
 	}
-	members := spec.Succeeded
-	for _, m := range g.Members(ref) {
-		if m.DeletionTimestamp == nil {
-			members++
-		}
-	}
-	if members < max(spec.MinMember, 1) {
+	if g.MemberCount(spec) < max(spec.MinMember, 1) {
 		return
 	}
 	// Coalesce: when the informer lists a whole gang at once, every one of
 	// its adds sees the quorum; one wake at a time per gang is enough.
-	g.mu.Lock()
-	if g.arrivalWakes[ref] {
-		g.mu.Unlock()
-		return
-	}
-	g.arrivalWakes[ref] = true
-	g.mu.Unlock()
-	go func() {
-		defer func() {
-			g.mu.Lock()
-			delete(g.arrivalWakes, ref)
-			g.mu.Unlock()
-		}()
+	g.inBackground("wake/"+ref.String(), func() {
 		if _, failed := g.Lifecycle.Failed(ref); failed {
 			g.wakeOne(ref)
 			return
 		}
 		g.wake(ref)
-	}()
+	})
 }
 
-// clearNomination removes a nomination that no plan of this scheduler
-// stands behind: one a scheduler left on a member it had reserved when it
-// died. The framework counts nominated pods on their node, so the stale
-// nomination would make the node look taken to every plan.
-func (g *Gangs) clearNomination(pod *v1.Pod) {
-	key := "nomination/" + string(pod.UID)
+// MemberCount is the members that count toward the gang's quorum: those
+// that exist and are not terminating, and those that finished.
+func (g *Gangs) MemberCount(spec *gang.Spec) int {
+	n := spec.Succeeded
+	for _, m := range g.Members(spec.Ref) {
+		if m.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// inBackground runs f in a goroutine unless a run under the same key is
+// still going: API writes and wakes that many events ask for at once are
+// done once at a time.
+func (g *Gangs) inBackground(key string, f func()) {
 	g.mu.Lock()
 	if g.implicit[key] {
 		g.mu.Unlock()
@@ -527,6 +516,16 @@ func (g *Gangs) clearNomination(pod *v1.Pod) {
 			delete(g.implicit, key)
 			g.mu.Unlock()
 		}()
+		f()
+	}()
+}
+
+// clearNomination removes a nomination that no plan of this scheduler
+// stands behind: one a scheduler left on a member it had reserved when it
+// died. The framework counts nominated pods on their node, so the stale
+// nomination would make the node look taken to every plan.
+func (g *Gangs) clearNomination(pod *v1.Pod) {
+	g.inBackground("nomination/"+string(pod.UID), func() {
 		body := []byte(`{"status":{"nominatedNodeName":null}}`)
 		_, err := g.h.ClientSet().CoreV1().Pods(pod.Namespace).Patch(g.rt.ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 		if err != nil {
@@ -538,7 +537,7 @@ func (g *Gangs) clearNomination(pod *v1.Pod) {
 		// The room the nomination seemed to take is free: plans that failed
 		// for it may succeed now.
 		g.rt.Changed()
-	}()
+	})
 }
 
 func (g *Gangs) onPodDelete(obj any) {
