@@ -55,7 +55,7 @@ bin/tools/helm install phalanx charts/phalanx --namespace "$ns" --create-namespa
 
 if [[ "$mode" == replace ]]; then
   # The two files of the phalanx-replace ConfigMap, onto the control-plane node
-  # (docs/deploy.md, "Replace mode").
+  # (docs/deploy.md, "Replace kube-scheduler (kubeadm)").
   node="${cluster}-control-plane"
   kubectl -n "$ns" get configmap phalanx-replace -o jsonpath='{.data.config\.yaml}' >"$tmp/config.yaml"
   kubectl -n "$ns" get configmap phalanx-replace -o jsonpath='{.data.kube-scheduler\.yaml}' >"$tmp/kube-scheduler.yaml"

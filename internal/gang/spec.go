@@ -4,7 +4,9 @@ import (
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
@@ -63,6 +65,18 @@ type Spec struct {
 	// TopologyKey is a node label the whole gang must share (the upstream
 	// API's topology constraint), "" for none.
 	TopologyKey string
+	// Priority is the group object's own priority (the upstream PodGroup's
+	// spec.priority, else its Workload template's); nil: the pods' priority.
+	Priority *int32
+}
+
+// PriorityOf is the priority a member counts with in ordering, holds and
+// preemption: the gang's own, else the pod's.
+func (s *Spec) PriorityOf(pod *v1.Pod) int32 {
+	if s != nil && s.Priority != nil {
+		return *s.Priority
+	}
+	return corev1helpers.PodPriority(pod)
 }
 
 // DependsOn lists the gangs (same namespace) that must be running or done

@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	jobcontroller "k8s.io/kubernetes/pkg/controller/job"
+	"k8s.io/kubernetes/pkg/controller/statefulset"
 	"k8s.io/kubernetes/pkg/features"
 )
 
@@ -31,6 +32,7 @@ type kcm struct {
 	// shutdown waits for informers, after ctx is cancelled.
 	shutdown []func()
 	job, gc  bool
+	sts      bool
 }
 
 func (c *Cluster) controllerManager() *kcm {
@@ -83,6 +85,29 @@ func (c *Cluster) StartJobController() error {
 	m.informers.Start(m.ctx.Done())
 	go jc.Run(ctx, 4)
 	m.job = true
+	return nil
+}
+
+// StartStatefulSetController runs kube-controller-manager's StatefulSet
+// controller (k8s.io/kubernetes/pkg/controller/statefulset) in-process until
+// Stop. Idempotent.
+func (c *Cluster) StartStatefulSetController() error {
+	m := c.controllerManager()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.sts {
+		return nil
+	}
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(c.Config), "statefulset-controller"))
+	if err != nil {
+		return err
+	}
+	ctx := klog.NewContext(m.ctx, klog.Background().WithName("statefulset-controller"))
+	sc := statefulset.NewStatefulSetController(ctx, m.informers.Core().V1().Pods(), m.informers.Apps().V1().StatefulSets(),
+		m.informers.Core().V1().PersistentVolumeClaims(), m.informers.Apps().V1().ControllerRevisions(), client)
+	m.informers.Start(m.ctx.Done())
+	go sc.Run(ctx, 2)
+	m.sts = true
 	return nil
 }
 

@@ -103,6 +103,20 @@ func (c *Cluster) WaitImplicitPodGroup(ctx context.Context, ns string, gang work
 	return pg, nil
 }
 
+// WaitImplicitGangCondition waits for `members` pods of selector, their
+// implicit gang's PodGroup, and its condition of type condType with reason.
+func (c *Cluster) WaitImplicitGangCondition(ctx context.Context, ns, selector string, members int, condType, reason string, timeout time.Duration) (workload.Implicit, *metav1.Condition, error) {
+	_, gang, err := c.WorkloadPods(ctx, ns, selector, members, timeout)
+	if err != nil {
+		return gang, nil, err
+	}
+	if _, err := c.WaitImplicitPodGroup(ctx, ns, gang, timeout); err != nil {
+		return gang, nil, err
+	}
+	cond, err := c.WaitCondition(ctx, ns, gang.Name, condType, reason, timeout)
+	return gang, cond, err
+}
+
 // WaitCondition waits until the PodGroup's condition of type condType has
 // reason, and returns it.
 func (c *Cluster) WaitCondition(ctx context.Context, ns, name, condType, reason string, timeout time.Duration) (*metav1.Condition, error) {

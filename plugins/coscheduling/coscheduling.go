@@ -205,6 +205,7 @@ func (pl *Coscheduling) orderKeyOf(qp fwk.QueuedPodInfo, queues *runtime.Queues)
 	}
 	if ok && err == nil {
 		k.created, k.name, k.source = spec.Created, ref.Name, ref.Source
+		k.priority = spec.PriorityOf(pod)
 		if queues != nil {
 			k.queue = queues.QueueOfGang(spec, pod)
 		}
@@ -240,7 +241,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 		return nil
 	}
 	if err != nil {
-		msg := missing(ref, err)
+		msg := missing(ref, err, pl.gangs.WatchesWorkloadAPI())
 		pl.gangs.PodEvent(pod, runtime.ReasonPodGroupMissing, msg)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
 	}
@@ -249,21 +250,24 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 	}
 	members := pl.gangs.MemberCount(spec)
 	if members < quorum(spec) {
-		msg := fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members, quorum(spec))
+		cond := pl.gangs.MembersShort(spec, members, quorum(spec))
 		// A member the informer shows late must not put a gang that already
 		// started (or is being placed) back to MembersPending.
 		if pl.lc.Placed(ref) == 0 && pl.lc.Phase(ref) == gang.PhaseIdle {
-			pl.gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: runtime.ReasonMembersPending, Message: msg})
+			pl.gangs.Status.Set(spec, cond)
 		}
-		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, msg)
+		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, cond.Message)
 	}
 	return nil
 }
 
 // missing says why a pod's gang cannot be read: its group object does not
 // exist (yet), or the pod's gang annotations are invalid.
-func missing(ref gang.Ref, err error) string {
+func missing(ref gang.Ref, err error, watchesWorkloadAPI bool) string {
 	if apierrors.IsNotFound(err) {
+		if ref.Source == gang.SourceWorkload && !watchesWorkloadAPI {
+			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io): phalanx-scheduler does not watch the Workload API, which the API server did not serve when it started; restart phalanx-scheduler", ref.Namespace, ref.Name)
+		}
 		if ref.Source == gang.SourceWorkload {
 			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io) does not exist; the pod waits until it is created", ref.Namespace, ref.Name)
 		}
@@ -301,7 +305,7 @@ func (pl *Coscheduling) checkDependencies(spec *gang.Spec) *fwk.Status {
 // which keeps them off capacity that plans and reservations hold.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
-	cs := &cycleState{request: resources.PodRequests(pod), priority: corev1helpers.PodPriority(pod)}
+	cs := &cycleState{request: resources.PodRequests(pod), priority: spec.PriorityOf(pod)}
 	if !ok {
 		state.Write(stateKey, cs)
 		if !pl.lc.HoldsAnywhere() {
@@ -311,7 +315,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, missing(ref, err))
+		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, missing(ref, err, pl.gangs.WatchesWorkloadAPI()))
 	}
 	cs.ref, cs.spec, cs.shape = ref, spec, gang.ShapeKey(pod)
 	state.Write(stateKey, cs)

@@ -4,13 +4,18 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/phalanx-sched/phalanx/apis/config"
@@ -55,6 +60,8 @@ func TestPreEnqueue(t *testing.T) {
 	badSize := plugintest.Pod("bad", "", "1", 0)
 	badSize.Annotations = map[string]string{phalanxv1alpha1.GangSizeAnnotation: "many"}
 	badSize.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", UID: "j-uid", Controller: ptrTrue()}}
+	workloadMember := plugintest.Pod("wl-0", "", "1", 0)
+	workloadMember.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("upstream")}
 	three := members("three", 2, "1", 0) // of minMember 3
 	complete := members("two", 2, "1", 0)
 	objs := plugintest.Objects{
@@ -79,6 +86,7 @@ func TestPreEnqueue(t *testing.T) {
 		{name: "dependency running below quorum", pod: objs.Pods[5], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "waiting for gang dep: 0 of 2"},
 		{name: "dependency missing", pod: objs.Pods[6], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "dependency PodGroup default/nope does not exist"},
 		{name: "invalid gang-size", pod: badSize, wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: `scheduling.phalanx.dev/gang-size`},
+		{name: "Workload API not watched", pod: workloadMember, wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "restart phalanx-scheduler"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := pl.PreEnqueue(e.Ctx, tc.pod)
@@ -422,5 +430,85 @@ func TestPreBindBoundsGangBinds(t *testing.T) {
 	pl.Unreserve(ctx, nil, gangPods[1], "n0")
 	if got := pl.gangs.Binds.InFlight(); got != 0 {
 		t.Fatalf("binds in flight %d after PostBind and Unreserve, want 0", got)
+	}
+}
+
+// TestLessUsesWorkloadPriority: an upstream Workload API PodGroup's
+// spec.priority is the gang's priority. Its pods carry none (priority 0), so
+// the older gang would go first by age; the newer gang's PodGroup priority
+// puts it first, and PreFilter charges its holds at that priority.
+func TestLessUsesWorkloadPriority(t *testing.T) {
+	upstream := func(name string, created time.Time, priority *int32) *schedulingv1alpha2.PodGroup {
+		return &schedulingv1alpha2.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("pg-" + name), CreationTimestamp: metav1.NewTime(created)},
+			Spec: schedulingv1alpha2.PodGroupSpec{
+				SchedulingPolicy: schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 1}},
+				Priority:         priority,
+			},
+		}
+	}
+	t0 := time.Unix(1_000_000, 0)
+	older := upstream("older", t0, nil)
+	newer := upstream("newer", t0.Add(time.Second), ptr.To[int32](1000))
+	e, pl := env(t, plugintest.Objects{UpstreamPodGroups: []*schedulingv1alpha2.PodGroup{older, newer}})
+	e.Eventually("upstream PodGroups in the lister", func() bool {
+		_, err := pl.gangs.Spec(gang.Ref{Source: gang.SourceWorkload, Namespace: "default", Name: "newer"})
+		return err == nil
+	})
+	member := func(name, group string) *v1.Pod {
+		p := plugintest.Pod(name, "", "1", 0)
+		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+		return p
+	}
+	qp := func(p *v1.Pod) fwk.QueuedPodInfo {
+		pi, _ := framework.NewPodInfo(p)
+		return &framework.QueuedPodInfo{PodInfo: pi}
+	}
+	o, n := member("o", "older"), member("n", "newer")
+	if !pl.Less(qp(n), qp(o)) || pl.Less(qp(o), qp(n)) {
+		t.Fatalf("the gang with PodGroup priority 1000 does not go before the older gang of priority 0")
+	}
+	if got := pl.gangs.PriorityOf(n); got != 1000 {
+		t.Fatalf("PriorityOf(member of newer) = %d, want the PodGroup's 1000", got)
+	}
+	if got := pl.gangs.PriorityOf(o); got != 0 {
+		t.Fatalf("PriorityOf(member of older) = %d, want the pod's 0", got)
+	}
+}
+
+// TestOrderedStartupReported: a gang short of members whose StatefulSet
+// creates pods one at a time (OrderedReady) is reported as OrderedStartup
+// once it has waited, with the fix; PreEnqueue then says the same.
+func TestOrderedStartupReported(t *testing.T) {
+	pod := plugintest.Pod("db-0", "db", "1", 0)
+	pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "db", UID: "sts-uid", Controller: ptrTrue()}}
+	e, pl := env(t, plugintest.Objects{PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("db", 3)}, Pods: []*v1.Pod{pod}})
+	if _, err := e.Client.AppsV1().StatefulSets("default").Create(e.Ctx, &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "db"},
+		Spec:       appsv1.StatefulSetSpec{Replicas: ptr.To[int32](3)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ref := gang.Ref{Namespace: "default", Name: "db"}
+	e.Eventually("PodGroup and member in the listers", func() bool {
+		spec, err := pl.gangs.Spec(ref)
+		return err == nil && pl.gangs.MemberCount(spec) == 1
+	})
+	if st := pl.PreEnqueue(e.Ctx, pod); !strings.Contains(st.Message(), "1 of 3 members exist") {
+		t.Fatalf("PreEnqueue = %q, want members pending", st.Message())
+	}
+	e.Eventually("OrderedStartup condition", func() bool {
+		e.Clock.Step(time.Second)
+		c, ok := pl.gangs.Status.Get(ref)
+		return ok && c.Reason == runtime.ReasonOrderedStartup
+	})
+	st := pl.PreEnqueue(e.Ctx, pod)
+	for _, want := range []string{"StatefulSet default/db", "podManagementPolicy: OrderedReady", "podManagementPolicy: Parallel"} {
+		if !strings.Contains(st.Message(), want) {
+			t.Errorf("PreEnqueue = %q, does not say %q", st.Message(), want)
+		}
+	}
+	if c, _ := pl.gangs.Status.Get(ref); c.Reason != runtime.ReasonOrderedStartup {
+		t.Fatalf("PreEnqueue put the condition back to %s", c.Reason)
 	}
 }

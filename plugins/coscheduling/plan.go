@@ -10,7 +10,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -271,7 +270,7 @@ func (pl *Coscheduling) futureRoom(ni fwk.NodeInfo, priority int32) (resources.L
 	busy := int64(0)
 	for _, pi := range ni.GetPods() {
 		p := pi.GetPod()
-		if corev1helpers.PodPriority(p) > priority {
+		if pl.gangs.PriorityOf(p) > priority {
 			continue
 		}
 		free.Add(resources.PodRequests(p))

@@ -9,7 +9,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -210,7 +209,7 @@ func (pl *Coscheduling) running(infos []fwk.NodeInfo, cs *cycleState, qc *runtim
 			if !ok {
 				i = len(out.victims)
 				index[key] = i
-				v := gang.Victim{Key: key, Ref: ref, Priority: corev1helpers.PodPriority(p), OnNode: map[string]gang.Usage{}, Total: resources.List{}}
+				v := gang.Victim{Key: key, Ref: ref, Priority: pl.gangs.PriorityOf(p), OnNode: map[string]gang.Usage{}, Total: resources.List{}}
 				if qc != nil {
 					v.Queue = qc.QueueOf(p)
 				}
@@ -227,7 +226,7 @@ func (pl *Coscheduling) running(infos []fwk.NodeInfo, cs *cycleState, qc *runtim
 			v.OnNode[node] = u
 			v.Total.Add(req)
 			v.Members++
-			v.Priority = max(v.Priority, corev1helpers.PodPriority(p))
+			v.Priority = max(v.Priority, pl.gangs.PriorityOf(p))
 			if t := boundAt(p); t.After(v.Started) {
 				v.Started = t
 			}

@@ -67,7 +67,9 @@ type Gangs struct {
 	podEvents map[types.UID]string
 	// implicit: API writes in flight (an implicit gang's PodGroup, a stale
 	// nomination), so each is sent once at a time.
-	implicit    map[string]bool
+	implicit map[string]bool
+	// startup: what the last check of a short gang's workload found.
+	startup     map[gang.Ref]startupVerdict
 	sweeperOnce sync.Once
 	// workloads is nil unless the Workload API is served.
 	workloads schedulinglisters.WorkloadLister
@@ -93,6 +95,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		turnedAway: map[types.UID]*v1.Pod{},
 		podEvents:  map[types.UID]string{},
 		implicit:   map[string]bool{},
+		startup:    map[gang.Ref]startupVerdict{},
 		Binds:      NewBindSlots(GangBindConcurrency),
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
@@ -150,6 +153,8 @@ func newGangs(r *Runtime) (*Gangs, error) {
 			return nil, err
 		}
 		klog.FromContext(ctx).Info("Reading gangs from the Workload API (scheduling.k8s.io/v1alpha2 PodGroups)")
+	} else {
+		klog.FromContext(ctx).Info("The Workload API (scheduling.k8s.io/v1alpha2 PodGroups) is not served; restart phalanx-scheduler after enabling it")
 	}
 	go g.Status.Run(ctx)
 	return g, nil
@@ -238,6 +243,10 @@ func (g *Gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
 	return gang.SpecFromPodGroup(pg), nil
 }
 
+// WatchesWorkloadAPI reports whether the API server served the upstream
+// Workload API when the scheduler started (it is not looked for again).
+func (g *Gangs) WatchesWorkloadAPI() bool { return g.upstream != nil }
+
 // specFromUpstream reads an upstream PodGroup (and the Workload it comes
 // from) with workload.FromUpstream: a gang policy's minCount is the quorum, a
 // basic policy places pods one by one (a quorum of one); the topology key, the
@@ -263,6 +272,7 @@ func (g *Gangs) specFromUpstream(pg *schedulingv1alpha2.PodGroup) (*gang.Spec, e
 			phalanxv1alpha1.TopologyPreferredAnnotation: up.TopologyPreferred,
 		},
 	}
+	s.Priority = up.Priority
 	if up.Queue != "" {
 		s.Labels[queueLabel] = up.Queue
 	}
@@ -476,6 +486,7 @@ func (g *Gangs) onPodAdd(obj any) {
 	if g.MemberCount(spec) < max(spec.MinMember, 1) {
 		return
 	}
+	g.forgetStartup(ref)
 	// Coalesce: when the informer lists a whole gang at once, every one of
 	// its adds sees the quorum; one wake at a time per gang is enough.
 	g.inBackground("wake/"+ref.String(), func() {
@@ -485,6 +496,16 @@ func (g *Gangs) onPodAdd(obj any) {
 		}
 		g.wake(ref)
 	})
+}
+
+// PriorityOf is the priority a pod counts with: its gang's own (an upstream
+// PodGroup's spec.priority), else its own.
+func (g *Gangs) PriorityOf(pod *v1.Pod) int32 {
+	var spec *gang.Spec
+	if ref, ok := g.RefOf(pod); ok {
+		spec, _ = g.Spec(ref)
+	}
+	return spec.PriorityOf(pod)
 }
 
 // MemberCount is the members that count toward the gang's quorum: those
@@ -599,6 +620,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	}
 	g.Lifecycle.Forget(spec.Ref)
 	g.Status.Forget(spec.Ref)
+	g.forgetStartup(spec.Ref)
 	g.wake(spec.Ref)
 	g.rt.Changed()
 }
@@ -722,9 +744,11 @@ func (g *Gangs) StartSweeper(ctx context.Context, defaultTimeout, every time.Dur
 				return
 			}
 			g.sweep(ctx, defaultTimeout)
-			g.rt.clock.AfterFunc(every, tick)
+			g.rt.clock.AfterFunc(every, func() { go tick() })
 		}
-		g.rt.clock.AfterFunc(every, tick)
+		// A fake clock runs AfterFunc callbacks under its lock: the sweep,
+		// which reads the clock, runs on its own goroutine.
+		g.rt.clock.AfterFunc(every, func() { go tick() })
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -43,6 +44,9 @@ type Clients struct {
 	NRT       nrtclientset.Interface
 	// Served reports whether the API server serves a resource.
 	Served func(groupVersion, resource string) (bool, error)
+	// Dynamic reads workloads of other API groups (JobSet,
+	// LeaderWorkerSet) whose startup policy can keep a gang from forming.
+	Dynamic dynamic.Interface
 }
 
 // Runtime is the process-wide state of the phalanx plugins. Its parts are
@@ -98,6 +102,13 @@ func (r *Runtime) init(ctx context.Context, h fwk.Handle) error {
 	r.ctx, r.handle = ctx, h
 	if cfg := h.KubeConfig(); cfg != nil {
 		r.crdCfg = CRDConfig(cfg)
+	}
+	if r.clients.Dynamic == nil && r.crdCfg != nil {
+		d, err := dynamic.NewForConfig(r.crdCfg)
+		if err != nil {
+			return err
+		}
+		r.clients.Dynamic = d
 	}
 	if r.clients.Served == nil {
 		if r.crdCfg == nil {

@@ -30,6 +30,7 @@ const ConditionScheduled = "Scheduled"
 // internal/gang).
 const (
 	ReasonMembersPending    = "MembersPending"
+	ReasonOrderedStartup    = "OrderedStartup"
 	ReasonPodGroupMissing   = "PodGroupNotFound"
 	ReasonDependencyPending = "WaitingForDependency"
 	ReasonDependencyMissing = "DependencyNotFound"

@@ -3,6 +3,7 @@ package workloads
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -201,6 +202,37 @@ func TestJobSetGangs(t *testing.T) {
 		}
 		if err := c.WaitPodGroupGone(ctx, ns, gang.Name, 90*time.Second); err != nil {
 			t.Fatalf("PodGroup %s outlived its JobSet: %v", gang.Name, err)
+		}
+	})
+
+	// InOrder: the JobSet controller creates the workers only once the
+	// driver's pods are Ready, and phalanx starts none of the gang until all
+	// 3 exist. The gang says so, with the fix, instead of waiting silently.
+	t.Run("InOrder startup over a whole-JobSet gang is reported", func(t *testing.T) {
+		const ns = "default"
+		addNodes(t, c, "inorder", 0, 3)
+		gangOf3 := map[string]string{phalanxv1alpha1.GangSizeAnnotation: "3"}
+		spec := jobSet(ns, "inorder", rjob("driver", "inorder", 1, 1, gangOf3), rjob("workers", "inorder", 1, 2, gangOf3))
+		spec.Spec.StartupPolicy = &jobsetv1alpha2.StartupPolicy{StartupPolicyOrder: jobsetv1alpha2.InOrder}
+		if _, err := createJobSet(ctx, c, spec); err != nil {
+			t.Fatal(err)
+		}
+		selector := workload.JobSetNameLabel + "=inorder"
+		_, cond, err := c.WaitImplicitGangCondition(ctx, ns, selector, 1, "Scheduled", "OrderedStartup", 90*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"JobSet default/inorder", "startupPolicyOrder: InOrder", "AnyOrder", phalanxv1alpha1.GangScopeReplicatedJob} {
+			if !strings.Contains(cond.Message, want) {
+				t.Errorf("condition message %q does not say %q", cond.Message, want)
+			}
+		}
+		pods, err := listPods(ctx, c, ns, selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods) != 1 || boundOf(pods) != 0 {
+			t.Fatalf("InOrder JobSet: %d pods, %d bound; want the driver's pod alone, unbound", len(pods), boundOf(pods))
 		}
 	})
 

@@ -7,7 +7,51 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/phalanx-sched/phalanx/apis/config"
+	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 )
+
+// defaults are the internal args the scheduler gets for a plugin enabled
+// without args: empty v1 args through the v1 defaulting and conversion, as
+// kube-scheduler's config decoding runs them.
+var defaults = func() (d struct {
+	coscheduling    config.CoschedulingArgs
+	capacityQueue   config.CapacityQueueArgs
+	networkTopology config.NetworkTopologyArgs
+	numaTopology    config.NUMATopologyArgs
+}) {
+	must := func(err error) {
+		if err != nil {
+			panic(err)
+		}
+	}
+	cs := &configv1.CoschedulingArgs{}
+	configv1.SetDefaults_CoschedulingArgs(cs)
+	must(configv1.Convert_v1_CoschedulingArgs_To_config_CoschedulingArgs(cs, &d.coscheduling, nil))
+	cq := &configv1.CapacityQueueArgs{}
+	configv1.SetDefaults_CapacityQueueArgs(cq)
+	must(configv1.Convert_v1_CapacityQueueArgs_To_config_CapacityQueueArgs(cq, &d.capacityQueue, nil))
+	nt := &configv1.NetworkTopologyArgs{}
+	configv1.SetDefaults_NetworkTopologyArgs(nt)
+	must(configv1.Convert_v1_NetworkTopologyArgs_To_config_NetworkTopologyArgs(nt, &d.networkTopology, nil))
+	nu := &configv1.NUMATopologyArgs{}
+	configv1.SetDefaults_NUMATopologyArgs(nu)
+	must(configv1.Convert_v1_NUMATopologyArgs_To_config_NUMATopologyArgs(nu, &d.numaTopology, nil))
+	return d
+}()
+
+// TestDefaultsAreValid: the defaults pass validation, and they are what the
+// docs say (NUMATopology admits all on nodes without topology by default;
+// RejectAlignedPods is the opt-in).
+func TestDefaultsAreValid(t *testing.T) {
+	path := field.NewPath("pluginConfig")
+	checkErr(t, ValidateCoschedulingArgs(path, &defaults.coscheduling), nil, nil)
+	checkErr(t, ValidateCapacityQueueArgs(path, &defaults.capacityQueue), nil, nil)
+	checkErr(t, ValidateNetworkTopologyArgs(path, &defaults.networkTopology), nil, nil)
+	checkErr(t, ValidateNUMATopologyArgs(path, &defaults.numaTopology), nil, nil)
+	if got := defaults.numaTopology.NodesWithoutTopology; got != config.AdmitAll {
+		t.Errorf("default nodesWithoutTopology = %q, want %q (RejectAlignedPods is the opt-in)", got, config.AdmitAll)
+	}
+}
 
 func argsPath(plugin string) *field.Path {
 	return field.NewPath("pluginConfig").Key(plugin).Child("args")
@@ -47,7 +91,7 @@ func TestValidateCoschedulingArgs(t *testing.T) {
 		wantFields []string
 		wantSubstr []string
 	}{
-		{name: "default 60", timeout: 60},
+		{name: "defaults", timeout: defaults.coscheduling.DefaultScheduleTimeoutSeconds},
 		{name: "lower bound 1", timeout: 1},
 		{name: "upper bound 86400", timeout: 86400},
 		{name: "zero", timeout: 0, wantFields: []string{f}, wantSubstr: []string{"must be between 1 and 86400"}},
@@ -57,7 +101,7 @@ func TestValidateCoschedulingArgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: tc.timeout, ReservationAfterSeconds: 30})
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: tc.timeout, ReservationAfterSeconds: defaults.coscheduling.ReservationAfterSeconds})
 			checkErr(t, err, tc.wantFields, tc.wantSubstr)
 		})
 	}
@@ -69,9 +113,9 @@ func TestValidateReservationAfterSeconds(t *testing.T) {
 		name    string
 		seconds int64
 		ok      bool
-	}{{"default 30", 30, true}, {"one second", 1, true}, {"zero", 0, false}, {"negative", -1, false}, {"over a day", 86401, false}} {
+	}{{"defaults", defaults.coscheduling.ReservationAfterSeconds, true}, {"one second", 1, true}, {"zero", 0, false}, {"negative", -1, false}, {"over a day", 86401, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: tc.seconds})
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: defaults.coscheduling.DefaultScheduleTimeoutSeconds, ReservationAfterSeconds: tc.seconds})
 			if tc.ok {
 				checkErr(t, err, nil, nil)
 			} else {
@@ -89,7 +133,7 @@ func TestValidateCapacityQueueArgs(t *testing.T) {
 		wantFields []string
 		wantSubstr []string
 	}{
-		{name: "defaults", args: config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: true}},
+		{name: "defaults", args: defaults.capacityQueue},
 		{name: "reclaim off", args: config.CapacityQueueArgs{DefaultQueue: "default"}},
 		{name: "dotted subdomain", args: config.CapacityQueueArgs{DefaultQueue: "team-a.batch"}},
 		{name: "253 characters", args: config.CapacityQueueArgs{DefaultQueue: strings.Repeat("a", 253)}},
@@ -118,7 +162,7 @@ func TestValidateNetworkTopologyArgs(t *testing.T) {
 		wantFields []string
 		wantSubstr []string
 	}{
-		{name: "defaults", args: config.NetworkTopologyArgs{TopologyName: "default", UseHyperNodes: true}},
+		{name: "defaults", args: defaults.networkTopology},
 		{name: "hypernodes off", args: config.NetworkTopologyArgs{TopologyName: "fabric-1"}},
 		{name: "empty", args: config.NetworkTopologyArgs{TopologyName: ""}, wantFields: []string{f}},
 		{name: "upper case", args: config.NetworkTopologyArgs{TopologyName: "Fabric"}, wantFields: []string{f}, wantSubstr: []string{`"Fabric"`}},
@@ -145,7 +189,8 @@ func TestValidateNUMATopologyArgs(t *testing.T) {
 		wantSubstr []string
 		notFields  []string
 	}{
-		{name: "defaults", args: config.NUMATopologyArgs{ScoringStrategy: config.LeastNUMANodes, NodesWithoutTopology: config.RejectAlignedPods}},
+		{name: "defaults", args: defaults.numaTopology},
+		{name: "strict opt-in: RejectAlignedPods", args: config.NUMATopologyArgs{ScoringStrategy: config.LeastNUMANodes, NodesWithoutTopology: config.RejectAlignedPods}},
 		{name: "MostAllocated, AdmitAll", args: config.NUMATopologyArgs{ScoringStrategy: config.MostAllocated, NodesWithoutTopology: config.AdmitAll}},
 		{name: "LeastAllocated", args: config.NUMATopologyArgs{ScoringStrategy: config.LeastAllocated, NodesWithoutTopology: config.RejectAlignedPods}},
 		{

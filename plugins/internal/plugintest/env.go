@@ -15,6 +15,7 @@ import (
 	nrtv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
 	nrtfake "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned/fake"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -57,6 +58,9 @@ type Objects struct {
 	Queues     []*phalanxv1alpha1.Queue
 	Topologies []*phalanxv1alpha1.NetworkTopology
 	NRTs       []*nrtv1alpha2.NodeResourceTopology
+	// UpstreamPodGroups (scheduling.k8s.io/v1alpha2): the env serves the
+	// Workload API when there are any.
+	UpstreamPodGroups []*schedulingv1alpha2.PodGroup
 }
 
 // Plugin registers one plugin of the profile. Order matters as in a
@@ -119,6 +123,9 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 	for _, ns := range objs.Namespaces {
 		coreObjs = append(coreObjs, ns)
 	}
+	for _, pg := range objs.UpstreamPodGroups {
+		coreObjs = append(coreObjs, pg)
+	}
 	var pgObjs []k8sruntime.Object
 	for _, pg := range objs.PodGroups {
 		pgObjs = append(pgObjs, pg)
@@ -151,6 +158,8 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 			switch gv {
 			case pgv1alpha1.SchemeGroupVersion.String(), phalanxv1alpha1.SchemeGroupVersion.String(), nrtv1alpha2.SchemeGroupVersion.String():
 				return true, nil
+			case schedulingv1alpha2.SchemeGroupVersion.String():
+				return len(objs.UpstreamPodGroups) > 0 && resource == "podgroups", nil
 			}
 			return false, nil
 		},

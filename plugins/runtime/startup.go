@@ -1,0 +1,143 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/workload"
+)
+
+const (
+	// startupCheckDelay: a gang short of members is checked for an ordered
+	// startup only once it has waited this long, so a workload that is
+	// still creating its pods in parallel costs no API read.
+	startupCheckDelay = 5 * time.Second
+	// startupRecheck: a verdict is checked again after this long (the user
+	// may have recreated the workload with another policy).
+	startupRecheck = 30 * time.Second
+)
+
+// startupVerdict is what the last check found about a short gang.
+type startupVerdict struct {
+	uid     types.UID
+	checked time.Time
+	// blocker is nil when no startup policy holds the gang back.
+	blocker *workload.OrderedStartup
+}
+
+// MembersShort is the condition of a gang that waits for members to exist:
+// MembersPending, or OrderedStartup when the workload that creates them
+// starts its pods in order and so will never create the rest. Checking the
+// workload reads it from the API server, in the background and at most once
+// per gang at a time.
+func (g *Gangs) MembersShort(spec *gang.Spec, members, quorum int) Condition {
+	g.mu.Lock()
+	v, ok := g.startup[spec.Ref]
+	g.mu.Unlock()
+	if !ok || v.uid != spec.UID || g.rt.clock.Since(v.checked) >= startupRecheck {
+		g.checkStartupLater(spec.Ref)
+	}
+	if ok && v.uid == spec.UID && v.blocker != nil {
+		return Condition{Status: metav1.ConditionFalse, Reason: ReasonOrderedStartup, Message: v.blocker.Message(members, quorum)}
+	}
+	return Condition{Status: metav1.ConditionFalse, Reason: ReasonMembersPending,
+		Message: fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members, quorum)}
+}
+
+func (g *Gangs) checkStartupLater(ref gang.Ref) {
+	g.inBackground("startup/"+ref.String(), func() {
+		select {
+		case <-g.rt.ctx.Done():
+			return
+		case <-g.rt.clock.After(startupCheckDelay):
+		}
+		g.checkStartup(g.rt.ctx, ref)
+	})
+}
+
+// checkStartup looks for a startup policy that keeps the gang short for
+// good, records the verdict, and says it in the gang's condition (the status
+// writer emits a Warning event when the reason changes).
+func (g *Gangs) checkStartup(ctx context.Context, ref gang.Ref) {
+	spec, err := g.Spec(ref)
+	if err != nil {
+		return
+	}
+	members, quorum := g.MemberCount(spec), max(spec.MinMember, 1)
+	if members >= quorum || g.Lifecycle.Placed(ref) > 0 || g.Lifecycle.Phase(ref) != gang.PhaseIdle {
+		g.forgetStartup(ref)
+		return
+	}
+	var blocker *workload.OrderedStartup
+	for _, o := range workload.StartupOwners(g.Members(ref)) {
+		b, ok, err := g.orderedStartup(ctx, o)
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Reading a gang's workload for its startup policy", "gang", ref, "workload", o, "err", err)
+			continue
+		}
+		if ok {
+			blocker = &b
+			break
+		}
+	}
+	g.mu.Lock()
+	old := g.startup[ref]
+	g.startup[ref] = startupVerdict{uid: spec.UID, checked: g.rt.clock.Now(), blocker: blocker}
+	g.mu.Unlock()
+	if blocker != nil || old.blocker != nil {
+		g.Status.Set(spec, g.MembersShort(spec, members, quorum))
+	}
+}
+
+func (g *Gangs) orderedStartup(ctx context.Context, o workload.Owner) (workload.OrderedStartup, bool, error) {
+	switch o.Kind {
+	case "StatefulSet":
+		sts, err := g.h.ClientSet().AppsV1().StatefulSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return workload.OrderedStartup{}, false, ignoreNotFound(err)
+		}
+		b, ok := workload.StatefulSetStartup(sts)
+		return b, ok, nil
+	case "JobSet", "LeaderWorkerSet":
+		if g.rt.clients.Dynamic == nil {
+			return workload.OrderedStartup{}, false, nil
+		}
+		res := workload.JobSetResource
+		if o.Kind == "LeaderWorkerSet" {
+			res = workload.LeaderWorkerSetResource
+		}
+		obj, err := g.rt.clients.Dynamic.Resource(res).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		if err != nil {
+			return workload.OrderedStartup{}, false, ignoreNotFound(err)
+		}
+		if o.Kind == "JobSet" {
+			b, ok := workload.JobSetStartup(obj, o.GangScope)
+			return b, ok, nil
+		}
+		b, ok := workload.LeaderWorkerSetStartup(obj)
+		return b, ok, nil
+	}
+	return workload.OrderedStartup{}, false, nil
+}
+
+// ignoreNotFound: a workload that is gone (or whose API is not served) holds
+// nothing back.
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func (g *Gangs) forgetStartup(ref gang.Ref) {
+	g.mu.Lock()
+	delete(g.startup, ref)
+	g.mu.Unlock()
+}
