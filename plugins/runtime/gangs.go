@@ -153,8 +153,6 @@ func newGangs(r *Runtime) (*Gangs, error) {
 			return nil, err
 		}
 		klog.FromContext(ctx).Info("Reading gangs from the Workload API (scheduling.k8s.io/v1alpha2 PodGroups)")
-	} else {
-		klog.FromContext(ctx).Info("The Workload API (scheduling.k8s.io/v1alpha2 PodGroups) is not served; restart phalanx-scheduler after enabling it")
 	}
 	go g.Status.Run(ctx)
 	return g, nil

@@ -8,12 +8,14 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -41,6 +43,7 @@ func TestE2E(t *testing.T) {
 func runSuite(t *testing.T, env *Env) {
 	t.Run("DefaultSchedulerProfile", func(t *testing.T) { testDefaultScheduler(t, env) })
 	t.Run("Gangs", func(t *testing.T) { testGangs(t, env) })
+	t.Run("OrderedStartup", func(t *testing.T) { testOrderedStartup(t, env) })
 	t.Run("Queues", func(t *testing.T) { testQueues(t, env) })
 	t.Run("Topology", func(t *testing.T) { testTopology(t, env) })
 	t.Run("NUMA", func(t *testing.T) { testNUMA(t, env) })
@@ -300,6 +303,51 @@ func testGangs(t *testing.T, env *Env) {
 	})
 	if err != nil {
 		t.Fatalf("PodGroup fits: phase Running with 4 running members never reported: %v", err)
+	}
+}
+
+// testOrderedStartup: an implicit gang over a StatefulSet with the default
+// OrderedReady policy can never form (the controller creates pod 1 only once
+// pod 0 is Ready). The scheduler, under its own RBAC, reads the StatefulSet
+// and says so in the PodGroup's condition and a Warning event.
+func testOrderedStartup(t *testing.T, env *Env) {
+	s := newScenario(t, env, "ordered")
+	labels := map[string]string{"app": s.name}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: s.ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:    ptr.To[int32](3),
+			ServiceName: "db",
+			Selector:    &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{phalanxv1alpha1.GangSizeAnnotation: "3"}},
+				Spec: corev1.PodSpec{
+					SchedulerName:                 "phalanx-scheduler",
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					NodeSelector:                  map[string]string{scenarioLabel: s.name},
+					Tolerations:                   []corev1.Toleration{{Key: suiteTaint, Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{Name: "db", Image: "registry.k8s.io/pause:3.10",
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}}},
+				},
+			},
+		},
+	}
+	if _, err := env.Client.AppsV1().StatefulSets(s.ns).Create(ctxFor(t, time.Minute), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Runs before the scenario's cleanup, which waits for the pods to go.
+	t.Cleanup(func() {
+		_ = env.Client.AppsV1().StatefulSets(s.ns).Delete(context.Background(), "db", metav1.DeleteOptions{})
+	})
+	gang, cond, err := env.WaitImplicitGangCondition(ctxFor(t, 3*time.Minute), s.ns, "app="+s.name, 1, "Scheduled", "OrderedStartup", 2*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(cond.Message, "podManagementPolicy: Parallel") {
+		t.Errorf("condition %q does not name the fix", cond.Message)
+	}
+	if ev := s.waitEvent(t, "PodGroup", gang.Name, "OrderedStartup"); ev.Type != corev1.EventTypeWarning {
+		t.Errorf("OrderedStartup event of type %s, want Warning", ev.Type)
 	}
 }
 

@@ -84,6 +84,11 @@ func startLocal(t *testing.T, mode string) *Env {
 	if err := c.StartKwokFor(fakeNodeAnnotation + "=fake"); err != nil {
 		t.Fatal(err)
 	}
+	// kube-controller-manager's StatefulSet controller, as a real cluster
+	// runs it (the ordered-startup scenario).
+	if err := c.StartStatefulSetController(); err != nil {
+		t.Fatal(err)
+	}
 
 	env := &Env{Cluster: c, Mode: mode, Namespace: ns}
 	var procs []*testcluster.PodProcess
