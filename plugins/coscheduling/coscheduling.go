@@ -304,6 +304,8 @@ func (pl *Coscheduling) checkDependencies(spec *gang.Spec) *fwk.Status {
 // that must plan the gang. Pods outside gangs only pass through to Filter,
 // which keeps them off capacity that plans and reservations hold.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	// Only the leading replica runs scheduling cycles.
+	pl.rt.MarkLeading()
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
 	cs := &cycleState{request: resources.PodRequests(pod), priority: spec.PriorityOf(pod)}
 	if !ok {

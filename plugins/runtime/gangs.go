@@ -100,6 +100,8 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
+	g.Status.Leading = r.Leading
+	r.OnLead(g.Status.RequeueAll)
 
 	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
 	if err := podInformer.AddIndexers(cache.Indexers{gangIndex: g.indexByGang}); err != nil {
@@ -544,6 +546,10 @@ func (g *Gangs) inBackground(key string, f func()) {
 // died. The framework counts nominated pods on their node, so the stale
 // nomination would make the node look taken to every plan.
 func (g *Gangs) clearNomination(pod *v1.Pod) {
+	if !g.rt.Leading() {
+		// The leader's nominations are not a standby's to clear.
+		return
+	}
 	g.inBackground("nomination/"+string(pod.UID), func() {
 		body := []byte(`{"status":{"nominatedNodeName":null}}`)
 		_, err := g.h.ClientSet().CoreV1().Pods(pod.Namespace).Patch(g.rt.ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
@@ -686,6 +692,9 @@ func (g *Gangs) TurnedAway(pod *v1.Pod) {
 
 // PodEvent records a warning on a pod, once per distinct message.
 func (g *Gangs) PodEvent(pod *v1.Pod, reason, msg string) {
+	if !g.rt.Leading() {
+		return
+	}
 	g.mu.Lock()
 	if g.podEvents[pod.UID] == msg {
 		g.mu.Unlock()
@@ -741,7 +750,9 @@ func (g *Gangs) StartSweeper(ctx context.Context, defaultTimeout, every time.Dur
 			if ctx.Err() != nil {
 				return
 			}
-			g.sweep(ctx, defaultTimeout)
+			if g.rt.Leading() {
+				g.sweep(ctx, defaultTimeout)
+			}
 			g.rt.clock.AfterFunc(every, func() { go tick() })
 		}
 		// A fake clock runs AfterFunc callbacks under its lock: the sweep,

@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -44,6 +45,9 @@ type Clients struct {
 	NRT       nrtclientset.Interface
 	// Served reports whether the API server serves a resource.
 	Served func(groupVersion, resource string) (bool, error)
+	// Kube reads the scheduler's leader-election Lease (nil: the
+	// scheduler's own client).
+	Kube kubernetes.Interface
 	// Dynamic reads workloads of other API groups (JobSet,
 	// LeaderWorkerSet) whose startup policy can keep a gang from forming.
 	Dynamic dynamic.Interface
@@ -70,6 +74,9 @@ type Runtime struct {
 	// phalanxFactory is the one informer factory of the phalanx API group
 	// (Queues, NetworkTopologies).
 	phalanxFactory phalanxinformers.SharedInformerFactory
+
+	// leader tells whether this replica schedules (leader election).
+	leader leadership
 
 	// podHandlers fan the scheduler's pod events out to the parts.
 	hmu         sync.Mutex

@@ -63,10 +63,15 @@ type StatusWriter struct {
 	recorder events.EventRecorder
 	// onChange hears every change of a gang's condition (metrics).
 	onChange func(ref gang.Ref, old, new *Condition)
+	// Leading, when set, tells whether this replica schedules: a standby
+	// keeps what it would say and writes nothing (RequeueAll on leading).
+	Leading func() bool
 
 	mu      sync.Mutex
 	desired map[gang.Ref]desiredCondition
-	queue   workqueue.TypedRateLimitingInterface[gang.Ref]
+	// unsaid: gangs whose reason changed while this replica stood by.
+	unsaid map[gang.Ref]*v1.ObjectReference
+	queue  workqueue.TypedRateLimitingInterface[gang.Ref]
 }
 
 type desiredCondition struct {
@@ -79,6 +84,7 @@ func NewStatusWriter(pgClient pgclientset.Interface, client kubernetes.Interface
 	return &StatusWriter{
 		pgClient: pgClient, client: client, recorder: recorder, onChange: onChange,
 		desired: map[gang.Ref]desiredCondition{},
+		unsaid:  map[gang.Ref]*v1.ObjectReference{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[gang.Ref](),
 			workqueue.TypedRateLimitingQueueConfig[gang.Ref]{Name: "phalanx-gang-status"}),
@@ -115,14 +121,25 @@ func (w *StatusWriter) Set(spec *gang.Spec, c Condition) bool {
 	// An event when the reason changes; a new message under the same reason
 	// (one more member arrived, one more node fits) only updates the condition.
 	if w.recorder != nil && (!had || old.cond.Reason != c.Reason) {
-		eventType := v1.EventTypeNormal
-		if c.Status != metav1.ConditionTrue && c.Reason != ReasonReserving {
-			eventType = v1.EventTypeWarning
+		if w.leading() {
+			w.event(objectRef(spec), c)
+		} else {
+			// Said when this replica starts leading, if still true then.
+			w.mu.Lock()
+			w.unsaid[spec.Ref] = objectRef(spec)
+			w.mu.Unlock()
 		}
-		w.recorder.Eventf(objectRef(spec), nil, eventType, c.Reason, "Scheduling", "%s", c.Message)
 	}
 	w.queue.Add(spec.Ref)
 	return true
+}
+
+func (w *StatusWriter) event(obj *v1.ObjectReference, c Condition) {
+	eventType := v1.EventTypeNormal
+	if c.Status != metav1.ConditionTrue && c.Reason != ReasonReserving {
+		eventType = v1.EventTypeWarning
+	}
+	w.recorder.Eventf(obj, nil, eventType, c.Reason, "Scheduling", "%s", c.Message)
 }
 
 func objectRef(spec *gang.Spec) *v1.ObjectReference {
@@ -132,6 +149,35 @@ func objectRef(spec *gang.Spec) *v1.ObjectReference {
 	}
 	return &v1.ObjectReference{APIVersion: pgv1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
 		Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
+}
+
+func (w *StatusWriter) leading() bool { return w.Leading == nil || w.Leading() }
+
+// RequeueAll writes every gang's condition again, and emits the events it
+// held back (a replica that starts leading says what it has seen while it
+// stood by).
+func (w *StatusWriter) RequeueAll() {
+	type unsaid struct {
+		obj  *v1.ObjectReference
+		cond Condition
+	}
+	w.mu.Lock()
+	refs := make([]gang.Ref, 0, len(w.desired))
+	var events []unsaid
+	for ref, d := range w.desired {
+		refs = append(refs, ref)
+		if obj, ok := w.unsaid[ref]; ok {
+			events = append(events, unsaid{obj, Condition{Status: d.cond.Status, Reason: d.cond.Reason, Message: d.cond.Message}})
+		}
+	}
+	w.unsaid = map[gang.Ref]*v1.ObjectReference{}
+	w.mu.Unlock()
+	for _, e := range events {
+		w.event(e.obj, e.cond)
+	}
+	for _, ref := range refs {
+		w.queue.Add(ref)
+	}
 }
 
 // Get returns the last condition set for a gang.
@@ -147,6 +193,7 @@ func (w *StatusWriter) Forget(ref gang.Ref) {
 	w.mu.Lock()
 	d, had := w.desired[ref]
 	delete(w.desired, ref)
+	delete(w.unsaid, ref)
 	w.mu.Unlock()
 	if had && w.onChange != nil {
 		w.onChange(ref, &Condition{Status: d.cond.Status, Reason: d.cond.Reason, Message: d.cond.Message}, nil)
@@ -187,7 +234,7 @@ func (w *StatusWriter) processNext(ctx context.Context) bool {
 	w.mu.Lock()
 	d, ok := w.desired[ref]
 	w.mu.Unlock()
-	if !ok {
+	if !ok || !w.leading() {
 		w.queue.Forget(ref)
 		return true
 	}

@@ -136,3 +136,52 @@ func TestStatusWriterPatches(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// TestStatusWriterStandby: a replica that does not lead records conditions
+// but emits no event and patches nothing; when it starts leading it emits the
+// event it held back (with the condition as it stands then) and writes.
+func TestStatusWriterStandby(t *testing.T) {
+	spec := &gang.Spec{Ref: gang.Ref{Namespace: "default", Name: "g"}, UID: "uid-g"}
+	recorder := events.NewFakeRecorder(10)
+	pg := pgfake.NewSimpleClientset(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g"}})
+	w := NewStatusWriter(pg, k8sfake.NewSimpleClientset(), recorder, nil)
+	leading := false
+	w.Leading = func() bool { return leading }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+
+	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"})
+	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "2 of 3 members exist"})
+	select {
+	case e := <-recorder.Events:
+		t.Fatalf("standby emitted %q", e)
+	default:
+	}
+	leading = true
+	w.RequeueAll()
+	select {
+	case e := <-recorder.Events:
+		if !strings.Contains(e, "MembersPending 2 of 3 members exist") {
+			t.Fatalf("event %q, want the condition as it stands", e)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no event once leading")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !patched(pg) {
+		if time.Now().After(deadline) {
+			t.Fatal("no status patch once leading")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func patched(c *pgfake.Clientset) bool {
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "patch" && a.GetSubresource() == "status" {
+			return true
+		}
+	}
+	return false
+}
