@@ -56,59 +56,63 @@ func (c *Cluster) controllerManager() *kcm {
 	return c.kcm
 }
 
+// startController runs one kube-controller-manager controller in-process
+// until Stop, at most once (started is its flag in kcm), on the shared
+// informer factory with its own user agent, as in the real binary.
+func (c *Cluster) startController(name string, started func(*kcm) *bool,
+	build func(ctx context.Context, client kubernetes.Interface, inf informers.SharedInformerFactory) (run func(), err error)) error {
+	m := c.controllerManager()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if *started(m) {
+		return nil
+	}
+	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(c.Config), name))
+	if err != nil {
+		return err
+	}
+	run, err := build(klog.NewContext(m.ctx, klog.Background().WithName(name)), client, m.informers)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	m.informers.Start(m.ctx.Done())
+	go run()
+	*started(m) = true
+	return nil
+}
+
 // StartJobController runs kube-controller-manager's Job controller
 // (k8s.io/kubernetes/pkg/controller/job) in-process against the cluster
 // until Stop. Calling it again is a no-op, so tests sharing a cluster can
 // each ask for it.
 func (c *Cluster) StartJobController() error {
-	m := c.controllerManager()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.job {
-		return nil
-	}
-	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(c.Config), "job-controller"))
-	if err != nil {
-		return err
-	}
-	ctx := klog.NewContext(m.ctx, klog.Background().WithName("job-controller"))
-	var jc *jobcontroller.Controller
-	if utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) {
-		jc, err = jobcontroller.NewController(ctx, client, m.informers.Core().V1().Pods(), m.informers.Batch().V1().Jobs(),
-			m.informers.Scheduling().V1alpha2().Workloads(), m.informers.Scheduling().V1alpha2().PodGroups())
-	} else {
-		jc, err = jobcontroller.NewController(ctx, client, m.informers.Core().V1().Pods(), m.informers.Batch().V1().Jobs(), nil, nil)
-	}
-	if err != nil {
-		return fmt.Errorf("job controller: %w", err)
-	}
-	m.informers.Start(m.ctx.Done())
-	go jc.Run(ctx, 4)
-	m.job = true
-	return nil
+	return c.startController("job-controller", func(m *kcm) *bool { return &m.job },
+		func(ctx context.Context, client kubernetes.Interface, inf informers.SharedInformerFactory) (func(), error) {
+			var jc *jobcontroller.Controller
+			var err error
+			if utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) {
+				jc, err = jobcontroller.NewController(ctx, client, inf.Core().V1().Pods(), inf.Batch().V1().Jobs(),
+					inf.Scheduling().V1alpha2().Workloads(), inf.Scheduling().V1alpha2().PodGroups())
+			} else {
+				jc, err = jobcontroller.NewController(ctx, client, inf.Core().V1().Pods(), inf.Batch().V1().Jobs(), nil, nil)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return func() { jc.Run(ctx, 4) }, nil
+		})
 }
 
 // StartStatefulSetController runs kube-controller-manager's StatefulSet
 // controller (k8s.io/kubernetes/pkg/controller/statefulset) in-process until
 // Stop. Idempotent.
 func (c *Cluster) StartStatefulSetController() error {
-	m := c.controllerManager()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.sts {
-		return nil
-	}
-	client, err := kubernetes.NewForConfig(rest.AddUserAgent(rest.CopyConfig(c.Config), "statefulset-controller"))
-	if err != nil {
-		return err
-	}
-	ctx := klog.NewContext(m.ctx, klog.Background().WithName("statefulset-controller"))
-	sc := statefulset.NewStatefulSetController(ctx, m.informers.Core().V1().Pods(), m.informers.Apps().V1().StatefulSets(),
-		m.informers.Core().V1().PersistentVolumeClaims(), m.informers.Apps().V1().ControllerRevisions(), client)
-	m.informers.Start(m.ctx.Done())
-	go sc.Run(ctx, 2)
-	m.sts = true
-	return nil
+	return c.startController("statefulset-controller", func(m *kcm) *bool { return &m.sts },
+		func(ctx context.Context, client kubernetes.Interface, inf informers.SharedInformerFactory) (func(), error) {
+			sc := statefulset.NewStatefulSetController(ctx, inf.Core().V1().Pods(), inf.Apps().V1().StatefulSets(),
+				inf.Core().V1().PersistentVolumeClaims(), inf.Apps().V1().ControllerRevisions(), client)
+			return func() { sc.Run(ctx, 2) }, nil
+		})
 }
 
 // StartGarbageCollector runs kube-controller-manager's garbage collector

@@ -205,11 +205,12 @@ func (pl *Coscheduling) running(infos []fwk.NodeInfo, cs *cycleState, qc *runtim
 			} else {
 				ref = gang.Ref{}
 			}
+			prio := pl.gangs.PriorityOf(p)
 			i, ok := index[key]
 			if !ok {
 				i = len(out.victims)
 				index[key] = i
-				v := gang.Victim{Key: key, Ref: ref, Priority: pl.gangs.PriorityOf(p), OnNode: map[string]gang.Usage{}, Total: resources.List{}}
+				v := gang.Victim{Key: key, Ref: ref, Priority: prio, OnNode: map[string]gang.Usage{}, Total: resources.List{}}
 				if qc != nil {
 					v.Queue = qc.QueueOf(p)
 				}
@@ -226,7 +227,7 @@ func (pl *Coscheduling) running(infos []fwk.NodeInfo, cs *cycleState, qc *runtim
 			v.OnNode[node] = u
 			v.Total.Add(req)
 			v.Members++
-			v.Priority = max(v.Priority, pl.gangs.PriorityOf(p))
+			v.Priority = max(v.Priority, prio)
 			if t := boundAt(p); t.After(v.Started) {
 				v.Started = t
 			}

@@ -27,14 +27,15 @@ const leaderPoll = 2 * time.Second
 // write its own stale view of gangs (conditions, events) over the leader's,
 // clear the leader's nominations, and evict gangs it sees partly bound.
 type leadership struct {
-	mu    sync.Mutex
-	read  bool
+	// once reads the published config (then elect and the Lease are fixed).
+	once  sync.Once
 	elect bool
 	// lease and identity: kube-scheduler's holder identity is the hostname,
 	// "_" and a UUID.
 	namespace, name, hostname string
 	leading                   atomic.Bool
-	// onLead run each time the process starts leading.
+	// mu guards onLead, run when the process starts leading.
+	mu     sync.Mutex
 	onLead []func()
 }
 
@@ -73,9 +74,7 @@ func readConfigz() (schedulerConfig, bool) {
 // the scheduler's Lease.
 func (r *Runtime) Leading() bool {
 	l := &r.leader
-	l.mu.Lock()
-	if !l.read {
-		l.read = true
+	l.once.Do(func() {
 		if cfg, ok := readConfigz(); ok {
 			le := cfg.LeaderElection
 			l.elect = le.LeaderElect == nil || *le.LeaderElect
@@ -89,10 +88,8 @@ func (r *Runtime) Leading() bool {
 		if l.elect && client != nil {
 			go l.poll(r.ctx, client)
 		}
-	}
-	elect := l.elect
-	l.mu.Unlock()
-	return !elect || l.leading.Load()
+	})
+	return !l.elect || l.leading.Load()
 }
 
 // MarkLeading records that this process runs scheduling cycles, which
@@ -117,7 +114,7 @@ func (l *leadership) start() {
 	}
 }
 
-// OnLead registers f to run each time the process starts leading.
+// OnLead registers f to run when the process starts leading.
 func (r *Runtime) OnLead(f func()) {
 	r.leader.mu.Lock()
 	defer r.leader.mu.Unlock()

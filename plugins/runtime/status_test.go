@@ -147,17 +147,20 @@ func TestStatusWriterStandby(t *testing.T) {
 	w := NewStatusWriter(pg, k8sfake.NewSimpleClientset(), recorder, nil)
 	leading := false
 	w.Leading = func() bool { return leading }
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go w.Run(ctx)
+	ctx := context.Background()
 
 	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"})
 	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "2 of 3 members exist"})
+	w.processNext(ctx) // the one queued write, as a standby
 	select {
 	case e := <-recorder.Events:
 		t.Fatalf("standby emitted %q", e)
 	default:
 	}
+	if patched(pg) {
+		t.Fatal("standby patched the PodGroup's status")
+	}
+
 	leading = true
 	w.RequeueAll()
 	select {
@@ -165,15 +168,12 @@ func TestStatusWriterStandby(t *testing.T) {
 		if !strings.Contains(e, "MembersPending 2 of 3 members exist") {
 			t.Fatalf("event %q, want the condition as it stands", e)
 		}
-	case <-time.After(5 * time.Second):
+	default:
 		t.Fatal("no event once leading")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for !patched(pg) {
-		if time.Now().After(deadline) {
-			t.Fatal("no status patch once leading")
-		}
-		time.Sleep(10 * time.Millisecond)
+	w.processNext(ctx)
+	if !patched(pg) {
+		t.Fatal("no status patch once leading")
 	}
 }
 
