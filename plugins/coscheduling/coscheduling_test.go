@@ -95,7 +95,7 @@ func TestPreEnqueue(t *testing.T) {
 			}
 		})
 	}
-	if c, ok := pl.gangs.Status.Get(gang.Ref{Namespace: "default", Name: "three"}); !ok || c.Reason != runtime.ReasonMembersPending {
+	if c, ok := pl.gangs.Status.Get(gang.Ref{Namespace: "default", Name: "three"}); !ok || c.Reason != gang.ReasonMembersPending {
 		t.Fatalf("three's condition %+v, want MembersPending", c)
 	}
 }
@@ -133,8 +133,8 @@ func TestPlanSteersMembers(t *testing.T) {
 	if len(fit) != 1 || fit[0] != "n2" {
 		t.Fatalf("first member fits %v, want only n2 (the tightest node that takes all four)", fit)
 	}
-	if pl.lc.Phase(ref) != gang.PhasePlanned {
-		t.Fatalf("phase %s, want Planned", pl.lc.Phase(ref))
+	if pl.m.Phase(ref) != gang.PhasePlanned {
+		t.Fatalf("phase %s, want Planned", pl.m.Phase(ref))
 	}
 	pl.Reserve(e.Ctx, state, gpus[0], "n2")
 	_, res, st = e.Cycle(gpus[1])
@@ -207,14 +207,14 @@ func TestPlanFailureCached(t *testing.T) {
 			t.Fatalf("%s: %v %q, want the plan's reason", node, st.Code(), st.Message())
 		}
 	}
-	if c, _ := pl.gangs.Status.Get(ref); c.Reason != runtime.ReasonUnschedulable || !strings.Contains(c.Message, "no placement for 3 more members") {
+	if c, _ := pl.gangs.Status.Get(ref); c.Reason != gang.ReasonUnschedulable || !strings.Contains(c.Message, "no placement for 3 more members") {
 		t.Fatalf("condition %+v", c)
 	}
 	_, _, st := e.Cycle(big[1])
 	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "at most 2 fit") {
 		t.Fatalf("second member PreFilter = %v, want the cached failure", st)
 	}
-	pl.lc.Changed()
+	pl.m.Changed()
 	state, _, st = e.Cycle(big[1])
 	if !st.IsSuccess() {
 		t.Fatalf("after a capacity change PreFilter = %v, want a new plan", st)
@@ -245,8 +245,8 @@ func TestPermitAndTeardown(t *testing.T) {
 	// The member is released before its sibling arrives: the gang is torn
 	// down, once.
 	pl.Unreserve(e.Ctx, state, gm[0], "n0")
-	if pl.lc.Phase(ref) != gang.PhaseIdle || pl.lc.HoldsAnywhere() {
-		t.Fatalf("after teardown phase %s holds %v", pl.lc.Phase(ref), pl.lc.HoldsAnywhere())
+	if pl.m.Phase(ref) != gang.PhaseIdle || pl.m.HoldsAnywhere() {
+		t.Fatalf("after teardown phase %s holds %v", pl.m.Phase(ref), pl.m.HoldsAnywhere())
 	}
 	c, _ := pl.gangs.Status.Get(ref)
 	if c.Reason != gang.ReasonPlanBroken {
@@ -294,7 +294,7 @@ func TestHoldsKeepOtherPodsOff(t *testing.T) {
 	if fit, failed := e.Filter(pstate, plain); len(fit) != 0 || !strings.Contains(failed["n0"].Message(), "held for a planned or reserved gang") {
 		t.Fatalf("plain pod fits %v (%v), want none: the plan holds n0", fit, failed)
 	}
-	pl.lc.Release(ref, gang.ReasonPlanBroken, "test")
+	pl.m.Release(ref, gang.ReasonPlanBroken, "test")
 	if fit, _ := e.Filter(pstate, plain); len(fit) != 1 {
 		t.Fatalf("after the plan is released the plain pod fits %v", fit)
 	}
@@ -318,32 +318,37 @@ func TestQueueingHints(t *testing.T) {
 	waiter := plugintest.Pod("after-0", "after", "1", 0)
 	// Gang a failed to plan in a-0's cycle: a-0 stands for it.
 	refA := gang.Ref{Namespace: "default", Name: "a"}
-	pl.lc.ObserveMember(refA, member.UID, "")
-	pl.lc.ObserveMember(refA, sibling.UID, "")
-	pl.lc.Fail(refA, member.UID, "no room")
+	pl.m.ObserveMember(refA, member.UID, "")
+	pl.m.ObserveMember(refA, sibling.UID, "")
+	pl.m.Fail(refA, member.UID, "no room")
 	running := func(p *v1.Pod, phase v1.PodPhase) *v1.Pod {
 		c := p.DeepCopy()
 		c.Status.Phase = phase
 		return c
 	}
 	logger := klog.Background()
+	events, err := pl.EventsToRegister(e.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	siblingAdded, representative, dependencyProgress := events[0].QueueingHintFn, events[1].QueueingHintFn, events[2].QueueingHintFn
 	for _, tc := range []struct {
 		name        string
-		hint        func(klog.Logger, *v1.Pod, any, any) (fwk.QueueingHint, error)
+		hint        fwk.QueueingHintFn
 		pod         *v1.Pod
 		oldObj, obj any
 		want        fwk.QueueingHint
 	}{
-		{"sibling added", pl.hintSiblingAdded, member, nil, plugintest.Pod("a-1", "a", "1", 0), fwk.Queue},
-		{"other gang's pod added", pl.hintSiblingAdded, member, nil, plugintest.Pod("b-1", "b", "1", 0), fwk.QueueSkip},
-		{"plain pod added", pl.hintSiblingAdded, member, nil, plugintest.Pod("p", "", "1", 0), fwk.QueueSkip},
-		{"dependency starts running", pl.hintDependencyProgress, waiter, running(member, v1.PodPending), running(member, v1.PodRunning), fwk.Queue},
-		{"dependency succeeds", pl.hintDependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodSucceeded), fwk.Queue},
-		{"dependency unchanged phase", pl.hintDependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodRunning), fwk.QueueSkip},
-		{"unrelated gang runs", pl.hintDependencyProgress, waiter, running(plugintest.Pod("x", "x", "1", 0), v1.PodPending), running(plugintest.Pod("x", "x", "1", 0), v1.PodRunning), fwk.QueueSkip},
-		{"capacity freed: the failed gang's representative", pl.hintRepresentative, member, nil, nil, fwk.Queue},
-		{"capacity freed: another member of the failed gang", pl.hintRepresentative, sibling, nil, nil, fwk.QueueSkip},
-		{"capacity freed: a plain pod", pl.hintRepresentative, plugintest.Pod("p", "", "1", 0), nil, nil, fwk.Queue},
+		{"sibling added", siblingAdded, member, nil, plugintest.Pod("a-1", "a", "1", 0), fwk.Queue},
+		{"other gang's pod added", siblingAdded, member, nil, plugintest.Pod("b-1", "b", "1", 0), fwk.QueueSkip},
+		{"plain pod added", siblingAdded, member, nil, plugintest.Pod("p", "", "1", 0), fwk.QueueSkip},
+		{"dependency starts running", dependencyProgress, waiter, running(member, v1.PodPending), running(member, v1.PodRunning), fwk.Queue},
+		{"dependency succeeds", dependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodSucceeded), fwk.Queue},
+		{"dependency unchanged phase", dependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodRunning), fwk.QueueSkip},
+		{"unrelated gang runs", dependencyProgress, waiter, running(plugintest.Pod("x", "x", "1", 0), v1.PodPending), running(plugintest.Pod("x", "x", "1", 0), v1.PodRunning), fwk.QueueSkip},
+		{"capacity freed: the failed gang's representative", representative, member, nil, nil, fwk.Queue},
+		{"capacity freed: another member of the failed gang", representative, sibling, nil, nil, fwk.QueueSkip},
+		{"capacity freed: a plain pod", representative, plugintest.Pod("p", "", "1", 0), nil, nil, fwk.Queue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.hint(logger, tc.pod, tc.oldObj, tc.obj)

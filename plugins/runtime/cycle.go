@@ -1,15 +1,11 @@
 package runtime
 
 import (
-	"sync"
-	"time"
 
-	v1 "k8s.io/api/core/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/queue"
-	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 // What each plugin contributes to the gang planner in one scheduling cycle.
@@ -25,47 +21,19 @@ const (
 	NUMAStateKey fwk.StateKey = "phalanx.dev/numa"
 )
 
-// QueueCycle is CapacityQueue's part: the queue snapshot taken once for the
-// cycle (PreFilter and PostFilter see the same numbers), the pod's queue and
-// the reclaim policy.
-type QueueCycle struct {
-	// take computes the snapshot the first time the cycle reads it: members
-	// of an admitted gang rarely do (only when they fail), and a snapshot
-	// charges every gang's holds.
-	take     func() *queue.Snapshot
-	snapOnce sync.Once
-	snap     *queue.Snapshot
-
-	Queue   string
-	QueueOf func(*v1.Pod) string
-	// Admitted: the gang's remaining minimum (or the pod) fits its queue's
-	// allowance; otherwise Refusal says why. A refusal that reclaim may
-	// cure (an ancestor's capability filled by queues above their share)
-	// lets the cycle go on to PostFilter.
-	Admitted bool
-	Refusal  string
-	// Need is what admission charged: the members the planner places.
-	Need resources.List
-	// Reclaim: a queue below its deserved share may evict gangs of queues
-	// above theirs; a gang younger than MinRuntime is not reclaimed.
-	Reclaim    bool
-	MinRuntime time.Duration
-}
+// QueueCycle is CapacityQueue's part: the gang manager's Admission for the
+// cycle (the queue snapshot taken once, so PreFilter and PostFilter see the
+// same numbers).
+type QueueCycle struct{ *gang.Admission }
 
 // NewQueueCycle returns a cycle whose snapshot is taken by take, once, when
 // first read.
 func NewQueueCycle(take func() *queue.Snapshot) *QueueCycle {
-	return &QueueCycle{take: take}
+	return &QueueCycle{gang.NewAdmission(take)}
 }
 
-// Snapshot is the queues as this cycle sees them: the same numbers for every
-// reader of the cycle.
-func (c *QueueCycle) Snapshot() *queue.Snapshot {
-	c.snapOnce.Do(func() { c.snap = c.take() })
-	return c.snap
-}
-
-// Clone shares the snapshot: it is read-only.
+// Clone shares the admission: CapacityQueue's PreFilter writes it before
+// any copy is made, and the snapshot is read-only.
 func (c *QueueCycle) Clone() fwk.StateData { return c }
 
 // ReadQueueCycle returns CapacityQueue's part of the cycle, or nil.
@@ -116,4 +84,19 @@ func ReadNUMACycle(state fwk.CycleState) *NUMACycle {
 	}
 	c, _ := d.(*NUMACycle)
 	return c
+}
+
+// WithCycleParts fills the gang manager's attempt with the other plugins'
+// parts of the cycle: queue admission, NUMA limits, topology constraint.
+func WithCycleParts(state fwk.CycleState, a *gang.Attempt) *gang.Attempt {
+	if qc := ReadQueueCycle(state); qc != nil {
+		a.Queue = qc.Admission
+	}
+	if nc := ReadNUMACycle(state); nc != nil {
+		a.Limiter = nc.Limiter
+	}
+	if tc := ReadTopologyCycle(state); tc != nil {
+		a.Topology = &gang.Constraint{Tree: tc.Tree, Required: tc.Required, Preferred: tc.Preferred}
+	}
+	return a
 }

@@ -47,7 +47,10 @@ type Gangs struct {
 	rt        *Runtime
 	h         fwk.Handle
 	Lifecycle *gang.Lifecycle
-	Status    *StatusWriter
+	// Manager decides for the gangs (plan, reserve, make room, dry runs)
+	// over Lifecycle, through this directory and the runtime's effects.
+	Manager *gang.Manager
+	Status  *StatusWriter
 
 	podGroups pglisters.PodGroupLister
 	pgIndexer cache.Indexer
@@ -73,6 +76,8 @@ type Gangs struct {
 	sweeperOnce sync.Once
 	// workloads is nil unless the Workload API is served.
 	workloads schedulinglisters.WorkloadLister
+	// order caches the queue sort's keys.
+	order orderKeys
 }
 
 func newGangs(r *Runtime) (*Gangs, error) {
@@ -99,6 +104,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		Binds:      NewBindSlots(GangBindConcurrency),
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
+	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, nil)
 	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
 	g.Status.Leading = r.Leading
 	r.OnLead(g.Status.RequeueAll)
@@ -314,6 +320,17 @@ func (g *Gangs) GangOf(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err
 	if implicit != nil {
 		g.ensureImplicit(pod, *implicit, err == nil)
 	}
+	return ref, spec, true, err
+}
+
+// Lookup is GangOf without side effects: it never writes to the API (the
+// queue sort and queue resolution call it).
+func (g *Gangs) Lookup(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err error) {
+	ref, _, ok, err = g.resolve(pod)
+	if !ok || err != nil {
+		return ref, nil, ok, err
+	}
+	spec, err = g.Spec(ref)
 	return ref, spec, true, err
 }
 
@@ -580,6 +597,7 @@ func (g *Gangs) onPodDelete(obj any) {
 	if pod.Spec.NodeName != "" {
 		g.Lifecycle.Changed()
 	}
+	g.order.forget(pod.UID)
 	g.mu.Lock()
 	delete(g.turnedAway, pod.UID)
 	delete(g.podEvents, pod.UID)
@@ -608,6 +626,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 		return
 	}
 	g.Lifecycle.SetSpec(spec.Ref, spec.MinMember, spec.Timeout)
+	g.order.changed()
 	// Members name their queue through the group's label: charge them again.
 	if old == nil || old.Labels[queueLabel] != spec.Labels[queueLabel] {
 		if q := g.rt.queues.Load(); q != nil {
@@ -623,6 +642,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 		return
 	}
 	g.Lifecycle.Forget(spec.Ref)
+	g.order.changed()
 	g.Status.Forget(spec.Ref)
 	g.forgetStartup(spec.Ref)
 	g.wake(spec.Ref)

@@ -130,7 +130,7 @@ func (q *Queues) QueueOf(pod *v1.Pod) string {
 		return name
 	}
 	var groupLabels, nsLabels map[string]string
-	if _, spec, ok, err := q.gangs.GangOf(pod); ok && err == nil {
+	if _, spec, ok, err := q.gangs.Lookup(pod); ok && err == nil {
 		groupLabels = spec.Labels
 	}
 	if ns, err := q.namespaces.Get(pod.Namespace); err == nil {
@@ -183,6 +183,7 @@ func (q *Queues) onPodDelete(obj any) {
 // recharge resolves the queue of a namespace's pods again (its label
 // changed), or of a gang's members when ref is set.
 func (q *Queues) recharge(namespace string, ref *gang.Ref) {
+	q.gangs.order.changed()
 	var pods []*v1.Pod
 	if ref != nil {
 		pods = q.gangs.Members(*ref)

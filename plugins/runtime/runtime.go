@@ -68,6 +68,9 @@ type Runtime struct {
 
 	gangs    atomic.Pointer[Gangs]
 	queues   atomic.Pointer[Queues]
+	// queueProfiles are the profiles whose CapacityQueue was built: their
+	// queue sort orders by queue share.
+	queueProfiles sync.Map
 	topology atomic.Pointer[Topology]
 	numa     atomic.Pointer[NUMA]
 
@@ -177,6 +180,7 @@ func (r *Runtime) Queues(ctx context.Context, h fwk.Handle, defaultQueue string)
 	if err != nil {
 		return nil, err
 	}
+	r.queueProfiles.Store(h.ProfileName(), true)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if q := r.queues.Load(); q != nil {
@@ -272,6 +276,15 @@ func (r *Runtime) require(groupVersion, resource string) error {
 
 // QueuesIfBuilt returns the queue accounting if a plugin built it, else nil.
 func (r *Runtime) QueuesIfBuilt() *Queues { return r.queues.Load() }
+
+// QueuesOrdering returns the queues when the profile orders by queue share
+// (its CapacityQueue is built), else nil.
+func (r *Runtime) QueuesOrdering(profile string) *Queues {
+	if _, ok := r.queueProfiles.Load(profile); !ok {
+		return nil
+	}
+	return r.queues.Load()
+}
 
 // CRDConfig returns a copy of the scheduler's client config that speaks JSON,
 // as custom resources require.

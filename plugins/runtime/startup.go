@@ -47,7 +47,7 @@ func (g *Gangs) MembersShort(spec *gang.Spec, members, quorum int) Condition {
 	if ok && v.uid == spec.UID && v.blocker != nil {
 		return Condition{Status: metav1.ConditionFalse, Reason: ReasonOrderedStartup, Message: v.blocker.Message(members, quorum)}
 	}
-	return Condition{Status: metav1.ConditionFalse, Reason: ReasonMembersPending,
+	return Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonMembersPending,
 		Message: fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members, quorum)}
 }
 

@@ -29,17 +29,11 @@ const ConditionScheduled = "Scheduled"
 // Reasons of the Scheduled condition (the lifecycle's own reasons are in
 // internal/gang).
 const (
-	ReasonMembersPending    = "MembersPending"
 	ReasonOrderedStartup    = "OrderedStartup"
 	ReasonPodGroupMissing   = "PodGroupNotFound"
 	ReasonDependencyPending = "WaitingForDependency"
 	ReasonDependencyMissing = "DependencyNotFound"
-	ReasonUnschedulable     = "Unschedulable"
 	ReasonQueue             = "QueueAdmission"
-	ReasonReserving         = "Reserving"
-	ReasonPreempting        = "Preempting"
-	ReasonPreempted         = "Preempted"
-	ReasonReclaimed         = "Reclaimed"
 	ReasonScheduled         = "Scheduled"
 )
 
@@ -136,7 +130,7 @@ func (w *StatusWriter) Set(spec *gang.Spec, c Condition) bool {
 
 func (w *StatusWriter) event(obj *v1.ObjectReference, c Condition) {
 	eventType := v1.EventTypeNormal
-	if c.Status != metav1.ConditionTrue && c.Reason != ReasonReserving {
+	if c.Status != metav1.ConditionTrue && c.Reason != gang.ReasonReserving {
 		eventType = v1.EventTypeWarning
 	}
 	w.recorder.Eventf(obj, nil, eventType, c.Reason, "Scheduling", "%s", c.Message)

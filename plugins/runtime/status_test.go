@@ -37,13 +37,13 @@ func TestStatusWriterSet(t *testing.T) {
 		wantEvent   string // "" for none
 		wantSameLTT bool   // transition time kept from the previous step
 	}{
-		{name: "first condition", cond: Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"},
+		{name: "first condition", cond: Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "1 of 2 members exist"},
 			wantChanged: true, wantEvent: "Warning MembersPending 1 of 2 members exist"},
-		{name: "same again", cond: Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"},
+		{name: "same again", cond: Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "1 of 2 members exist"},
 			wantSameLTT: true},
-		{name: "new message, same reason", cond: Condition{metav1.ConditionFalse, ReasonMembersPending, "2 of 3 members exist"},
+		{name: "new message, same reason", cond: Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "2 of 3 members exist"},
 			wantChanged: true, wantSameLTT: true},
-		{name: "reserving is not a warning", cond: Condition{metav1.ConditionFalse, ReasonReserving, "reserving 4 nodes"},
+		{name: "reserving is not a warning", cond: Condition{metav1.ConditionFalse, gang.ReasonReserving, "reserving 4 nodes"},
 			wantChanged: true, wantEvent: "Normal Reserving reserving 4 nodes", wantSameLTT: true},
 		{name: "scheduled", cond: Condition{metav1.ConditionTrue, ReasonScheduled, "2 of 2 members placed"},
 			wantChanged: true, wantEvent: "Normal Scheduled 2 of 2 members placed"},
@@ -85,7 +85,7 @@ func TestStatusWriterSet(t *testing.T) {
 			lastLTT = d.cond.LastTransitionTime
 		})
 	}
-	if first := changes[0]; first.old != nil || first.new.Reason != ReasonMembersPending {
+	if first := changes[0]; first.old != nil || first.new.Reason != gang.ReasonMembersPending {
 		t.Errorf("first change %+v, want from nothing to MembersPending", first)
 	}
 
@@ -105,7 +105,7 @@ func TestStatusWriterPatches(t *testing.T) {
 	pgClient := pgfake.NewSimpleClientset(pg)
 	w := NewStatusWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
 	spec := &gang.Spec{Ref: gang.Ref{Namespace: "default", Name: "g"}, UID: pg.UID}
-	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"})
+	w.Set(spec, Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "1 of 2 members exist"})
 	w.Set(spec, Condition{metav1.ConditionTrue, ReasonScheduled, "2 of 2 members placed"})
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -125,7 +125,7 @@ func TestStatusWriterPatches(t *testing.T) {
 			if len(patches) != 1 {
 				t.Fatalf("%d status patches, want 1 (changes collapse): %v", len(patches), patches)
 			}
-			if !strings.Contains(patches[0], `"reason":"Scheduled"`) || strings.Contains(patches[0], ReasonMembersPending) {
+			if !strings.Contains(patches[0], `"reason":"Scheduled"`) || strings.Contains(patches[0], gang.ReasonMembersPending) {
 				t.Fatalf("patch %s, want only the Scheduled condition", patches[0])
 			}
 			return
@@ -149,8 +149,8 @@ func TestStatusWriterStandby(t *testing.T) {
 	w.Leading = func() bool { return leading }
 	ctx := context.Background()
 
-	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"})
-	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "2 of 3 members exist"})
+	w.Set(spec, Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "1 of 2 members exist"})
+	w.Set(spec, Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "2 of 3 members exist"})
 	w.processNext(ctx) // the one queued write, as a standby
 	select {
 	case e := <-recorder.Events:

@@ -1,0 +1,120 @@
+package gang
+
+import (
+	"context"
+	"maps"
+	"math"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// Query asks how many whole copies of a gang fit now.
+type Query struct {
+	// Members are one copy's members (each pod stands for itself; equal
+	// shapes are grouped). The first member's shape is probed.
+	Members []*v1.Pod
+	// Spec carries the gang's annotations (topology); may be nil.
+	Spec     *Spec
+	Priority int32
+	Prober   Prober
+	Limiter  Limiter
+	Topology *Constraint
+	// Admit, when set, says whether the queue takes copies asking need in
+	// all; counting stops at the first copy it refuses.
+	Admit func(need resources.List) bool
+	// Max stops counting there (0: no limit).
+	Max int
+}
+
+// Answer is a dry run's result.
+type Answer struct {
+	Copies int
+	// Why the next copy does not fit (empty when Max was reached).
+	Why string
+}
+
+// Copies answers a dry run: how many whole copies of the gang — every member
+// of a copy placed together, inside one domain of a required level — fit now,
+// on the capacity that plans and reservations of other gangs leave. It
+// decides exactly as Plan does, copy after copy, and changes nothing.
+func (m *Manager) Copies(ctx context.Context, q Query) Answer {
+	if len(q.Members) == 0 {
+		return Answer{}
+	}
+	groups := GroupPending(q.Members[0], q.Members[1:], len(q.Members))
+	// The NUMA limiter caps members per node over all copies; the request's
+	// own limits cap one copy.
+	a := &Attempt{Pod: q.Members[0], Spec: q.Spec, Priority: q.Priority, Topology: q.Topology, groups: groups}
+	if a.Spec != nil {
+		a.Ref = a.Spec.Ref
+	}
+	a.view = q.Prober.Probe(ctx, a.Pod)
+	req, constraint := m.request(a, m.room(a, nil), false)
+	if a.Spec == nil && a.Topology != nil {
+		// Pods of no gang yet: the caller names the constraint.
+		req.Constrain(a.Topology.Tree, a.Topology.Required, a.Topology.Preferred, nil)
+		constraint = DescribeConstraint(a.Topology.Required, a.Topology.Preferred)
+	}
+	perCopy := make([]map[string]int, len(req.Nodes))
+	zoneCap := make([]map[string]int, len(req.Nodes))
+	byName := make(map[string]int, len(req.Nodes))
+	for i := range req.Nodes {
+		n := &req.Nodes[i]
+		byName[n.Name] = i
+		perCopy[i] = n.Limit
+		if q.Limiter != nil {
+			zoneCap[i] = map[string]int{}
+			for _, g := range groups {
+				if l, ok := n.Limit[g.Key]; ok {
+					zoneCap[i][g.Key] = q.Limiter.Limit(g.Rep, n.Name, math.MaxInt32)
+					n.Limit = withLimit(n.Limit, g.Key, min(l, zoneCap[i][g.Key]))
+				}
+			}
+		}
+	}
+	demand := Demand(groups)
+	_, shapes := Shapes(groups)
+	total := resources.List{}
+	var ans Answer
+	for q.Max == 0 || ans.Copies < q.Max {
+		if q.Admit != nil {
+			next := total.Clone()
+			next.Add(demand)
+			if !q.Admit(next) {
+				ans.Why = "the queue's allowance takes no more copies"
+				return ans
+			}
+		}
+		plan, diag := Place(req)
+		if plan == nil {
+			ans.Why = DescribeFailure(diag, 0, Members(groups), constraint, req, a.view.NodeNames(), a.view.Verdicts)
+			return ans
+		}
+		ans.Copies++
+		total.Add(demand)
+		for node, byShape := range plan.Slots {
+			i := byName[node]
+			n := &req.Nodes[i]
+			n.Free = n.Free.Clone()
+			for shape, c := range byShape {
+				n.Free.AddScaled(shapes[shape], -int64(c))
+				n.FreePods -= int64(c)
+				if zoneCap[i] != nil {
+					zoneCap[i][shape] -= c
+					n.Limit = withLimit(n.Limit, shape, min(perCopy[i][shape], zoneCap[i][shape]))
+				}
+			}
+		}
+	}
+	return ans
+}
+
+// withLimit returns a copy of limits with shape's limit set: the request's
+// maps may be shared with the caller.
+func withLimit(limits map[string]int, shape string, l int) map[string]int {
+	out := maps.Clone(limits)
+	out[shape] = l
+	return out
+}

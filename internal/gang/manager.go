@@ -1,0 +1,304 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// Manager owns a gang's decisions: plan or fail, reserve when starved, make
+// room by whole-gang preemption or reclaim, and the dry run that counts how
+// many whole copies of a gang fit. It keeps the lifecycle (members, plans,
+// holds) and reaches the scheduler only through its ports.
+type Manager struct {
+	*Lifecycle
+	dir     Directory
+	fx      Effects
+	devices Devices
+	// Timeout is a plan's default time to reach its quorum; a gang's own
+	// timeout wins.
+	Timeout time.Duration
+	// ReserveAfter is how long a gang fails to plan before it reserves.
+	ReserveAfter time.Duration
+}
+
+// NewManager returns a manager over lc. devices may be nil.
+func NewManager(lc *Lifecycle, dir Directory, fx Effects, devices Devices) *Manager {
+	return &Manager{Lifecycle: lc, dir: dir, fx: fx, devices: devices}
+}
+
+// Attempt is one scheduling cycle's question about a pod: plan its gang, or
+// make room for it. The adapter fills it from the cycle; the manager keeps
+// what it learns (the view) for the rest of the cycle.
+type Attempt struct {
+	Pod      *v1.Pod
+	Ref      Ref   // zero outside gangs
+	Spec     *Spec // nil outside gangs
+	Priority int32
+	// Prober runs the filters for the member on every node.
+	Prober Prober
+	// Queue, Limiter and Topology are the other plugins' parts; nil where a
+	// plugin is not enabled.
+	Queue    *Admission
+	Limiter  Limiter
+	Topology *Constraint
+
+	groups []ShapeGroup
+	view   *View
+	placed int
+}
+
+// Quorum is the number of members that must be placed together.
+func Quorum(spec *Spec) int { return max(spec.MinMember, 1) }
+
+// Plan places the gang's remaining minimum: the filters' verdict for the
+// member on every node, each node sized by arithmetic net of what other gangs
+// hold, the topology constraint and NUMA zones, then the planner. A plan is
+// committed and holds its capacity; it returns the member's planned node. No
+// plan fails the gang until capacity changes — and, for a gang that waited
+// long enough, reserves the nodes it waits for — and returns why.
+func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
+	logger := klog.FromContext(ctx)
+	start := m.Now()
+	ref, spec := a.Ref, a.Spec
+	a.placed = m.Placed(ref)
+	needed := Quorum(spec) - a.placed
+	a.groups = GroupPending(a.Pod, m.dir.Pending(ref), needed)
+	if have := Members(a.groups); have < needed {
+		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", a.placed, have, Quorum(spec))
+		m.fx.SetCondition(spec, ReasonMembersPending, msg)
+		return "", fmt.Errorf("%s", msg)
+	}
+	a.view = a.Prober.Probe(ctx, a.Pod)
+	if a.Queue != nil && !a.Queue.Admitted {
+		// Refused by its queue: nothing is planned; the caller may reclaim.
+		return "", fmt.Errorf("%s", a.Queue.Refusal)
+	}
+	req, constraint := m.request(a, m.room(a, nil), false)
+	plan, diag := Place(req)
+	if plan == nil {
+		m.fx.Observe("unschedulable", m.Now().Sub(start))
+		msg := DescribeFailure(diag, a.placed, Quorum(spec), constraint, req, a.view.NodeNames(), a.view.Verdicts)
+		logger.V(2).Info("Gang cannot be placed", "gang", ref, "reason", msg)
+		m.Fail(ref, a.Pod.UID, msg)
+		reason := ReasonUnschedulable
+		if note, ok := m.reserve(ctx, a); ok {
+			msg, reason = note, ReasonReserving
+		} else if note != "" {
+			msg += "; " + note
+		}
+		m.fx.SetCondition(spec, reason, msg)
+		return "", fmt.Errorf("%s", msg)
+	}
+	_, shapes := Shapes(a.groups)
+	m.CommitPlan(ref, plan, shapes, m.scheduleTimeout(spec))
+	m.fx.Observe("planned", m.Now().Sub(start))
+	logger.V(3).Info("Gang planned", "gang", ref, "members", plan.Members(), "nodes", len(plan.Slots))
+	// Siblings come next in the queue order; wake those that wait elsewhere.
+	m.fx.Wake(ref)
+	node, _ := m.NextSlot(ref, ShapeKey(a.Pod))
+	// Only a failed plan's view is read again (MakeRoom).
+	a.view = nil
+	return node, nil
+}
+
+// room is node i's room for the attempt: free net of what other gangs hold,
+// plus what victims would free.
+func (m *Manager) room(a *Attempt, freed map[string]Usage) Capacity {
+	return func(i int) (resources.List, int64) {
+		ns := a.view.Nodes[i]
+		free, pods := ns.Free.Clone(), ns.FreePods
+		held, heldPods := m.Held(ns.Node.Name, a.Ref, a.Priority)
+		free.Sub(held)
+		if f, ok := freed[ns.Node.Name]; ok {
+			free.Add(f.Request)
+			pods += f.Pods
+		}
+		return free, pods - heldPods
+	}
+}
+
+// request builds the planner's request from the attempt's view: candidate
+// nodes sized by room (relaxed: nodes that fail for capacity only are
+// candidates too), NUMA zones and the topology constraint.
+func (m *Manager) request(a *Attempt, room Capacity, relaxed bool) (Request, string) {
+	shapes, _ := Shapes(a.groups)
+	req := Request{Shapes: shapes, Nodes: CandidateNodes(a.groups, a.view.Nodes, a.view.Verdicts, room, relaxed, a.Limiter)}
+	if a.Spec == nil {
+		return req, ""
+	}
+	if a.Topology == nil {
+		required, _ := TopologyConstraint(a.Spec.Annotations, a.groups[0].Rep.Annotations)
+		req.Required = required
+		if required != "" {
+			return req, "required " + required + " (the NetworkTopology plugin is not enabled)"
+		}
+		return req, ""
+	}
+	req.Constrain(a.Topology.Tree, a.Topology.Required, a.Topology.Preferred, m.PlacedNodes(a.Ref))
+	return req, DescribeConstraint(a.Topology.Required, a.Topology.Preferred)
+}
+
+func (m *Manager) scheduleTimeout(spec *Spec) time.Duration {
+	if spec.Timeout > 0 {
+		return spec.Timeout
+	}
+	return m.Timeout
+}
+
+// reserve gives a gang that has waited at least ReserveAfter a reservation:
+// the nodes it would take once running pods of equal or lower priority leave
+// are held against gangs of equal or lower priority, which only backfill
+// what the reservation does not need. One gang per queue holds one, the
+// first in the queue's order; reservations never overlap, and none is made
+// for a gang that cannot fit the cluster at all. It returns what the gang's
+// condition should say, and whether the gang holds a reservation.
+func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
+	ref, spec := a.Ref, a.Spec
+	if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationPreempting {
+		return reservationNote(r, a.view, "preempted victims are leaving"), true
+	}
+	since := m.WaitingSince(ref)
+	if since.IsZero() || m.Now().Sub(since) < m.ReserveAfter {
+		if _, ok := m.ReservationOf(ref); ok {
+			m.DropReservation(ref)
+		}
+		return "", false
+	}
+	// Room once running pods of equal or lower priority leave, net of what
+	// every other gang holds (reservations do not overlap).
+	n := len(a.view.Nodes)
+	future, futurePods, busy := make([]resources.List, n), make([]int64, n), make([]int64, n)
+	for i, ns := range a.view.Nodes {
+		f, pods, b := m.futureRoom(ns, a.view.PodsOn(i), a.Priority)
+		held, heldPods := m.Held(ns.Node.Name, ref, math.MinInt32)
+		f.Sub(held)
+		future[i], futurePods[i], busy[i] = f, pods-heldPods, b
+	}
+	req, _ := m.request(a, func(i int) (resources.List, int64) { return future[i], futurePods[i] }, true)
+	for i := range req.Nodes {
+		if j, ok := a.view.index(req.Nodes[i].Name); ok {
+			req.Nodes[i].Busy = busy[j]
+		}
+	}
+	plan, _ := Place(req)
+	if plan == nil {
+		if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationStarved {
+			m.DropReservation(ref)
+		}
+		return "nothing is reserved: the gang does not fit the cluster even when pods of equal or lower priority leave", false
+	}
+	queueName := ""
+	if a.Queue != nil {
+		queueName = a.Queue.Queue
+	}
+	_, shapes := Shapes(a.groups)
+	granted, displaced := m.Reserve(ref, ReservationRequest{
+		Kind: ReservationStarved, Queue: queueName, Priority: a.Priority, Created: spec.Created,
+		Plan: plan, Shapes: shapes,
+	})
+	if !displaced.IsZero() {
+		klog.FromContext(ctx).V(2).Info("Reservation moved to a gang ahead in the queue", "from", displaced, "to", ref)
+		m.fx.Wake(displaced)
+	}
+	if !granted {
+		return fmt.Sprintf("waiting behind another gang of queue %q that holds the queue's reservation", queueName), false
+	}
+	r, _ := m.ReservationOf(ref)
+	m.fx.Observe("reserved", 0)
+	return reservationNote(r, a.view, "gangs of equal or lower priority only backfill around it"), true
+}
+
+// futureRoom is a node's room for the gang once the pods it may wait for
+// (equal or lower priority) leave; busy is how many pods hold that room now.
+func (m *Manager) futureRoom(ns NodeState, running []*v1.Pod, priority int32) (resources.List, int64, int64) {
+	free, pods := ns.Free.Clone(), ns.FreePods
+	busy := int64(0)
+	for _, p := range running {
+		if m.dir.PriorityOf(p) > priority {
+			continue
+		}
+		free.Add(resources.PodRequests(p))
+		pods++
+		busy++
+	}
+	return free, pods, busy
+}
+
+// reservationNote says what a reserving gang holds and how much of it is
+// still in use.
+func reservationNote(r Reservation, view *View, tail string) string {
+	members, waiting := 0, 0
+	for node, byShape := range r.Slots {
+		i, ok := view.index(node)
+		for shape, n := range byShape {
+			members += n
+			if !ok {
+				waiting += n
+				continue
+			}
+			fit := view.Nodes[i].Free.Copies(r.Shapes[shape], int64(n))
+			waiting += n - int(min(fit, view.Nodes[i].FreePods))
+		}
+	}
+	return fmt.Sprintf("reserving %d nodes for %d members since %s; room for %d of them is still in use by running pods; %s",
+		len(r.Slots), members, r.Since.UTC().Format(time.RFC3339), max(waiting, 0), tail)
+}
+
+// Route is what a member's cycle does, decided before any filter runs.
+type Route struct {
+	// Node: steer the member to its planned node.
+	Node string
+	// Refusal: the gang's last plan failed and nothing changed since.
+	Refusal string
+	// Plan: this cycle plans the gang.
+	Plan bool
+}
+
+// Route decides a member's cycle: a gang with its quorum schedules further
+// members as capacity allows; a planned gang steers the member to its next
+// slot (or lets an extra member of another shape pass); a gang whose plan
+// failed is turned away until capacity changes; any other gang is planned.
+func (m *Manager) Route(ref Ref, spec *Spec, shape string) Route {
+	if m.Placed(ref) >= Quorum(spec) {
+		return Route{}
+	}
+	if node, live := m.NextSlot(ref, shape); live {
+		return Route{Node: node}
+	}
+	if reason, failed := m.Failed(ref); failed {
+		return Route{Refusal: reason}
+	}
+	return Route{Plan: true}
+}
+
+// Fits reports whether a pod asking request fits a node's free room once
+// what other gangs' plans and reservations hold there is taken away.
+func (m *Manager) Fits(node string, ref Ref, priority int32, free resources.List, freePods int64, request resources.List) bool {
+	held, heldPods := m.Held(node, ref, priority)
+	if held == nil && heldPods == 0 {
+		return true
+	}
+	free = free.Clone()
+	free.Sub(held)
+	return freePods-heldPods >= 1 && free.Fits(request)
+}
+
+// MissedSlot tears down, once, the plan of a gang whose member fits no node
+// although it was steered to its planned one; it returns why, or false
+// when the gang has its quorum (no plan to break).
+func (m *Manager) MissedSlot(ref Ref, spec *Spec, member, shape string) (string, bool) {
+	if m.Placed(ref) >= Quorum(spec) {
+		return "", false
+	}
+	node, _ := m.NextSlot(ref, shape)
+	msg := fmt.Sprintf("plan broken: member %s does not fit its planned node %s; replanning the gang", member, node)
+	m.Release(ref, ReasonPlanBroken, msg)
+	return msg, true
+}

@@ -1,0 +1,266 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/phalanx-sched/phalanx/internal/queue"
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// Room is what MakeRoom decided: the node a plain pod is nominated to (""
+// for a gang, which holds a reservation instead), and what to say.
+type Room struct {
+	Nominate string
+	Message  string
+}
+
+// running is every gang and plain pod on the nodes, as eviction candidates.
+type running struct {
+	victims []Victim
+	pods    map[string][]*v1.Pod
+}
+
+// MakeRoom is the whole-gang answer to a pod (or gang) that fits nowhere:
+//  1. priority: whole gangs of lower priority — of its own queue, or of
+//     queues that stay at or above their deserved share without them;
+//  2. reclaim: for a queue below its deserved share, whole gangs of
+//     reclaimable queues above theirs that have run at least MinRuntime.
+//
+// Victims are chosen only if the planner, given the capacity they free,
+// places the whole gang; the fewest, lowest priority first. The gang then
+// holds the freed nodes (a reservation) until its victims are gone. A
+// PriorityClass with preemptionPolicy Never makes no room. It returns nil
+// when no room is made, with why.
+func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
+	if a.Spec != nil {
+		if r, ok := m.ReservationOf(a.Ref); ok && r.Kind == ReservationPreempting {
+			return nil, "waiting for the gangs it preempted to leave"
+		}
+	}
+	if p := a.Pod.Spec.PreemptionPolicy; p != nil && *p == v1.PreemptNever {
+		return nil, "preemptionPolicy Never: no gang is preempted for this pod"
+	}
+	if a.Spec == nil {
+		// A plain pod: the prober gives what the cycle's filters said.
+		a.groups = GroupPending(a.Pod, nil, 1)
+		a.view = a.Prober.Probe(ctx, a.Pod)
+	}
+	if a.view == nil {
+		// Nothing was learned this cycle (a cached failure).
+		return nil, ""
+	}
+	qc := a.Queue
+	all := m.running(a)
+	planFor := func(victims []Victim) *Plan {
+		req, _ := m.request(a, m.room(a, Freed(victims)), true)
+		plan, _ := Place(req)
+		return plan
+	}
+	fits := func(victims []Victim) bool { return planFor(victims) != nil }
+
+	if qc == nil || qc.Admitted {
+		var cands []Victim
+		for _, v := range all.victims {
+			if v.Priority >= a.Priority {
+				continue
+			}
+			if qc != nil && v.Queue != qc.Queue && !qc.Snapshot().AboveDeserved(v.Queue, v.Total) {
+				continue
+			}
+			cands = append(cands, v)
+		}
+		if chosen := ChooseVictims(cands, fits); chosen != nil {
+			why := fmt.Sprintf("priority %d preempts lower priority", a.Priority)
+			return m.evict(ctx, a, all, chosen, planFor(chosen), ReasonPreempted, why, "")
+		}
+	}
+	if qc == nil || !qc.Reclaim {
+		return nil, "no lower-priority gang frees room for it"
+	}
+	return m.reclaim(ctx, a, all, planFor)
+}
+
+// reclaim evicts whole gangs of queues above their deserved share for a
+// queue below its own.
+func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor func([]Victim) *Plan) (*Room, string) {
+	qc := a.Queue
+	if r, over := qc.Snapshot().Exceeds(qc.Queue, qc.Need); over {
+		return nil, fmt.Sprintf("nothing to reclaim: queue %s would go above its deserved share (%s)", qc.Queue, r)
+	}
+	now := m.Now()
+	var cands []queue.Gang
+	var youngest time.Duration
+	byKey := make(map[string]Victim, len(all.victims))
+	for _, v := range all.victims {
+		if v.Queue == qc.Queue {
+			continue
+		}
+		if age := now.Sub(v.Started); age < qc.MinRuntime {
+			if wait := qc.MinRuntime - age; youngest == 0 || wait < youngest {
+				youngest = wait
+			}
+			continue
+		}
+		byKey[v.Key] = v
+		cands = append(cands, queue.Gang{Key: v.Key, Queue: v.Queue, Priority: v.Priority, Usage: v.Total,
+			Members: v.Members, MinMember: v.Members, CreatedUnix: v.Started.Unix()})
+	}
+	sort.Slice(cands, func(i, j int) bool { return cands[i].Key < cands[j].Key })
+	picked, why := qc.Snapshot().Reclaim(qc.Queue, qc.Need, cands)
+	if len(picked) == 0 {
+		if youngest > 0 {
+			m.retryAfter(a, youngest)
+			why = fmt.Sprintf("%s; gangs that ran less than %v are not reclaimed (retrying in %v)", why, qc.MinRuntime, youngest.Round(time.Second))
+		}
+		return nil, "nothing to reclaim: " + why
+	}
+	if !qc.Admitted && !qc.Snapshot().AdmitsWithout(qc.Queue, qc.Need, picked) {
+		return nil, qc.Refusal
+	}
+	chosen := make([]Victim, 0, len(picked))
+	for _, g := range picked {
+		chosen = append(chosen, byKey[g.Key])
+	}
+	plan := planFor(chosen)
+	if plan == nil {
+		return nil, fmt.Sprintf("nothing reclaimed: the gangs queue %s may reclaim (%s) free room on nodes where it still would not fit", qc.Queue, victimNames(chosen))
+	}
+	why = fmt.Sprintf("queue %s is below its deserved share", qc.Queue)
+	return m.evict(ctx, a, all, chosen, plan, ReasonReclaimed, why, qc.Queue)
+}
+
+// retryAfter wakes the pod (or its gang) after d, planning afresh: a victim
+// becomes old enough to reclaim without any cluster event.
+func (m *Manager) retryAfter(a *Attempt, d time.Duration) {
+	ref, pod := a.Ref, a.Pod
+	m.clock.AfterFunc(d, func() {
+		if !ref.IsZero() {
+			m.Retry(ref)
+			m.fx.Wake(ref)
+			return
+		}
+		m.fx.Activate(pod)
+	})
+}
+
+// running lists the gangs and plain pods on the view's nodes, other than the
+// attempt's own gang, with what each uses where.
+func (m *Manager) running(a *Attempt) *running {
+	out := &running{pods: map[string][]*v1.Pod{}}
+	index := map[string]int{}
+	for i, ns := range a.view.Nodes {
+		node := ns.Node.Name
+		for _, p := range a.view.PodsOn(i) {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			ref, member := m.dir.RefOf(p)
+			if member && ref == a.Ref {
+				continue
+			}
+			key := p.Namespace + "/pod:" + p.Name
+			if member {
+				key = ref.String()
+			} else {
+				ref = Ref{}
+			}
+			prio := m.dir.PriorityOf(p)
+			i, ok := index[key]
+			if !ok {
+				i = len(out.victims)
+				index[key] = i
+				v := Victim{Key: key, Ref: ref, Priority: prio, OnNode: map[string]Usage{}, Total: resources.List{}}
+				if a.Queue != nil && a.Queue.QueueOf != nil {
+					v.Queue = a.Queue.QueueOf(p)
+				}
+				out.victims = append(out.victims, v)
+			}
+			v := &out.victims[i]
+			req := resources.PodRequests(p)
+			u := v.OnNode[node]
+			if u.Request == nil {
+				u.Request = resources.List{}
+			}
+			u.Request.Add(req)
+			u.Pods++
+			v.OnNode[node] = u
+			v.Total.Add(req)
+			v.Members++
+			v.Priority = max(v.Priority, prio)
+			if t := boundAt(p); t.After(v.Started) {
+				v.Started = t
+			}
+			out.pods[key] = append(out.pods[key], p)
+		}
+	}
+	return out
+}
+
+// boundAt is when a pod was bound: its PodScheduled condition's transition,
+// else its start or creation time.
+func boundAt(p *v1.Pod) time.Time {
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue && !c.LastTransitionTime.IsZero() {
+			return c.LastTransitionTime.Time
+		}
+	}
+	if p.Status.StartTime != nil {
+		return p.Status.StartTime.Time
+	}
+	return p.CreationTimestamp.Time
+}
+
+// evict deletes every pod of every victim, says why on the victims' pods and
+// group objects, and lets the preemptor hold the room it frees: a gang
+// reserves the planned nodes against pods of equal or lower priority; a plain
+// pod is nominated to its node.
+func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims []Victim, plan *Plan, reason, why, forQueue string) (*Room, string) {
+	who := a.Pod.Namespace + "/" + a.Pod.Name
+	if a.Spec != nil {
+		who = "gang " + a.Ref.String()
+	}
+	for _, v := range victims {
+		msg := fmt.Sprintf("evicted whole for %s: %s", who, why)
+		if !v.Ref.IsZero() {
+			if spec, err := m.dir.Spec(v.Ref); err == nil {
+				m.fx.SetCondition(spec, reason, msg)
+			}
+		}
+		m.fx.Evict(ctx, all.pods[v.Key], reason, msg)
+	}
+	m.fx.Evicted(reason, forQueue, len(victims))
+	names := victimNames(victims)
+	klog.FromContext(ctx).V(2).Info("Evicting whole gangs", "for", who, "reason", reason, "victims", names, "queue", forQueue)
+	msg := fmt.Sprintf("%s: evicting %s; the freed nodes are held for it until they leave", why, names)
+	if a.Spec == nil {
+		for node := range plan.Slots {
+			return &Room{Nominate: node, Message: msg}, msg
+		}
+	}
+	_, shapes := Shapes(a.groups)
+	m.Reserve(a.Ref, ReservationRequest{
+		Kind: ReservationPreempting, Priority: a.Priority, Created: a.Spec.Created,
+		Plan: plan, Shapes: shapes, TTL: 2 * m.scheduleTimeout(a.Spec),
+	})
+	m.Retry(a.Ref)
+	m.fx.SetCondition(a.Spec, ReasonPreempting, msg)
+	return &Room{Message: msg}, msg
+}
+
+func victimNames(victims []Victim) string {
+	names := make([]string, len(victims))
+	for i, v := range victims {
+		names[i] = v.Key
+		if v.Queue != "" {
+			names[i] += " (queue " + v.Queue + ")"
+		}
+	}
+	return strings.Join(names, ", ")
+}

@@ -1,0 +1,46 @@
+package runtime
+
+import (
+	"context"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/phalanx-sched/phalanx/internal/gang"
+)
+
+// effects is the gang manager's effects port over the runtime: conditions
+// through the status writer, wakes through the scheduling queue, evictions
+// through the API, metrics through component-base.
+type effects struct{ g *Gangs }
+
+var _ gang.Effects = effects{}
+
+func (e effects) SetCondition(spec *gang.Spec, reason, message string) {
+	e.g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
+}
+
+func (e effects) Wake(ref gang.Ref) { e.g.wake(ref) }
+
+func (e effects) Activate(pod *v1.Pod) {
+	e.g.rt.Activate(map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+}
+
+func (e effects) Evict(ctx context.Context, pods []*v1.Pod, reason, message string) {
+	e.g.Evict(ctx, pods, reason, message)
+}
+
+func (e effects) Observe(outcome string, d time.Duration) {
+	if d > 0 {
+		PlanDuration.Observe(d.Seconds())
+	}
+	PlanOutcomes.WithLabelValues(outcome).Inc()
+}
+
+func (e effects) Evicted(reason, forQueue string, victims int) {
+	Evictions.WithLabelValues(reason).Add(float64(victims))
+	if forQueue != "" {
+		Reclaims.WithLabelValues(forQueue).Add(float64(victims))
+	}
+}

@@ -1,0 +1,133 @@
+package runtime
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/phalanx-sched/phalanx/internal/gang"
+)
+
+// Ready says whether a pod may enter the active queue: a gang's pods wait
+// until its group object exists, its dependencies run, and minMember
+// members exist. The reason a pod waits is on its gang's condition (or, for
+// a missing group object, an event on the pod) and in the message.
+func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
+	ref, spec, ok, err := g.GangOf(pod)
+	if !ok {
+		return "", true
+	}
+	if err != nil {
+		msg := g.Missing(ref, err)
+		g.PodEvent(pod, ReasonPodGroupMissing, msg)
+		return msg, false
+	}
+	if msg, ok := g.dependenciesReady(spec); !ok {
+		return msg, false
+	}
+	members := g.MemberCount(spec)
+	if members < gang.Quorum(spec) {
+		cond := g.MembersShort(spec, members, gang.Quorum(spec))
+		// A member the informer shows late must not put a gang that already
+		// started (or is being placed) back to MembersPending.
+		if g.Lifecycle.Placed(ref) == 0 && g.Lifecycle.Phase(ref) == gang.PhaseIdle {
+			g.Status.Set(spec, cond)
+		}
+		return cond.Message, false
+	}
+	return "", true
+}
+
+// Missing says why a pod's gang cannot be read: its group object does not
+// exist (yet), or the pod's gang annotations are invalid.
+func (g *Gangs) Missing(ref gang.Ref, err error) string {
+	if apierrors.IsNotFound(err) {
+		if ref.Source == gang.SourceWorkload && !g.WatchesWorkloadAPI() {
+			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io): phalanx-scheduler does not watch the Workload API, which the API server did not serve when it started; restart phalanx-scheduler", ref.Namespace, ref.Name)
+		}
+		if ref.Source == gang.SourceWorkload {
+			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io) does not exist; the pod waits until it is created", ref.Namespace, ref.Name)
+		}
+		return fmt.Sprintf("PodGroup %s/%s does not exist; the pod waits until it is created", ref.Namespace, ref.Name)
+	}
+	return err.Error() + "; the pod is not scheduled until this is fixed"
+}
+
+func (g *Gangs) dependenciesReady(spec *gang.Spec) (string, bool) {
+	for _, dep := range spec.DependsOn() {
+		set := func(reason, msg string) (string, bool) {
+			g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+			return msg, false
+		}
+		if dep == spec.Name && spec.Ref.Source == gang.SourcePodGroup {
+			return set(ReasonDependencyMissing, fmt.Sprintf("PodGroup depends on itself (%v)", spec.DependsOn()))
+		}
+		dspec, err := g.Spec(gang.Ref{Namespace: spec.Namespace, Name: dep})
+		if err != nil {
+			return set(ReasonDependencyMissing, fmt.Sprintf("dependency PodGroup %s/%s does not exist", spec.Namespace, dep))
+		}
+		if done, need := g.DependencyProgress(dspec); done < need {
+			return set(ReasonDependencyPending, fmt.Sprintf("waiting for gang %s: %d of %d members running or succeeded", dep, done, need))
+		}
+	}
+	return "", true
+}
+
+// Started records that the gang reached its quorum: its members go through
+// together.
+func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
+	GangWait.Observe(g.rt.clock.Since(spec.Created).Seconds())
+	g.Status.Set(spec, Condition{Status: metav1.ConditionTrue, Reason: ReasonScheduled,
+		Message: fmt.Sprintf("%d of %d members placed; the gang starts", placed, gang.Quorum(spec))})
+	klog.FromContext(ctx).V(3).Info("Gang reached its quorum", "gang", spec.Ref, "placed", placed)
+}
+
+// --- queueing hints: which cluster events may make a rejected member
+// schedulable.
+
+// SkipForRepresentative: for a gang whose plan failed, only the member that
+// stands for it is retried on capacity events; the others would each fail
+// from the cached reason with an event and a status write of their own. The
+// representative's new plan wakes the others.
+func (g *Gangs) SkipForRepresentative(pod *v1.Pod) bool {
+	if ref, ok := g.RefOf(pod); ok {
+		if rep := g.Lifecycle.Representative(ref); rep != "" && rep != pod.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// IsSibling reports whether added belongs to pod's gang.
+func (g *Gangs) IsSibling(pod, added *v1.Pod) bool {
+	ref, isMember := g.RefOf(pod)
+	other, ok := g.RefOf(added)
+	return isMember && ok && ref == other
+}
+
+// DependencyProgressed reports whether an update of another pod — a member
+// of one of pod's gang's dependencies starting to run or succeeding — may
+// let pod's gang go.
+func (g *Gangs) DependencyProgressed(pod, old, updated *v1.Pod) bool {
+	if updated.Status.Phase != v1.PodRunning && updated.Status.Phase != v1.PodSucceeded {
+		return false
+	}
+	if old != nil && old.Status.Phase == updated.Status.Phase {
+		return false
+	}
+	depRef, ok1 := g.RefOf(updated)
+	_, spec, ok2, err := g.Lookup(pod)
+	if !ok1 || !ok2 || err != nil || updated.Namespace != pod.Namespace {
+		return false
+	}
+	for _, d := range spec.DependsOn() {
+		if d == depRef.Name {
+			return true
+		}
+	}
+	return false
+}
