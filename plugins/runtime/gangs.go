@@ -273,8 +273,9 @@ func (g *Gangs) specFromUpstream(pg *schedulingv1alpha2.PodGroup) (*gang.Spec, e
 		},
 	}
 	s.Priority = up.Priority
-	if up.Queue != "" {
-		s.Labels[queueLabel] = up.Queue
+	// The queue label holds for basic policies too (up is empty for them).
+	for k, v := range workload.UpstreamGroupLabels(pg, wl) {
+		s.Labels[k] = v
 	}
 	if isGang {
 		s.MinMember = int(up.MinCount)

@@ -123,8 +123,10 @@ func (q *Queues) ensureDefaultQueue(ctx context.Context) {
 	}
 }
 
-// QueueOf returns a pod's queue: its label, its gang's label, its
-// namespace's label, else the default queue.
+// QueueOf returns a pod's queue with queue.Of, the resolution the
+// controller shares: its label, its gang's group object's label (for an
+// upstream PodGroup, the PodGroup's else its Workload's), its namespace's
+// label, else the default queue.
 func (q *Queues) QueueOf(pod *v1.Pod) string {
 	if name := pod.Labels[queue.Label]; name != "" {
 		return name
@@ -136,20 +138,17 @@ func (q *Queues) QueueOf(pod *v1.Pod) string {
 	if ns, err := q.namespaces.Get(pod.Namespace); err == nil {
 		nsLabels = ns.Labels
 	}
-	return queue.Resolve(pod.Labels, groupLabels, nsLabels, q.defaultQueue)
+	return queue.Of(pod, groupLabels, nsLabels, q.defaultQueue)
 }
 
-// QueueOfGang returns the queue of a gang with the given member.
+// QueueOfGang returns the queue of a gang with the given member (nil: none
+// at hand).
 func (q *Queues) QueueOfGang(spec *gang.Spec, member *v1.Pod) string {
 	var nsLabels map[string]string
 	if ns, err := q.namespaces.Get(spec.Namespace); err == nil {
 		nsLabels = ns.Labels
 	}
-	var podLabels map[string]string
-	if member != nil {
-		podLabels = member.Labels
-	}
-	return queue.Resolve(podLabels, spec.Labels, nsLabels, q.defaultQueue)
+	return queue.Of(member, spec.Labels, nsLabels, q.defaultQueue)
 }
 
 func (q *Queues) charge(pod *v1.Pod) {
