@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,6 +102,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
 	g.Status.Leading = r.Leading
+	g.Status.Clock = r.clock
 	r.OnLead(g.Status.RequeueAll)
 
 	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
@@ -381,6 +383,24 @@ func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
 	}()
 }
 
+// forgetImplicit drops ensureImplicit's keys of a deleted gang
+// ("namespace/name", and "namespace/name@<owner UID>" per owner added), so
+// that the next GangOf of a member still there creates the PodGroup again.
+func (g *Gangs) forgetImplicit(ref gang.Ref) {
+	if ref.Source != gang.SourcePodGroup {
+		return
+	}
+	key := ref.String()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.implicit, key)
+	for k := range g.implicit {
+		if strings.HasPrefix(k, key+"@") {
+			delete(g.implicit, k)
+		}
+	}
+}
+
 // Members lists the gang's pods known to the scheduler (terminal pods are
 // not: the scheduler's pod informer drops them).
 func (g *Gangs) Members(ref gang.Ref) []*v1.Pod {
@@ -626,6 +646,10 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.Lifecycle.Forget(spec.Ref)
 	g.Status.Forget(spec.Ref)
 	g.forgetStartup(spec.Ref)
+	g.forgetImplicit(spec.Ref)
+	if q := g.rt.queues.Load(); q != nil {
+		q.Unblock(spec.Ref, nil)
+	}
 	g.wake(spec.Ref)
 	g.rt.Changed()
 }

@@ -173,8 +173,15 @@ func (q *Queues) onPodDelete(obj any) {
 	}
 	if pod, ok := obj.(*v1.Pod); ok {
 		q.cache.DeletePod(pod.UID)
+		// A gang whose last member is gone waits for nothing (the informer's
+		// index no longer holds the deleted pod).
+		ref, isMember := q.gangs.RefOf(pod)
+		gone := isMember && len(q.gangs.Members(ref)) == 0
 		q.mu.Lock()
 		delete(q.blockedPod, pod.Namespace+"/"+pod.Name)
+		if gone {
+			delete(q.blocked, ref)
+		}
 		q.mu.Unlock()
 	}
 }
@@ -299,11 +306,16 @@ func (q *Queues) Block(ref gang.Ref, pod *v1.Pod) {
 	}
 }
 
-// Unblock forgets a gang admitted since.
-func (q *Queues) Unblock(ref gang.Ref) {
+// Unblock forgets a gang (or a plain pod, when ref is zero) admitted since,
+// or deleted.
+func (q *Queues) Unblock(ref gang.Ref, pod *v1.Pod) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	delete(q.blocked, ref)
+	if !ref.IsZero() {
+		delete(q.blocked, ref)
+	} else if pod != nil {
+		delete(q.blockedPod, pod.Namespace+"/"+pod.Name)
+	}
 }
 
 // wakeBlocked wakes what waits for queue admission.
