@@ -5,7 +5,10 @@ import (
 
 	"time"
 
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -71,7 +74,13 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if defaultQueue == "" {
 		defaultQueue = phalanxv1alpha1.DefaultQueueName
 	}
-	if err := mgr.Add(&QueueStatusUpdater{Client: mgr.GetClient(), Cache: mgr.GetCache(), DefaultQueue: defaultQueue, MinInterval: 500 * time.Millisecond}); err != nil {
+	// The upstream Workload API, where served (alpha in 1.36: most clusters
+	// do not serve it, and then nothing watches it). Asked once, as the
+	// scheduler does.
+	upstream := served(mgr.GetRESTMapper(), schedulingv1alpha2.SchemeGroupVersion.WithKind("PodGroup"))
+	workloads := upstream && served(mgr.GetRESTMapper(), schedulingv1alpha2.SchemeGroupVersion.WithKind("Workload"))
+	if err := mgr.Add(&QueueStatusUpdater{Client: mgr.GetClient(), Cache: mgr.GetCache(), DefaultQueue: defaultQueue, MinInterval: 500 * time.Millisecond,
+		UpstreamPodGroups: upstream, Workloads: workloads}); err != nil {
 		return nil, err
 	}
 	if o.HealthProbeAddr != "0" && o.HealthProbeAddr != "" {
@@ -83,6 +92,17 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		}
 	}
 	return mgr, nil
+}
+
+// served reports whether the API server serves a kind (discovery through
+// the manager's REST mapper). A failure other than "not served" is logged
+// once and counts as not served.
+func served(mapper meta.RESTMapper, gvk schema.GroupVersionKind) bool {
+	_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil && !meta.IsNoMatchError(err) {
+		ctrl.Log.WithName("setup").Info("Could not tell whether the API server serves a kind; it is not watched", "kind", gvk.String(), "err", err.Error())
+	}
+	return err == nil
 }
 
 // Run builds the manager and runs it until ctx ends.

@@ -150,10 +150,36 @@ func podGroupOf(obj client.Object) string {
 	return ref.Name
 }
 
+// upstreamGangField indexes pods by the upstream (Workload API) PodGroup of
+// their gang, so a change of its queue label recharges its pods.
+const upstreamGangField = "phalanx.upstreamGang"
+
+// upstreamPodGroupOf is the name of the upstream PodGroup a pod's gang is,
+// "" for none.
+func upstreamPodGroupOf(obj client.Object) string {
+	pod, ok := obj.(*v1.Pod)
+	if !ok {
+		return ""
+	}
+	ref, err := workload.GangOf(pod)
+	if err != nil || ref.Source != workload.SourceWorkloadAPI {
+		return ""
+	}
+	return ref.Name
+}
+
 // SetupPodGroups registers the reconciler: PodGroups, and pods by their gang.
 func SetupPodGroups(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.Pod{}, gangField, func(obj client.Object) []string {
 		if name := podGroupOf(obj); name != "" {
+			return []string{name}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &v1.Pod{}, upstreamGangField, func(obj client.Object) []string {
+		if name := upstreamPodGroupOf(obj); name != "" {
 			return []string{name}
 		}
 		return nil

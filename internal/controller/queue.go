@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
 // QueueStatusUpdater keeps Queue status: allocated and deserved resources,
@@ -35,6 +37,11 @@ type QueueStatusUpdater struct {
 	DefaultQueue string
 	// MinInterval spaces status writes under a stream of events.
 	MinInterval time.Duration
+	// UpstreamPodGroups and Workloads say whether the API server serves the
+	// Workload API's PodGroups and Workloads (scheduling.k8s.io/v1alpha2),
+	// as discovery found at start; what is not served is not watched, and
+	// its pods' group labels are unknown, as in the scheduler.
+	UpstreamPodGroups, Workloads bool
 
 	acct    *queue.Cache
 	changed chan struct{}
@@ -83,10 +90,7 @@ func (u *QueueStatusUpdater) poke() {
 
 // watch feeds the accounting from the manager's informers.
 func (u *QueueStatusUpdater) watch(ctx context.Context) error {
-	handlers := []struct {
-		obj client.Object
-		h   toolscache.ResourceEventHandlerFuncs
-	}{
+	handlers := []watchHandler{
 		{&v1.Pod{}, toolscache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { u.chargePod(ctx, obj) },
 			UpdateFunc: func(_, obj any) { u.chargePod(ctx, obj) },
@@ -140,8 +144,51 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 					u.poke()
 				}
 			},
-			DeleteFunc: func(any) { u.poke() },
+			DeleteFunc: func(obj any) {
+				if pg, ok := unwrap(obj).(*pgv1alpha1.PodGroup); ok {
+					u.recharge(ctx, client.InNamespace(pg.Namespace), client.MatchingFields{gangField: pg.Name})
+				}
+				u.poke()
+			},
 		}},
+	}
+	if u.UpstreamPodGroups {
+		// An upstream PodGroup's queue label (or its Workload's) moves its
+		// pods between queues.
+		rechargeGroup := func(obj any) {
+			if pg, ok := unwrap(obj).(*schedulingv1alpha2.PodGroup); ok {
+				u.recharge(ctx, client.InNamespace(pg.Namespace), client.MatchingFields{upstreamGangField: pg.Name})
+			}
+		}
+		handlers = append(handlers, watchHandler{&schedulingv1alpha2.PodGroup{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc: rechargeGroup,
+			UpdateFunc: func(oldObj, obj any) {
+				o, ok1 := oldObj.(*schedulingv1alpha2.PodGroup)
+				n, ok2 := obj.(*schedulingv1alpha2.PodGroup)
+				if ok1 && ok2 && (o.Labels[queue.Label] != n.Labels[queue.Label] || workload.WorkloadOf(o) != workload.WorkloadOf(n)) {
+					rechargeGroup(n)
+				}
+			},
+			DeleteFunc: rechargeGroup,
+		}})
+	}
+	if u.UpstreamPodGroups && u.Workloads {
+		rechargeWorkload := func(obj any) {
+			if wl, ok := unwrap(obj).(*schedulingv1alpha2.Workload); ok {
+				u.rechargeWorkload(ctx, wl)
+			}
+		}
+		handlers = append(handlers, watchHandler{&schedulingv1alpha2.Workload{}, toolscache.ResourceEventHandlerFuncs{
+			AddFunc: rechargeWorkload,
+			UpdateFunc: func(oldObj, obj any) {
+				o, ok1 := oldObj.(*schedulingv1alpha2.Workload)
+				n, ok2 := obj.(*schedulingv1alpha2.Workload)
+				if ok1 && ok2 && o.Labels[queue.Label] != n.Labels[queue.Label] {
+					rechargeWorkload(n)
+				}
+			},
+			DeleteFunc: rechargeWorkload,
+		}})
 	}
 	for _, h := range handlers {
 		inf, err := u.Cache.GetInformer(ctx, h.obj)
@@ -155,6 +202,12 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 	return nil
 }
 
+// watchHandler handles the events of one kind of object.
+type watchHandler struct {
+	obj client.Object
+	h   toolscache.ResourceEventHandlerFuncs
+}
+
 func unwrap(obj any) any {
 	if tomb, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
 		return tomb.Obj
@@ -162,20 +215,65 @@ func unwrap(obj any) any {
 	return obj
 }
 
-// queueOf resolves a pod's queue as the scheduler does (queue.Resolve).
+// queueOf resolves a pod's queue with queue.Of, as the scheduler does.
 func (u *QueueStatusUpdater) queueOf(ctx context.Context, p *v1.Pod) string {
-	var pgLabels, nsLabels map[string]string
-	if g := podGroupOf(p); g != "" {
-		pg := &pgv1alpha1.PodGroup{}
-		if err := u.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: g}, pg); err == nil {
-			pgLabels = pg.Labels
-		}
-	}
+	var nsLabels map[string]string
 	ns := &v1.Namespace{}
 	if err := u.Cache.Get(ctx, types.NamespacedName{Name: p.Namespace}, ns); err == nil {
 		nsLabels = ns.Labels
 	}
-	return queue.Resolve(p.Labels, pgLabels, nsLabels, u.DefaultQueue)
+	return queue.Of(p, u.groupLabels(ctx, p), nsLabels, u.DefaultQueue)
+}
+
+// groupLabels are the labels of the group object of a pod's gang, whatever
+// its source (workload.GangOf), as the scheduler reads them: a
+// scheduler-plugins PodGroup's labels, or an upstream PodGroup's queue label,
+// else its Workload's (workload.UpstreamGroupLabels). nil for a pod in no
+// gang, a group not (yet) in the cache, or an API that is not served.
+func (u *QueueStatusUpdater) groupLabels(ctx context.Context, p *v1.Pod) map[string]string {
+	ref, err := workload.GangOf(p)
+	if err != nil {
+		return nil
+	}
+	key := types.NamespacedName{Namespace: p.Namespace, Name: ref.Name}
+	switch ref.Source {
+	case workload.SourcePodGroupLabel, workload.SourceImplicit:
+		pg := &pgv1alpha1.PodGroup{}
+		if err := u.Cache.Get(ctx, key, pg); err == nil {
+			return pg.Labels
+		}
+	case workload.SourceWorkloadAPI:
+		if !u.UpstreamPodGroups {
+			return nil
+		}
+		pg := &schedulingv1alpha2.PodGroup{}
+		if err := u.Cache.Get(ctx, key, pg); err != nil {
+			return nil
+		}
+		var wl *schedulingv1alpha2.Workload
+		if name := workload.WorkloadOf(pg); name != "" && u.Workloads {
+			w := &schedulingv1alpha2.Workload{}
+			if err := u.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, w); err == nil {
+				wl = w
+			}
+		}
+		return workload.UpstreamGroupLabels(pg, wl)
+	}
+	return nil
+}
+
+// rechargeWorkload resolves again the queue of the pods of a Workload's
+// upstream PodGroups (its queue label changed, or it came or went).
+func (u *QueueStatusUpdater) rechargeWorkload(ctx context.Context, wl *schedulingv1alpha2.Workload) {
+	var groups schedulingv1alpha2.PodGroupList
+	if err := u.Cache.List(ctx, &groups, client.InNamespace(wl.Namespace)); err != nil {
+		return
+	}
+	for i := range groups.Items {
+		if pg := &groups.Items[i]; workload.WorkloadOf(pg) == wl.Name {
+			u.recharge(ctx, client.InNamespace(pg.Namespace), client.MatchingFields{upstreamGangField: pg.Name})
+		}
+	}
 }
 
 func (u *QueueStatusUpdater) chargePod(ctx context.Context, obj any) {
@@ -233,7 +331,7 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 		if err := u.Cache.Get(ctx, types.NamespacedName{Name: pg.Namespace}, ns); err == nil {
 			nsLabels = ns.Labels
 		}
-		q := queue.Resolve(nil, pg.Labels, nsLabels, u.DefaultQueue)
+		q := queue.Of(nil, pg.Labels, nsLabels, u.DefaultQueue)
 		switch pg.Status.Phase {
 		case pgv1alpha1.PodGroupRunning:
 			running[q]++

@@ -1,6 +1,8 @@
 package queue
 
 import (
+	v1 "k8s.io/api/core/v1"
+
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -8,10 +10,22 @@ import (
 // Label names the queue of a pod, of its PodGroup, or of its namespace.
 const Label = phalanxv1alpha1.QueueLabel
 
-// Resolve returns a pod's queue: the pod's label, else its PodGroup's, else
-// its namespace's, else the default queue.
-func Resolve(podLabels, podGroupLabels, namespaceLabels map[string]string, defaultQueue string) string {
-	for _, l := range []map[string]string{podLabels, podGroupLabels, namespaceLabels} {
+// Of is the queue a pod is charged to — the one resolution the scheduler
+// (plugins/runtime) and the controller (internal/controller) share, whatever
+// the source of the pod's gang: the pod's queue label, else its gang's group
+// object's, else its namespace's, else defaultQueue.
+//
+// groupLabels are the labels of the gang's group object, nil for a pod in no
+// gang: a scheduler-plugins PodGroup's own labels (an implicit gang's
+// PodGroup carries its pods' label), or for an upstream Workload API
+// PodGroup workload.UpstreamGroupLabels (the PodGroup's label, else its
+// Workload's). pod may be nil: the queue of a gang with no member at hand.
+func Of(pod *v1.Pod, groupLabels, namespaceLabels map[string]string, defaultQueue string) string {
+	var podLabels map[string]string
+	if pod != nil {
+		podLabels = pod.Labels
+	}
+	for _, l := range []map[string]string{podLabels, groupLabels, namespaceLabels} {
 		if q := l[Label]; q != "" {
 			return q
 		}

@@ -54,19 +54,14 @@ func FromUpstream(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Worklo
 		}
 	}
 	var template *schedulingv1alpha2.PodGroupTemplate
-	if ref := pg.Spec.PodGroupTemplateRef; ref != nil && ref.Workload != nil {
-		g.Workload = ref.Workload.WorkloadName
-		if wl != nil && wl.Name == ref.Workload.WorkloadName && wl.Namespace == pg.Namespace {
-			for i := range wl.Spec.PodGroupTemplates {
-				if wl.Spec.PodGroupTemplates[i].Name == ref.Workload.PodGroupTemplateName {
-					template = &wl.Spec.PodGroupTemplates[i]
-				}
+	g.Workload = WorkloadOf(pg)
+	if wl = referenced(pg, wl); wl != nil {
+		ref := pg.Spec.PodGroupTemplateRef.Workload
+		for i := range wl.Spec.PodGroupTemplates {
+			if wl.Spec.PodGroupTemplates[i].Name == ref.PodGroupTemplateName {
+				template = &wl.Spec.PodGroupTemplates[i]
 			}
-		} else {
-			wl = nil
 		}
-	} else {
-		wl = nil
 	}
 	lookup := func(pgValue string, fromWorkload func() string) string {
 		if pgValue != "" || wl == nil {
@@ -74,7 +69,7 @@ func FromUpstream(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Worklo
 		}
 		return fromWorkload()
 	}
-	g.Queue = lookup(pg.Labels[phalanxv1alpha1.QueueLabel], func() string { return wl.Labels[phalanxv1alpha1.QueueLabel] })
+	g.Queue = UpstreamQueue(pg, wl)
 	g.TopologyRequired = lookup(pg.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation], func() string {
 		return wl.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
 	})
@@ -85,6 +80,46 @@ func FromUpstream(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Worklo
 		g.Priority = template.Priority
 	}
 	return g, true, nil
+}
+
+// WorkloadOf is the name of the Workload an upstream PodGroup was made from,
+// "" if none.
+func WorkloadOf(pg *schedulingv1alpha2.PodGroup) string {
+	if ref := pg.Spec.PodGroupTemplateRef; ref != nil && ref.Workload != nil {
+		return ref.Workload.WorkloadName
+	}
+	return ""
+}
+
+// referenced is wl if it is the Workload pg was made from, else nil.
+func referenced(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workload) *schedulingv1alpha2.Workload {
+	if name := WorkloadOf(pg); wl != nil && name != "" && wl.Name == name && wl.Namespace == pg.Namespace {
+		return wl
+	}
+	return nil
+}
+
+// UpstreamQueue is the phalanx queue label of an upstream PodGroup, else of
+// the Workload it was made from (wl may be nil: the Workload is unknown or
+// not served); "" when neither names a queue. It holds for every scheduling
+// policy, gang or basic.
+func UpstreamQueue(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workload) string {
+	if q := pg.Labels[phalanxv1alpha1.QueueLabel]; q != "" {
+		return q
+	}
+	if wl = referenced(pg, wl); wl != nil {
+		return wl.Labels[phalanxv1alpha1.QueueLabel]
+	}
+	return ""
+}
+
+// UpstreamGroupLabels are the group labels queue.Of takes for a pod of an
+// upstream PodGroup: the queue label UpstreamQueue finds, nil for none.
+func UpstreamGroupLabels(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workload) map[string]string {
+	if q := UpstreamQueue(pg, wl); q != "" {
+		return map[string]string{phalanxv1alpha1.QueueLabel: q}
+	}
+	return nil
 }
 
 // TopologyLevelFor maps an upstream topology key (a node label key) onto a

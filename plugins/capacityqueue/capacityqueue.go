@@ -92,7 +92,7 @@ func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, po
 	snap := qc.Snapshot()
 	qc.Admitted, qc.Refusal = snap.Admit(qc.Queue, need)
 	if qc.Admitted {
-		pl.queues.Unblock(ref)
+		pl.queues.Unblock(ref, pod)
 		return nil, nil
 	}
 	if spec != nil {

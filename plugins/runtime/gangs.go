@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -107,6 +108,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, nil)
 	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
 	g.Status.Leading = r.Leading
+	g.Status.Clock = r.clock
 	r.OnLead(g.Status.RequeueAll)
 
 	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
@@ -279,8 +281,9 @@ func (g *Gangs) specFromUpstream(pg *schedulingv1alpha2.PodGroup) (*gang.Spec, e
 		},
 	}
 	s.Priority = up.Priority
-	if up.Queue != "" {
-		s.Labels[queueLabel] = up.Queue
+	// The queue label holds for basic policies too (up is empty for them).
+	for k, v := range workload.UpstreamGroupLabels(pg, wl) {
+		s.Labels[k] = v
 	}
 	if isGang {
 		s.MinMember = int(up.MinCount)
@@ -395,6 +398,24 @@ func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
 		}
 		klog.FromContext(ctx).V(2).Info("Created the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload, "minMember", im.MinMember)
 	}()
+}
+
+// forgetImplicit drops ensureImplicit's keys of a deleted gang
+// ("namespace/name", and "namespace/name@<owner UID>" per owner added), so
+// that the next GangOf of a member still there creates the PodGroup again.
+func (g *Gangs) forgetImplicit(ref gang.Ref) {
+	if ref.Source != gang.SourcePodGroup {
+		return
+	}
+	key := ref.String()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.implicit, key)
+	for k := range g.implicit {
+		if strings.HasPrefix(k, key+"@") {
+			delete(g.implicit, k)
+		}
+	}
 }
 
 // Members lists the gang's pods known to the scheduler (terminal pods are
@@ -645,6 +666,10 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.order.changed()
 	g.Status.Forget(spec.Ref)
 	g.forgetStartup(spec.Ref)
+	g.forgetImplicit(spec.Ref)
+	if q := g.rt.queues.Load(); q != nil {
+		q.Unblock(spec.Ref, nil)
+	}
 	g.wake(spec.Ref)
 	g.rt.Changed()
 }

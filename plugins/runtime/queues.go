@@ -123,8 +123,10 @@ func (q *Queues) ensureDefaultQueue(ctx context.Context) {
 	}
 }
 
-// QueueOf returns a pod's queue: its label, its gang's label, its
-// namespace's label, else the default queue.
+// QueueOf returns a pod's queue with queue.Of, the resolution the
+// controller shares: its label, its gang's group object's label (for an
+// upstream PodGroup, the PodGroup's else its Workload's), its namespace's
+// label, else the default queue.
 func (q *Queues) QueueOf(pod *v1.Pod) string {
 	if name := pod.Labels[queue.Label]; name != "" {
 		return name
@@ -136,20 +138,17 @@ func (q *Queues) QueueOf(pod *v1.Pod) string {
 	if ns, err := q.namespaces.Get(pod.Namespace); err == nil {
 		nsLabels = ns.Labels
 	}
-	return queue.Resolve(pod.Labels, groupLabels, nsLabels, q.defaultQueue)
+	return queue.Of(pod, groupLabels, nsLabels, q.defaultQueue)
 }
 
-// QueueOfGang returns the queue of a gang with the given member.
+// QueueOfGang returns the queue of a gang with the given member (nil: none
+// at hand).
 func (q *Queues) QueueOfGang(spec *gang.Spec, member *v1.Pod) string {
 	var nsLabels map[string]string
 	if ns, err := q.namespaces.Get(spec.Namespace); err == nil {
 		nsLabels = ns.Labels
 	}
-	var podLabels map[string]string
-	if member != nil {
-		podLabels = member.Labels
-	}
-	return queue.Resolve(podLabels, spec.Labels, nsLabels, q.defaultQueue)
+	return queue.Of(member, spec.Labels, nsLabels, q.defaultQueue)
 }
 
 func (q *Queues) charge(pod *v1.Pod) {
@@ -174,8 +173,15 @@ func (q *Queues) onPodDelete(obj any) {
 	}
 	if pod, ok := obj.(*v1.Pod); ok {
 		q.cache.DeletePod(pod.UID)
+		// A gang whose last member is gone waits for nothing (the informer's
+		// index no longer holds the deleted pod).
+		ref, isMember := q.gangs.RefOf(pod)
+		gone := isMember && len(q.gangs.Members(ref)) == 0
 		q.mu.Lock()
 		delete(q.blockedPod, pod.Namespace+"/"+pod.Name)
+		if gone {
+			delete(q.blocked, ref)
+		}
 		q.mu.Unlock()
 	}
 }
@@ -301,11 +307,16 @@ func (q *Queues) Block(ref gang.Ref, pod *v1.Pod) {
 	}
 }
 
-// Unblock forgets a gang admitted since.
-func (q *Queues) Unblock(ref gang.Ref) {
+// Unblock forgets a gang (or a plain pod, when ref is zero) admitted since,
+// or deleted.
+func (q *Queues) Unblock(ref gang.Ref, pod *v1.Pod) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	delete(q.blocked, ref)
+	if !ref.IsZero() {
+		delete(q.blocked, ref)
+	} else if pod != nil {
+		delete(q.blockedPod, pod.Namespace+"/"+pod.Name)
+	}
 }
 
 // wakeBlocked wakes what waits for queue admission.

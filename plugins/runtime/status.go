@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
@@ -60,6 +62,9 @@ type StatusWriter struct {
 	// Leading, when set, tells whether this replica schedules: a standby
 	// keeps what it would say and writes nothing (RequeueAll on leading).
 	Leading func() bool
+	// Clock stamps conditions' lastTransitionTime (nil: the wall clock);
+	// the runtime sets its own.
+	Clock clock.PassiveClock
 
 	mu      sync.Mutex
 	desired map[gang.Ref]desiredCondition
@@ -96,7 +101,7 @@ func (w *StatusWriter) Set(spec *gang.Spec, c Condition) bool {
 	}
 	cond := metav1.Condition{
 		Type: ConditionScheduled, Status: c.Status, Reason: c.Reason, Message: c.Message,
-		LastTransitionTime: metav1.Now(),
+		LastTransitionTime: metav1.NewTime(w.now()),
 	}
 	if had && old.cond.Status == c.Status {
 		cond.LastTransitionTime = old.cond.LastTransitionTime
@@ -143,6 +148,13 @@ func objectRef(spec *gang.Spec) *v1.ObjectReference {
 	}
 	return &v1.ObjectReference{APIVersion: pgv1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
 		Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
+}
+
+func (w *StatusWriter) now() time.Time {
+	if w.Clock == nil {
+		return time.Now()
+	}
+	return w.Clock.Now()
 }
 
 func (w *StatusWriter) leading() bool { return w.Leading == nil || w.Leading() }
@@ -194,6 +206,17 @@ func (w *StatusWriter) Forget(ref gang.Ref) {
 	}
 }
 
+// forgetIfUID forgets a gang's condition if it is still the one of the group
+// object with the given UID (not of one made again since under its name).
+func (w *StatusWriter) forgetIfUID(ref gang.Ref, uid types.UID) {
+	w.mu.Lock()
+	d, ok := w.desired[ref]
+	w.mu.Unlock()
+	if ok && d.uid == uid {
+		w.Forget(ref)
+	}
+}
+
 // Run patches status until ctx ends.
 func (w *StatusWriter) Run(ctx context.Context) {
 	go func() {
@@ -242,6 +265,11 @@ func (w *StatusWriter) processNext(ctx context.Context) bool {
 		klog.FromContext(ctx).V(2).Info("Retrying gang status patch", "gang", ref, "err", err)
 		w.queue.AddRateLimited(ref)
 		return true
+	}
+	if apierrors.IsNotFound(err) {
+		// The group object is gone: a condition set after its delete event
+		// would otherwise stay.
+		w.forgetIfUID(ref, d.uid)
 	}
 	w.queue.Forget(ref)
 	return true

@@ -13,6 +13,8 @@ import (
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/phalanx-sched/phalanx/internal/gang"
 )
 
@@ -184,4 +186,46 @@ func patched(c *pgfake.Clientset) bool {
 		}
 	}
 	return false
+}
+
+// TestStatusWriterClock: lastTransitionTime is the injected clock's time,
+// in the condition kept and in the patch written; it moves with the clock
+// only when the status changes.
+func TestStatusWriterClock(t *testing.T) {
+	start := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+	clk := testingclock.NewFakeClock(start)
+	pg := &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}}
+	pgClient := pgfake.NewSimpleClientset(pg)
+	w := NewStatusWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
+	w.Clock = clk
+	spec := &gang.Spec{Ref: gang.Ref{Namespace: "default", Name: "g"}, UID: pg.UID}
+	ltt := func() time.Time {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.desired[spec.Ref].cond.LastTransitionTime.Time
+	}
+
+	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"})
+	if got := ltt(); !got.Equal(start) {
+		t.Fatalf("lastTransitionTime %v, want the fake clock's %v", got, start)
+	}
+	clk.Step(time.Hour)
+	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "2 of 3 members exist"})
+	if got := ltt(); !got.Equal(start) {
+		t.Fatalf("same status: lastTransitionTime %v, want it kept at %v", got, start)
+	}
+	w.Set(spec, Condition{metav1.ConditionTrue, ReasonScheduled, "3 of 3 members placed"})
+	if got, want := ltt(), start.Add(time.Hour); !got.Equal(want) {
+		t.Fatalf("new status: lastTransitionTime %v, want the fake clock's %v", got, want)
+	}
+	w.processNext(context.Background())
+	for _, a := range pgClient.Actions() {
+		if p, ok := a.(clienttesting.PatchAction); ok && a.GetSubresource() == "status" {
+			if want := `"lastTransitionTime":"2030-01-02T04:04:05Z"`; !strings.Contains(string(p.GetPatch()), want) {
+				t.Fatalf("patch %s, want %s", p.GetPatch(), want)
+			}
+			return
+		}
+	}
+	t.Fatal("no status patch")
 }

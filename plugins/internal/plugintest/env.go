@@ -61,6 +61,8 @@ type Objects struct {
 	// UpstreamPodGroups (scheduling.k8s.io/v1alpha2): the env serves the
 	// Workload API when there are any.
 	UpstreamPodGroups []*schedulingv1alpha2.PodGroup
+	// Workloads (scheduling.k8s.io/v1alpha2) are served with the PodGroups.
+	Workloads []*schedulingv1alpha2.Workload
 }
 
 // Plugin registers one plugin of the profile. Order matters as in a
@@ -126,6 +128,9 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 	for _, pg := range objs.UpstreamPodGroups {
 		coreObjs = append(coreObjs, pg)
 	}
+	for _, wl := range objs.Workloads {
+		coreObjs = append(coreObjs, wl)
+	}
 	var pgObjs []k8sruntime.Object
 	for _, pg := range objs.PodGroups {
 		pgObjs = append(pgObjs, pg)
@@ -159,7 +164,7 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 			case pgv1alpha1.SchemeGroupVersion.String(), phalanxv1alpha1.SchemeGroupVersion.String(), nrtv1alpha2.SchemeGroupVersion.String():
 				return true, nil
 			case schedulingv1alpha2.SchemeGroupVersion.String():
-				return len(objs.UpstreamPodGroups) > 0 && resource == "podgroups", nil
+				return len(objs.UpstreamPodGroups) > 0 && (resource == "podgroups" || resource == "workloads" && len(objs.Workloads) > 0), nil
 			}
 			return false, nil
 		},

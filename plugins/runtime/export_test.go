@@ -1,0 +1,63 @@
+package runtime
+
+import (
+	"k8s.io/client-go/tools/cache"
+)
+
+// sizes counts the entries of the runtime's per-gang and per-pod maps, which
+// must all be pruned when gangs and pods are deleted.
+func (g *Gangs) sizes() map[string]int {
+	g.mu.Lock()
+	out := map[string]int{
+		"gangs.turnedAway": len(g.turnedAway),
+		"gangs.podEvents":  len(g.podEvents),
+		"gangs.implicit":   len(g.implicit),
+		"gangs.startup":    len(g.startup),
+	}
+	g.mu.Unlock()
+	g.Status.mu.Lock()
+	out["status.desired"] = len(g.Status.desired)
+	out["status.unsaid"] = len(g.Status.unsaid)
+	g.Status.mu.Unlock()
+	if q := g.rt.queues.Load(); q != nil {
+		q.mu.Lock()
+		out["queues.blocked"] = len(q.blocked)
+		out["queues.blockedPod"] = len(q.blockedPod)
+		q.mu.Unlock()
+	}
+	return out
+}
+
+// Sizes is sizes, for the tests of package runtime_test.
+func (g *Gangs) Sizes() map[string]int { return g.sizes() }
+
+// GroupAdded, GroupDeleted, PodAdded and PodDeleted deliver an event as the
+// informers do: the object is already in (or out of) the informer's store,
+// then the handlers run.
+func (g *Gangs) GroupAdded(obj any) {
+	if err := g.pgIndexer.Add(obj); err != nil {
+		panic(err)
+	}
+	g.onGroup(nil, g.specOf(obj))
+}
+
+func (g *Gangs) GroupDeleted(obj any) {
+	if err := g.pgIndexer.Delete(obj); err != nil {
+		panic(err)
+	}
+	g.onGroupDelete(g.specOf(obj))
+}
+
+func (g *Gangs) PodAdded(obj any) {
+	if err := g.podIndex.Add(obj); err != nil {
+		panic(err)
+	}
+	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnAdd(obj, false) })
+}
+
+func (g *Gangs) PodDeleted(obj any) {
+	if err := g.podIndex.Delete(obj); err != nil {
+		panic(err)
+	}
+	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnDelete(obj) })
+}

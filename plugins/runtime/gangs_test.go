@@ -1,0 +1,140 @@
+package runtime_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
+	"github.com/phalanx-sched/phalanx/plugins/runtime"
+)
+
+// TestImplicitPodGroupRecreated: the PodGroup of an implicit gang is created
+// once however often its members ask while the create is in flight or the
+// informer lags; deleted while its pods remain, the next GangOf creates it
+// again (once).
+func TestImplicitPodGroupRecreated(t *testing.T) {
+	e, gangs, _ := build(t, plugintest.Objects{})
+	pod := plugintest.Pod("w-0", "", "1", 0)
+	pod.Annotations = map[string]string{phalanxv1alpha1.GangSizeAnnotation: "2", phalanxv1alpha1.GangNameAnnotation: "train"}
+	creates := func() int {
+		n := 0
+		for _, a := range e.PG.Actions() {
+			if a.GetVerb() == "create" && a.GetResource().Resource == "podgroups" {
+				n++
+			}
+		}
+		return n
+	}
+	// ask repeats GangOf until the informer has (or has not) the PodGroup.
+	ask := func(what string, exists bool) {
+		t.Helper()
+		e.Eventually(what, func() bool {
+			_, _, ok, err := gangs.GangOf(pod)
+			return ok && (err == nil) == exists
+		})
+	}
+	ask("the implicit PodGroup", true)
+	if n := creates(); n != 1 {
+		t.Fatalf("%d creates of the implicit PodGroup, want 1", n)
+	}
+	if err := e.PG.SchedulingV1alpha1().PodGroups("default").Delete(e.Ctx, "train", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ask("the PodGroup's deletion", false)
+	ask("the implicit PodGroup made again", true)
+	if n := creates(); n != 2 {
+		t.Fatalf("%d creates of the implicit PodGroup, want 2 (once more after its deletion)", n)
+	}
+}
+
+// TestStatusWriterUsesRuntimeClock: the gang status writer stamps conditions
+// with the runtime's injected clock (TestStatusWriterClock checks the stamp).
+func TestStatusWriterUsesRuntimeClock(t *testing.T) {
+	e, gangs, _ := build(t, plugintest.Objects{})
+	if gangs.Status.Clock != e.Clock {
+		t.Fatal("the status writer does not use the runtime's clock")
+	}
+}
+
+// TestGangStatePruned creates and deletes 10,000 gangs through the handlers
+// the informers call, each with a member blocked by its queue, a condition, a
+// pod event, and (the first hundred, short of members) a startup verdict,
+// beside a plain pod turned away and blocked; afterwards every per-gang and
+// per-pod map of the runtime is empty.
+func TestGangStatePruned(t *testing.T) {
+	const n = 10000
+	e, gangs, queues := build(t, plugintest.Objects{})
+	gangs.Status.Leading = func() bool { return false } // no event per gang: conditions wait, unsaid
+	type gangObjs struct{ pg, member, plain any }
+	var all []gangObjs
+	for i := 0; i < n; i++ {
+		min := int32(1)
+		if i < 100 {
+			min = 2
+		}
+		pg := plugintest.PodGroup(fmt.Sprintf("g-%d", i), min)
+		pg.Labels = map[string]string{phalanxv1alpha1.QueueLabel: "q"}
+		member := plugintest.Pod(fmt.Sprintf("g-%d-0", i), pg.Name, "1", 0)
+		plain := plugintest.Pod(fmt.Sprintf("plain-%d", i), "", "1", 0)
+		all = append(all, gangObjs{pg, member, plain})
+
+		gangs.GroupAdded(pg)
+		gangs.PodAdded(member)
+		gangs.PodAdded(plain)
+		ref := gang.Ref{Namespace: "default", Name: pg.Name}
+		spec, err := gangs.Spec(ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		queues.Block(ref, member)
+		queues.Block(gang.Ref{}, plain)
+		gangs.TurnedAway(plain)
+		if i < 500 { // the env's event recorder holds 1000
+			gangs.PodEvent(member, runtime.ReasonQueue, "queue q is full")
+		}
+		if i < 100 {
+			gangs.Status.Set(spec, gangs.MembersShort(spec, 1, 2))
+		} else {
+			gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: runtime.ReasonQueue, Message: "queue q is full"})
+		}
+	}
+	e.Eventually("startup verdicts", func() bool {
+		e.Clock.Step(6 * time.Second)
+		return gangs.Sizes()["gangs.startup"] == 100
+	})
+	sizes := gangs.Sizes()
+	for _, k := range []string{"status.desired", "status.unsaid", "queues.blocked"} {
+		if sizes[k] != n {
+			t.Fatalf("before deletion: %s has %d entries, want %d (sizes %v)", k, sizes[k], n, sizes)
+		}
+	}
+	if sizes["gangs.podEvents"] == 0 || sizes["gangs.turnedAway"] == 0 || sizes["queues.blockedPod"] == 0 {
+		t.Fatalf("before deletion: sizes %v, want per-pod entries", sizes)
+	}
+
+	for _, o := range all {
+		gangs.PodDeleted(o.member)
+		gangs.PodDeleted(o.plain)
+		gangs.GroupDeleted(o.pg)
+	}
+	// Background work (wakes) ends on its own: poll.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		left := map[string]int{}
+		for k, v := range gangs.Sizes() {
+			if v != 0 {
+				left[k] = v
+			}
+		}
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after deleting every gang and pod, entries are left: %v", left)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package runtime_test
+
+import (
+	"context"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
+	"github.com/phalanx-sched/phalanx/plugins/runtime"
+)
+
+// parts is a do-nothing plugin whose factory builds the runtime's parts.
+type parts struct{}
+
+func (parts) Name() string { return "Parts" }
+
+func (parts) PreFilter(context.Context, fwk.CycleState, *v1.Pod, []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	return nil, nil
+}
+
+func (parts) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
+
+// build starts an env whose one plugin builds the runtime's gangs and
+// queues (default queue "default").
+func build(t *testing.T, objs plugintest.Objects) (*plugintest.Env, *runtime.Gangs, *runtime.Queues) {
+	t.Helper()
+	var gangs *runtime.Gangs
+	var queues *runtime.Queues
+	e := plugintest.New(t, objs, plugintest.Plugin{Name: "Parts", Extensions: []string{"PreFilter"},
+		New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
+			var err error
+			if gangs, err = rt.Gangs(ctx, h); err != nil {
+				return nil, err
+			}
+			queues, err = rt.Queues(ctx, h, "default")
+			return parts{}, err
+		}})
+	return e, gangs, queues
+}
+
+// TestQueueOfWorkloadAPIGang is the scheduler's half of the controller's
+// test of the same name: a pod whose spec.schedulingGroup names an upstream
+// PodGroup made from a Workload labelled with queue "wl-queue", in a
+// namespace labelled with queue "ns-queue", is in the Workload's queue; in
+// the PodGroup's own when it has one.
+func TestQueueOfWorkloadAPIGang(t *testing.T) {
+	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{phalanxv1alpha1.QueueLabel: "ns-queue"}}}
+	wl := &schedulingv1alpha2.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train",
+		Labels: map[string]string{phalanxv1alpha1.QueueLabel: "wl-queue"}}}
+	group := func(name string, labels map[string]string, policy schedulingv1alpha2.PodGroupSchedulingPolicy) *schedulingv1alpha2.PodGroup {
+		return &schedulingv1alpha2.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, Labels: labels},
+			Spec: schedulingv1alpha2.PodGroupSpec{
+				PodGroupTemplateRef: &schedulingv1alpha2.PodGroupTemplateReference{Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{
+					WorkloadName: "train", PodGroupTemplateName: "workers"}},
+				SchedulingPolicy: policy,
+			},
+		}
+	}
+	gangPolicy := schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 1}}
+	basicPolicy := schedulingv1alpha2.PodGroupSchedulingPolicy{Basic: &schedulingv1alpha2.BasicSchedulingPolicy{}}
+	member := func(group string) *v1.Pod {
+		p := plugintest.Pod("m-"+group, "", "1", 0)
+		p.Namespace = "team-a"
+		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
+		return p
+	}
+	_, _, queues := build(t, plugintest.Objects{
+		Namespaces: []*v1.Namespace{ns},
+		Workloads:  []*schedulingv1alpha2.Workload{wl},
+		UpstreamPodGroups: []*schedulingv1alpha2.PodGroup{
+			group("workers", nil, gangPolicy),
+			group("labelled", map[string]string{phalanxv1alpha1.QueueLabel: "pg-queue"}, gangPolicy),
+			group("basic", nil, basicPolicy),
+		},
+	})
+	for group, want := range map[string]string{"workers": "wl-queue", "labelled": "pg-queue", "basic": "wl-queue"} {
+		if got := queues.QueueOf(member(group)); got != want {
+			t.Errorf("a member of PodGroup %s is in queue %q, want %q", group, got, want)
+		}
+	}
+}
