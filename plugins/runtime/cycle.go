@@ -1,7 +1,6 @@
 package runtime
 
 import (
-
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"

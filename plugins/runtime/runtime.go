@@ -66,13 +66,13 @@ type Runtime struct {
 	handle fwk.Handle
 	crdCfg *rest.Config
 
-	gangs    atomic.Pointer[Gangs]
-	queues   atomic.Pointer[Queues]
+	gangs  atomic.Pointer[Gangs]
+	queues atomic.Pointer[Queues]
 	// queueProfiles are the profiles whose CapacityQueue was built: their
 	// queue sort orders by queue share.
 	queueProfiles sync.Map
-	topology atomic.Pointer[Topology]
-	numa     atomic.Pointer[NUMA]
+	topology      atomic.Pointer[Topology]
+	numa          atomic.Pointer[NUMA]
 
 	// phalanxFactory is the one informer factory of the phalanx API group
 	// (Queues, NetworkTopologies).

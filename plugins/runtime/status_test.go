@@ -205,12 +205,12 @@ func TestStatusWriterClock(t *testing.T) {
 		return w.desired[spec.Ref].cond.LastTransitionTime.Time
 	}
 
-	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "1 of 2 members exist"})
+	w.Set(spec, Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "1 of 2 members exist"})
 	if got := ltt(); !got.Equal(start) {
 		t.Fatalf("lastTransitionTime %v, want the fake clock's %v", got, start)
 	}
 	clk.Step(time.Hour)
-	w.Set(spec, Condition{metav1.ConditionFalse, ReasonMembersPending, "2 of 3 members exist"})
+	w.Set(spec, Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "2 of 3 members exist"})
 	if got := ltt(); !got.Equal(start) {
 		t.Fatalf("same status: lastTransitionTime %v, want it kept at %v", got, start)
 	}
