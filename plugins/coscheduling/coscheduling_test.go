@@ -22,6 +22,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
+	"github.com/phalanx-sched/phalanx/plugins/internal/probe"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
@@ -515,5 +516,76 @@ func TestOrderedStartupReported(t *testing.T) {
 	}
 	if c, _ := pl.gangs.Status.Get(ref); c.Reason != runtime.ReasonOrderedStartup {
 		t.Fatalf("PreEnqueue put the condition back to %s", c.Reason)
+	}
+}
+
+// TestDryRunMatchesPlans: the manager's dry run ("how many whole copies of
+// this gang fit now?") answers what the scheduler then does: as many gangs
+// of that shape plan, and the next one does not. Capacity that those plans
+// hold is not offered again.
+func TestDryRunMatchesPlans(t *testing.T) {
+	var pods []*v1.Pod
+	var groups []*pgv1alpha1.PodGroup
+	const gangs = 6
+	for g := range gangs {
+		name := "g" + string(rune('0'+g))
+		groups = append(groups, plugintest.PodGroup(name, 3))
+		pods = append(pods, members(name, 3, "1", 1)...)
+	}
+	// 13 GPUs on four nodes of different sizes.
+	e, pl := env(t, plugintest.Objects{
+		Nodes: []*v1.Node{plugintest.Node("n0", "8", 4, nil), plugintest.Node("n1", "8", 4, nil),
+			plugintest.Node("n2", "8", 2, nil), plugintest.Node("n3", "8", 3, nil)},
+		Pods: pods, PodGroups: groups,
+	})
+	for g := range gangs {
+		ref := gang.Ref{Namespace: "default", Name: "g" + string(rune('0'+g))}
+		e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 3 })
+	}
+	copies := func() gang.Answer {
+		shape := []*v1.Pod{plugintest.Pod("probe-a", "", "1", 1), plugintest.Pod("probe-b", "", "1", 1), plugintest.Pod("probe-c", "", "1", 1)}
+		state, _, _ := e.Cycle(shape[0])
+		infos, err := e.FW.SnapshotSharedLister().NodeInfos().List()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pl.m.Copies(e.Ctx, gang.Query{Members: shape, Prober: probe.Filters(e.FW, Name, state, infos)})
+	}
+	// Each gang's arrival wakes its members once; let that settle.
+	all, woken := sets.New[string](), sets.New[string]()
+	for _, p := range pods {
+		all.Insert("default/" + p.Name)
+	}
+	e.Eventually("arrival wakes", func() bool {
+		woken = woken.Union(sets.New(e.Activated()...))
+		return woken.Equal(all)
+	})
+	before := copies()
+	if before.Copies != 4 {
+		t.Fatalf("dry run: %d copies (%s), want 4 (13 GPUs, gangs of 3)", before.Copies, before.Why)
+	}
+	if pl.m.HoldsAnywhere() || len(pl.m.Reservations()) != 0 {
+		t.Fatal("the dry run holds capacity; it must change nothing")
+	}
+	planned := 0
+	for g := range gangs {
+		ref := gang.Ref{Namespace: "default", Name: "g" + string(rune('0'+g))}
+		if pl.m.Phase(ref) != gang.PhaseIdle {
+			t.Fatalf("gang %s is %s after the dry run, want Idle", ref, pl.m.Phase(ref))
+		}
+		first := pods[3*g]
+		state, _, st := e.Cycle(first)
+		if !st.IsSuccess() {
+			continue
+		}
+		if fit, _ := e.Filter(state, first); len(fit) == 1 && pl.m.Phase(ref) == gang.PhasePlanned {
+			planned++
+		}
+	}
+	if planned != before.Copies {
+		t.Fatalf("%d gangs planned, the dry run said %d", planned, before.Copies)
+	}
+	if after := copies(); after.Copies != 0 || !strings.Contains(after.Why, "no placement") {
+		t.Fatalf("dry run with every GPU held by plans: %d copies (%q), want 0", after.Copies, after.Why)
 	}
 }
