@@ -109,7 +109,10 @@ type gangState struct {
 	nodes   []string // the nodes of slots, sorted: members are steered in order
 	shapes  map[string]resources.List
 	expires time.Time
-	timer   clock.Timer
+	// ttl is the plan's time to reach its quorum (the gang's timeout, else
+	// the scheduler's default), for the timeout message.
+	ttl   time.Duration
+	timer clock.Timer
 
 	// Reservation (PhaseReserving).
 	queue    string
@@ -376,7 +379,7 @@ func (lc *Lifecycle) CommitPlan(ref Ref, plan *Plan, shapes map[string]resources
 	lc.clearHoldsLocked(g)
 	lc.setSlotsLocked(g, plan, shapes)
 	g.phase = PhasePlanned
-	g.expires = lc.clock.Now().Add(ttl)
+	g.expires, g.ttl = lc.clock.Now().Add(ttl), ttl
 	g.failed, g.reason = false, ""
 	g.waitingSince, g.partialSince = time.Time{}, time.Time{}
 	gen := g.generation
@@ -433,7 +436,7 @@ func (lc *Lifecycle) expire(ref Ref, generation uint64) {
 
 func timeoutMessage(g *gangState) string {
 	return "only " + itoa(placedLocked(g)) + " of " + itoa(g.min) + " members were placed within " +
-		g.timeout.String() + "; all members released"
+		g.ttl.String() + "; all members released"
 }
 
 // Phase returns the gang's phase.

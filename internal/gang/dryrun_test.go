@@ -1,0 +1,135 @@
+package gang
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// lifecycleState renders what a dry run must not change.
+func lifecycleState(lc *Lifecycle, refs ...Ref) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "held=%v reservations=%v failed=%v anywhere=%v", lc.HeldByGang(), lc.Reservations(), lc.FailedGangs(), lc.HoldsAnywhere())
+	for _, r := range refs {
+		fmt.Fprintf(&b, " %s:%s/%d", r, lc.Phase(r), lc.Placed(r))
+	}
+	return b.String()
+}
+
+func TestManagerCopies(t *testing.T) {
+	// 8 CPU in all: a (rack r1) 4, b and c (rack r2) 2 and 1, d (rack r3) 1.
+	nodes := []fnode{
+		{name: "a", free: 4000, rack: "r1"},
+		{name: "b", free: 2000, rack: "r2"}, {name: "c", free: 1000, rack: "r2"},
+		{name: "d", free: 1000, rack: "r3"},
+	}
+	other := Ref{Namespace: "ns", Name: "other"}
+	holdA := func(e *env) {
+		e.m.CommitPlan(other, &Plan{Slots: map[string]map[string]int{"a": {"o": 2}}}, map[string]resources.List{"o": cpu(1000)}, time.Minute)
+	}
+	reserveA := func(e *env) {
+		e.m.Reserve(other, ReservationRequest{Kind: ReservationStarved, Queue: "q", Priority: 5,
+			Plan: &Plan{Slots: map[string]map[string]int{"a": {"o": 2}}}, Shapes: map[string]resources.List{"o": cpu(1000)}})
+	}
+	for _, tc := range []struct {
+		name     string
+		setup    func(e *env)
+		required string
+		withSpec bool // the query names a gang (its constraint via the spec)
+		priority int32
+		max      int
+		allow    int64 // the queue's allowance in CPU (0: no limit)
+		want     int
+		wantWhy  string
+	}{
+		{name: "whole copies on free room", want: 4, wantWhy: "no placement for 2 more members (minMember 2, 0 placed): at most 0 fit"},
+		{name: "required rack: copies split across racks do not count", required: "rack", want: 3, wantWhy: "with topology required rack"},
+		{name: "required rack through the gang's spec", required: "rack", withSpec: true, want: 3, wantWhy: "with topology required rack"},
+		{name: "another gang's plan is held", setup: holdA, want: 3},
+		{name: "another gang's reservation is held against equal priority", setup: reserveA, priority: 5, want: 3},
+		{name: "a higher priority passes another gang's reservation", setup: reserveA, priority: 6, want: 4},
+		{name: "Max caps the count", max: 2, want: 2},
+		{name: "Max above what fits", max: 10, want: 4, wantWhy: "at most 0 fit"},
+		{name: "the queue's allowance stops counting", allow: 5000, want: 2, wantWhy: "the queue's allowance takes no more copies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv()
+			if tc.setup != nil {
+				tc.setup(e)
+			}
+			c := &cluster{nodes: nodes}
+			pods := members("copy", 2, 1000, tc.priority)
+			q := Query{Members: pods, Priority: tc.priority, Prober: c, Max: tc.max}
+			if tc.required != "" {
+				q.Topology = &Constraint{Tree: c.topology(), Required: tc.required}
+			}
+			if tc.withSpec {
+				q.Spec = e.dir.gang("copy", 2, tc.priority, pods...)
+			}
+			var asked []int64
+			if tc.allow > 0 {
+				q.Admit = func(need resources.List) bool {
+					asked = append(asked, need[v1.ResourceCPU])
+					return need[v1.ResourceCPU] <= tc.allow
+				}
+			}
+			before := lifecycleState(e.m.Lifecycle, other, Ref{Namespace: "ns", Name: "copy"})
+			calls := e.fx.calls()
+
+			got := e.m.Copies(context.Background(), q)
+
+			if got.Copies != tc.want {
+				t.Fatalf("Copies = %d (%s), want %d", got.Copies, got.Why, tc.want)
+			}
+			if tc.wantWhy == "" && tc.max > 0 && got.Why != "" {
+				t.Errorf("Why %q, want empty at Max", got.Why)
+			}
+			if !strings.Contains(got.Why, tc.wantWhy) {
+				t.Errorf("Why %q, want %q", got.Why, tc.wantWhy)
+			}
+			if tc.allow > 0 && !reflect.DeepEqual(asked, []int64{2000, 4000, 6000}) {
+				t.Errorf("the queue was asked for %v, want each copy's running total", asked)
+			}
+			// A dry run changes nothing.
+			if after := lifecycleState(e.m.Lifecycle, other, Ref{Namespace: "ns", Name: "copy"}); after != before {
+				t.Errorf("lifecycle changed:\n before %s\n after  %s", before, after)
+			}
+			if e.fx.calls() != calls {
+				t.Errorf("effects recorded: %+v", e.fx)
+			}
+			if c.probes != 1 {
+				t.Errorf("probed %d times, want once", c.probes)
+			}
+		})
+	}
+}
+
+// A dry run decides as Plan does: the count it gives is what Plan then
+// commits, copy after copy.
+func TestManagerCopiesAgreesWithPlan(t *testing.T) {
+	e := newEnv()
+	c := &cluster{nodes: []fnode{{name: "a", free: 4000}, {name: "b", free: 2000}, {name: "c", free: 1000}}}
+	ans := e.m.Copies(context.Background(), Query{Members: members("x", 3, 1000, 0), Prober: c})
+	if ans.Copies != 2 {
+		t.Fatalf("Copies = %d (%s), want 2", ans.Copies, ans.Why)
+	}
+	for i := 0; i <= ans.Copies; i++ {
+		pods := members(fmt.Sprintf("g%d", i), 3, 1000, 0)
+		spec := e.dir.gang(fmt.Sprintf("g%d", i), 3, 0, pods...)
+		e.dir.pending[spec.Ref] = pods
+		_, err := e.m.Plan(context.Background(), e.attempt(spec, c))
+		if i < ans.Copies && err != nil {
+			t.Fatalf("copy %d: %v", i, err)
+		}
+		if i == ans.Copies && err == nil {
+			t.Fatalf("Plan placed copy %d beyond the dry run's %d", i, ans.Copies)
+		}
+	}
+}
