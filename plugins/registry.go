@@ -2,6 +2,8 @@
 package plugins
 
 import (
+	"context"
+
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/pkg/features"
@@ -17,9 +19,10 @@ import (
 
 // Options registers every phalanx plugin, for app.NewSchedulerCommand or
 // app.Setup. The plugins of one scheduler share one runtime, built here and
-// handed to each factory: one view of the cluster and one set of holds.
-func Options() []app.Option {
-	rt := runtime.New(nil)
+// handed to each factory: one view of the cluster and one set of holds. The
+// runtime's informers and background work run until ctx ends.
+func Options(ctx context.Context) []app.Option {
+	rt := runtime.New(ctx, nil)
 	return []app.Option{
 		app.WithPlugin(coscheduling.Name, coscheduling.Factory(rt)),
 		app.WithPlugin(capacityqueue.Name, capacityqueue.Factory(rt)),

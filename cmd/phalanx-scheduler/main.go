@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 
@@ -31,7 +32,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := app.NewSchedulerCommand(plugins.Options()...)
+	cmd := app.NewSchedulerCommand(plugins.Options(context.Background())...)
 	cmd.SetArgs(args)
 	cmd.Use = "phalanx-scheduler"
 	cmd.Short = "phalanx: kube-scheduler with gang, queue, network-topology and NUMA plugins"

@@ -115,7 +115,7 @@ func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
 	}
 	configzMu.Lock()
 	ctx, cancel := context.WithCancel(context.Background())
-	cc, sched, err := app.Setup(ctx, opts, plugins.Options()...)
+	cc, sched, err := app.Setup(ctx, opts, plugins.Options(ctx)...)
 	if err != nil {
 		cancel()
 		configz.Delete("componentconfig")

@@ -23,6 +23,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
@@ -60,11 +61,12 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	if err := validation.ValidateCapacityQueueArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
 		return nil, fmt.Errorf("profile %q: %w", h.ProfileName(), err)
 	}
-	gangs, err := rt.Gangs(ctx, h)
+	fw := ports.Of(h)
+	gangs, err := rt.Gangs(fw)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	queues, err := rt.Queues(ctx, h, args.DefaultQueue)
+	queues, err := rt.Queues(fw, h.ProfileName(), args.DefaultQueue)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}

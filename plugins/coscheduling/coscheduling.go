@@ -22,6 +22,7 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/internal/probe"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
@@ -73,14 +74,14 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	if err := validation.ValidateCoschedulingArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
 		return nil, fmt.Errorf("profile %q: %w", h.ProfileName(), err)
 	}
-	gangs, err := rt.Gangs(ctx, h)
+	gangs, err := rt.Gangs(ports.Of(h))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
 	pl := &Coscheduling{h: h, rt: rt, gangs: gangs, m: gangs.Manager}
 	pl.m.Timeout = time.Duration(args.DefaultScheduleTimeoutSeconds) * time.Second
 	pl.m.ReserveAfter = time.Duration(args.ReservationAfterSeconds) * time.Second
-	gangs.StartSweeper(ctx, pl.m.Timeout, sweepEvery)
+	gangs.StartSweeper(pl.m.Timeout, sweepEvery)
 	return pl, nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/topology"
+	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
@@ -80,11 +81,12 @@ func Factory(rt *runtime.Runtime) func(context.Context, k8sruntime.Object, fwk.H
 		if err := validation.ValidateNetworkTopologyArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
 			return nil, fmt.Errorf("profile %q: %w", h.ProfileName(), err)
 		}
-		gangs, err := rt.Gangs(ctx, h)
+		fw := ports.Of(h)
+		gangs, err := rt.Gangs(fw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
-		topo, err := rt.Topology(ctx, h, args.TopologyName, args.UseHyperNodes)
+		topo, err := rt.Topology(fw, args.TopologyName, args.UseHyperNodes)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}

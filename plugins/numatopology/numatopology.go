@@ -22,6 +22,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/numa"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
@@ -72,11 +73,12 @@ func Factory(rt *runtime.Runtime) func(context.Context, k8sruntime.Object, fwk.H
 		if err := validation.ValidateNUMATopologyArgs(field.NewPath("pluginConfig").Key(Name).Child("args"), args); err != nil {
 			return nil, fmt.Errorf("profile %q: %w", h.ProfileName(), err)
 		}
-		gangs, err := rt.Gangs(ctx, h)
+		fw := ports.Of(h)
+		gangs, err := rt.Gangs(fw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}
-		zones, err := rt.NUMA(ctx, h)
+		zones, err := rt.NUMA(fw)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", Name, err)
 		}

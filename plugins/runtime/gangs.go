@@ -18,7 +18,6 @@ import (
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1alpha2"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
@@ -46,7 +45,7 @@ const (
 // releases it.
 type Gangs struct {
 	rt        *Runtime
-	h         fwk.Handle
+	fw        *FrameworkPorts
 	Lifecycle *gang.Lifecycle
 	// Manager decides for the gangs (plan, reserve, make room, dry runs)
 	// over Lifecycle, through this directory and the runtime's effects.
@@ -82,7 +81,7 @@ type Gangs struct {
 }
 
 func newGangs(r *Runtime) (*Gangs, error) {
-	ctx, h := r.ctx, r.handle
+	ctx, fw := r.ctx, r.ports()
 	if err := r.require(pgv1alpha1.SchemeGroupVersion.String(), "podgroups"); err != nil {
 		return nil, err
 	}
@@ -96,8 +95,8 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	}
 	RegisterMetrics()
 	g := &Gangs{
-		rt: r, h: h, pgClient: pgClient,
-		pods:       h.SharedInformerFactory().Core().V1().Pods().Lister(),
+		rt: r, fw: fw, pgClient: pgClient,
+		pods:       fw.Informers.Core().V1().Pods().Lister(),
 		turnedAway: map[types.UID]*v1.Pod{},
 		podEvents:  map[types.UID]string{},
 		implicit:   map[string]bool{},
@@ -106,12 +105,12 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, nil)
-	g.Status = NewStatusWriter(pgClient, h.ClientSet(), h.EventRecorder(), trackPending)
+	g.Status = NewStatusWriter(pgClient, fw.Client, fw.Events, trackPending)
 	g.Status.Leading = r.Leading
 	g.Status.Clock = r.clock
 	r.OnLead(g.Status.RequeueAll)
 
-	podInformer := h.SharedInformerFactory().Core().V1().Pods().Informer()
+	podInformer := fw.Informers.Core().V1().Pods().Informer()
 	if err := podInformer.AddIndexers(cache.Indexers{gangIndex: g.indexByGang}); err != nil {
 		return nil, fmt.Errorf("indexing pods by gang: %w", err)
 	}
@@ -121,7 +120,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		UpdateFunc: func(_, newObj any) { g.onPod(newObj) },
 		DeleteFunc: g.onPodDelete,
 	})
-	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { g.Lifecycle.Changed() },
 		UpdateFunc: g.onNodeUpdate,
 		DeleteFunc: func(any) { g.Lifecycle.Changed() },
@@ -154,10 +153,10 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	if served, err := r.clients.Served(schedulingv1alpha2.SchemeGroupVersion.String(), "podgroups"); err != nil {
 		klog.FromContext(ctx).Info("Could not tell whether the Workload API is served; pods' schedulingGroup is ignored", "err", err)
 	} else if served {
-		inf := h.SharedInformerFactory().Scheduling().V1alpha2().PodGroups()
+		inf := fw.Informers.Scheduling().V1alpha2().PodGroups()
 		g.upstream = inf.Lister()
 		if ok, _ := r.clients.Served(schedulingv1alpha2.SchemeGroupVersion.String(), "workloads"); ok {
-			g.workloads = h.SharedInformerFactory().Scheduling().V1alpha2().Workloads().Lister()
+			g.workloads = fw.Informers.Scheduling().V1alpha2().Workloads().Lister()
 		}
 		if _, err := inf.Informer().AddEventHandler(groupEvents); err != nil {
 			return nil, err
@@ -590,7 +589,7 @@ func (g *Gangs) clearNomination(pod *v1.Pod) {
 	}
 	g.inBackground("nomination/"+string(pod.UID), func() {
 		body := []byte(`{"status":{"nominatedNodeName":null}}`)
-		_, err := g.h.ClientSet().CoreV1().Pods(pod.Namespace).Patch(g.rt.ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+		_, err := g.fw.Client.CoreV1().Pods(pod.Namespace).Patch(g.rt.ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 		if err != nil {
 			if !apierrors.IsNotFound(err) {
 				klog.FromContext(g.rt.ctx).V(2).Info("Clearing a stale nomination", "pod", klog.KObj(pod), "err", err)
@@ -747,7 +746,7 @@ func (g *Gangs) PodEvent(pod *v1.Pod, reason, msg string) {
 	}
 	g.podEvents[pod.UID] = msg
 	g.mu.Unlock()
-	g.h.EventRecorder().Eventf(pod, nil, v1.EventTypeWarning, reason, "Scheduling", "%s", msg)
+	g.fw.Events.Eventf(pod, nil, v1.EventTypeWarning, reason, "Scheduling", "%s", msg)
 }
 
 // --- teardown and eviction -----------------------------------------------
@@ -757,9 +756,9 @@ func (g *Gangs) PodEvent(pod *v1.Pod, reason, msg string) {
 // that waited for the capacity it held are woken.
 func (g *Gangs) Released(ref gang.Ref, reserved []types.UID, reason, message string) {
 	klog.Background().V(2).Info("Gang released", "gang", ref, "reason", reason, "message", message)
-	for _, uid := range reserved {
-		if wp := g.h.GetWaitingPod(uid); wp != nil {
-			wp.Reject(GangPlugin, message)
+	if g.fw.Waiting != nil {
+		for _, uid := range reserved {
+			g.fw.Waiting.Reject(uid, GangPlugin, message)
 		}
 	}
 	if spec, err := g.Spec(ref); err == nil {
@@ -774,21 +773,22 @@ func (g *Gangs) Released(ref gang.Ref, reserved []types.UID, reason, message str
 // PodDisruptionBudget refusing one member would leave a partial gang.
 func (g *Gangs) Evict(ctx context.Context, pods []*v1.Pod, reason, message string) {
 	for _, p := range pods {
-		g.h.EventRecorder().Eventf(p, nil, v1.EventTypeNormal, reason, "Evicting", "%s", message)
+		g.fw.Events.Eventf(p, nil, v1.EventTypeNormal, reason, "Evicting", "%s", message)
 		uid := p.UID
-		err := g.h.ClientSet().CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		err := g.fw.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			klog.FromContext(ctx).Error(err, "Evicting pod", "pod", klog.KObj(p), "reason", reason)
 		}
 	}
 }
 
-// StartSweeper runs, once per process, the check for gangs left partly
+// StartSweeper runs, once per process and on the runtime's context, the check for gangs left partly
 // bound without a plan (a crash in the middle of a gang's binds, a member
 // that failed to bind after the quorum) for longer than their timeout: their
 // bound members are evicted, so that no gang holds capacity it cannot use and
 // the gang can start whole later.
-func (g *Gangs) StartSweeper(ctx context.Context, defaultTimeout, every time.Duration) {
+func (g *Gangs) StartSweeper(defaultTimeout, every time.Duration) {
+	ctx := g.rt.ctx
 	g.sweeperOnce.Do(func() {
 		var tick func()
 		tick = func() {

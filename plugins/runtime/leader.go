@@ -82,8 +82,8 @@ func (r *Runtime) Leading() bool {
 			l.hostname, _ = os.Hostname()
 		}
 		client := r.clients.Kube
-		if client == nil && r.handle != nil {
-			client = r.handle.ClientSet()
+		if fw := r.ports(); client == nil && fw != nil {
+			client = fw.Client
 		}
 		if l.elect && client != nil {
 			go l.poll(r.ctx, client)

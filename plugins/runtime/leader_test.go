@@ -20,7 +20,7 @@ import (
 // election it leads only while its hostname holds the Lease, and the
 // callbacks run when it starts leading.
 func TestLeading(t *testing.T) {
-	if !New(nil).Leading() {
+	if !New(t.Context(), nil).Leading() {
 		t.Fatal("no published config: not leading")
 	}
 
@@ -35,7 +35,7 @@ func TestLeading(t *testing.T) {
 	if err := cz.Set(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if !New(nil).Leading() {
+	if !New(t.Context(), nil).Leading() {
 		t.Fatal("leader election off: not leading")
 	}
 
@@ -47,10 +47,9 @@ func TestLeading(t *testing.T) {
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "phalanx-scheduler"},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("other-replica_1234")}}
 	client := fake.NewClientset(lease)
-	r := NewWithClients(nil, Clients{Kube: client})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r.ctx = ctx
+	r := NewWithClients(ctx, nil, Clients{Kube: client})
 	led := make(chan struct{}, 1)
 	r.OnLead(func() { led <- struct{}{} })
 	if r.Leading() {
@@ -81,8 +80,7 @@ func TestLeading(t *testing.T) {
 	}
 
 	// A scheduling cycle shows it leads before any poll does.
-	other := NewWithClients(nil, Clients{Kube: fake.NewClientset()})
-	other.ctx = ctx
+	other := NewWithClients(ctx, nil, Clients{Kube: fake.NewClientset()})
 	ran := 0
 	other.OnLead(func() { ran++ })
 	if other.Leading() {

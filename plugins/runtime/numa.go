@@ -53,8 +53,8 @@ type zoneCharge struct {
 	at    time.Time
 }
 
-func newNUMA(r *Runtime, gangs *Gangs) (*NUMA, error) {
-	ctx, h := r.ctx, r.handle
+func newNUMA(r *Runtime) (*NUMA, error) {
+	ctx, fw := r.ctx, r.ports()
 	if err := r.require(nrtv1alpha2.SchemeGroupVersion.String(), "noderesourcetopologies"); err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func newNUMA(r *Runtime, gangs *Gangs) (*NUMA, error) {
 	if err := inf.Informer().SetTransform(trimManagedFields); err != nil {
 		return nil, err
 	}
-	n := &NUMA{rt: r, nrts: inf.Lister(), nodes: h.SharedInformerFactory().Core().V1().Nodes().Lister(),
+	n := &NUMA{rt: r, nrts: inf.Lister(), nodes: fw.Informers.Core().V1().Nodes().Lister(),
 		parsed: map[string]parsedNRT{}, charges: map[string]map[types.UID]zoneCharge{}, unaligned: map[string]bool{}}
 	// Objects created or changed at any time are picked up.
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -82,7 +82,7 @@ func newNUMA(r *Runtime, gangs *Gangs) (*NUMA, error) {
 		return nil, err
 	}
 	r.addPodHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: n.onPodDelete})
-	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		DeleteFunc: n.onNodeDelete,
 	}); err != nil {
 		return nil, err

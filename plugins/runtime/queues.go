@@ -52,7 +52,7 @@ type Queues struct {
 }
 
 func newQueues(r *Runtime, gangs *Gangs, defaultQueue string) (*Queues, error) {
-	ctx, h := r.ctx, r.handle
+	ctx, fw := r.ctx, r.ports()
 	if err := r.require(phalanxv1alpha1.SchemeGroupVersion.String(), "queues"); err != nil {
 		return nil, err
 	}
@@ -62,8 +62,8 @@ func newQueues(r *Runtime, gangs *Gangs, defaultQueue string) (*Queues, error) {
 	}
 	q := &Queues{
 		rt: r, gangs: gangs, defaultQueue: defaultQueue, cache: queue.NewCache(), client: client,
-		namespaces: h.SharedInformerFactory().Core().V1().Namespaces().Lister(),
-		pods:       h.SharedInformerFactory().Core().V1().Pods().Lister(),
+		namespaces: fw.Informers.Core().V1().Namespaces().Lister(),
+		pods:       fw.Informers.Core().V1().Pods().Lister(),
 		blocked:    map[gang.Ref]bool{},
 		blockedPod: map[string]*v1.Pod{},
 	}
@@ -72,14 +72,14 @@ func newQueues(r *Runtime, gangs *Gangs, defaultQueue string) (*Queues, error) {
 		UpdateFunc: func(_, newObj any) { q.onPod(newObj) },
 		DeleteFunc: q.onPodDelete,
 	})
-	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    q.onNode,
 		UpdateFunc: func(_, newObj any) { q.onNode(newObj) },
 		DeleteFunc: q.onNodeDelete,
 	}); err != nil {
 		return nil, err
 	}
-	if _, err := h.SharedInformerFactory().Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := fw.Informers.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*v1.Namespace)
 			n, ok2 := newObj.(*v1.Namespace)

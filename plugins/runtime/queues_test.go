@@ -12,6 +12,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
+	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
@@ -35,10 +36,10 @@ func build(t *testing.T, objs plugintest.Objects) (*plugintest.Env, *runtime.Gan
 	e := plugintest.New(t, objs, plugintest.Plugin{Name: "Parts", Extensions: []string{"PreFilter"},
 		New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
 			var err error
-			if gangs, err = rt.Gangs(ctx, h); err != nil {
+			if gangs, err = rt.Gangs(ports.Of(h)); err != nil {
 				return nil, err
 			}
-			queues, err = rt.Queues(ctx, h, "default")
+			queues, err = rt.Queues(ports.Of(h), h.ProfileName(), "default")
 			return parts{}, err
 		}})
 	return e, gangs, queues

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/clock"
 
 	nrtclientset "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
@@ -59,11 +58,18 @@ type Runtime struct {
 	clock   clock.WithDelayedExecution
 	clients Clients
 
+	// ctx is the runtime's own: its informers and background work (status
+	// writer, sweeper, implicit PodGroups, startup checks, nomination
+	// clearing) run until it ends (Stop, or the end of the context New was
+	// given).
+	ctx    context.Context
+	cancel context.CancelFunc
+
 	// mu serialises building the parts; the parts themselves are read
 	// without it (informer handlers run while a part is being built).
-	mu     sync.Mutex
-	ctx    context.Context
-	handle fwk.Handle
+	mu sync.Mutex
+	// fw are the framework's ports, set once by the first part built.
+	fw     atomic.Pointer[FrameworkPorts]
 	crdCfg *rest.Config
 
 	gangs  atomic.Pointer[Gangs]
@@ -86,31 +92,36 @@ type Runtime struct {
 	podHandlers []cache.ResourceEventHandler
 }
 
-// New returns an empty runtime; clk may be nil for the wall clock.
-func New(clk clock.WithDelayedExecution) *Runtime {
-	return NewWithClients(clk, Clients{})
+// New returns an empty runtime whose background work runs until ctx ends or
+// Stop is called; clk may be nil for the wall clock.
+func New(ctx context.Context, clk clock.WithDelayedExecution) *Runtime {
+	return NewWithClients(ctx, clk, Clients{})
 }
 
 // NewWithClients returns an empty runtime that uses the given clients.
-func NewWithClients(clk clock.WithDelayedExecution, clients Clients) *Runtime {
+func NewWithClients(ctx context.Context, clk clock.WithDelayedExecution, clients Clients) *Runtime {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Runtime{clock: clk, clients: clients}
+	r := &Runtime{clock: clk, clients: clients}
+	r.ctx, r.cancel = context.WithCancel(ctx)
+	return r
 }
+
+// Stop ends the runtime's informers and background work.
+func (r *Runtime) Stop() { r.cancel() }
 
 // Clock is the runtime's clock.
 func (r *Runtime) Clock() clock.WithDelayedExecution { return r.clock }
 
-// init records the scheduler's handle and context on first use. The first
-// profile's handle serves the whole process: clients, informers and the
-// scheduling queue are shared by every profile.
-func (r *Runtime) init(ctx context.Context, h fwk.Handle) error {
-	if r.handle != nil {
+// init records the framework's ports on first use. The first plugin's
+// ports serve the whole process: clients, informers and the scheduling queue
+// are shared by every profile. Callers hold r.mu.
+func (r *Runtime) init(fw FrameworkPorts) error {
+	if r.fw.Load() != nil {
 		return nil
 	}
-	r.ctx, r.handle = ctx, h
-	if cfg := h.KubeConfig(); cfg != nil {
+	if cfg := fw.Config; cfg != nil {
 		r.crdCfg = CRDConfig(cfg)
 	}
 	if r.clients.Dynamic == nil && r.crdCfg != nil {
@@ -127,15 +138,22 @@ func (r *Runtime) init(ctx context.Context, h fwk.Handle) error {
 		cfg := r.crdCfg
 		r.clients.Served = func(gv, resource string) (bool, error) { return Served(cfg, gv, resource) }
 	}
-	_, err := h.SharedInformerFactory().Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := fw.Informers.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnAdd(obj, false) }) },
 		UpdateFunc: func(oldObj, newObj any) {
 			r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnUpdate(oldObj, newObj) })
 		},
 		DeleteFunc: func(obj any) { r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnDelete(obj) }) },
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	r.fw.Store(&fw)
+	return nil
 }
+
+// ports are the framework's ports; nil before the first part is built.
+func (r *Runtime) ports() *FrameworkPorts { return r.fw.Load() }
 
 func (r *Runtime) eachPodHandler(f func(cache.ResourceEventHandler)) {
 	r.hmu.Lock()
@@ -155,12 +173,13 @@ func (r *Runtime) addPodHandler(h cache.ResourceEventHandler) {
 	r.podHandlers = append(r.podHandlers, h)
 }
 
-// Gangs returns the gang directory and lifecycle, building it on first use.
-// It fails with a clear message when the PodGroup CRD is not installed.
-func (r *Runtime) Gangs(ctx context.Context, h fwk.Handle) (*Gangs, error) {
+// Gangs returns the gang directory and lifecycle, building it on first use
+// over the framework's ports (the first ports given serve the process). It
+// fails with a clear message when the PodGroup CRD is not installed.
+func (r *Runtime) Gangs(fw FrameworkPorts) (*Gangs, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.init(ctx, h); err != nil {
+	if err := r.init(fw); err != nil {
 		return nil, err
 	}
 	if r.gangs.Load() == nil {
@@ -173,14 +192,15 @@ func (r *Runtime) Gangs(ctx context.Context, h fwk.Handle) (*Gangs, error) {
 	return r.gangs.Load(), nil
 }
 
-// Queues returns the queue accounting, building it on first use. It fails
-// with a clear message when the Queue CRD is not installed.
-func (r *Runtime) Queues(ctx context.Context, h fwk.Handle, defaultQueue string) (*Queues, error) {
-	gangs, err := r.Gangs(ctx, h)
+// Queues returns the queue accounting, building it on first use; the
+// profile's queue sort orders by queue share from then on. It fails with a
+// clear message when the Queue CRD is not installed.
+func (r *Runtime) Queues(fw FrameworkPorts, profile, defaultQueue string) (*Queues, error) {
+	gangs, err := r.Gangs(fw)
 	if err != nil {
 		return nil, err
 	}
-	r.queueProfiles.Store(h.ProfileName(), true)
+	r.queueProfiles.Store(profile, true)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if q := r.queues.Load(); q != nil {
@@ -199,9 +219,8 @@ func (r *Runtime) Queues(ctx context.Context, h fwk.Handle, defaultQueue string)
 
 // Topology returns the network topology, building it on first use. It fails
 // with a clear message when the NetworkTopology CRD is not installed.
-func (r *Runtime) Topology(ctx context.Context, h fwk.Handle, name string, useHyperNodes bool) (*Topology, error) {
-	gangs, err := r.Gangs(ctx, h)
-	if err != nil {
+func (r *Runtime) Topology(fw FrameworkPorts, name string, useHyperNodes bool) (*Topology, error) {
+	if _, err := r.Gangs(fw); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -209,7 +228,7 @@ func (r *Runtime) Topology(ctx context.Context, h fwk.Handle, name string, useHy
 	if t := r.topology.Load(); t != nil {
 		return t, nil
 	}
-	t, err := newTopology(r, gangs, name, useHyperNodes)
+	t, err := newTopology(r, name, useHyperNodes)
 	if err != nil {
 		return nil, err
 	}
@@ -219,9 +238,8 @@ func (r *Runtime) Topology(ctx context.Context, h fwk.Handle, name string, useHy
 
 // NUMA returns the NUMA zone accounting, building it on first use. It fails
 // with a clear message when the NodeResourceTopology CRD is not installed.
-func (r *Runtime) NUMA(ctx context.Context, h fwk.Handle) (*NUMA, error) {
-	gangs, err := r.Gangs(ctx, h)
-	if err != nil {
+func (r *Runtime) NUMA(fw FrameworkPorts) (*NUMA, error) {
+	if _, err := r.Gangs(fw); err != nil {
 		return nil, err
 	}
 	r.mu.Lock()
@@ -229,7 +247,7 @@ func (r *Runtime) NUMA(ctx context.Context, h fwk.Handle) (*NUMA, error) {
 	if n := r.numa.Load(); n != nil {
 		return n, nil
 	}
-	n, err := newNUMA(r, gangs)
+	n, err := newNUMA(r)
 	if err != nil {
 		return nil, err
 	}
@@ -332,10 +350,11 @@ func startAndSync(ctx context.Context, what string, start func(<-chan struct{}),
 
 // Activate moves pods back to the scheduling queue, past any backoff.
 func (r *Runtime) Activate(pods map[string]*v1.Pod) {
-	if len(pods) == 0 || r.handle == nil {
+	fw := r.ports()
+	if len(pods) == 0 || fw == nil || fw.Activator == nil {
 		return
 	}
-	r.handle.Activate(klog.Background(), pods)
+	fw.Activator.Activate(klog.Background(), pods)
 }
 
 // Changed records that capacity or constraints may have changed without an

@@ -99,7 +99,7 @@ func (g *Gangs) checkStartup(ctx context.Context, ref gang.Ref) {
 func (g *Gangs) orderedStartup(ctx context.Context, o workload.Owner) (workload.OrderedStartup, bool, error) {
 	switch o.Kind {
 	case "StatefulSet":
-		sts, err := g.h.ClientSet().AppsV1().StatefulSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		sts, err := g.fw.Client.AppsV1().StatefulSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 		if err != nil {
 			return workload.OrderedStartup{}, false, ignoreNotFound(err)
 		}

@@ -38,8 +38,8 @@ type Topology struct {
 	byKey map[string]*topology.Tree
 }
 
-func newTopology(r *Runtime, gangs *Gangs, name string, useHyperNodes bool) (*Topology, error) {
-	ctx, h := r.ctx, r.handle
+func newTopology(r *Runtime, name string, useHyperNodes bool) (*Topology, error) {
+	ctx, fw := r.ctx, r.ports()
 	if err := r.require(phalanxv1alpha1.SchemeGroupVersion.String(), "networktopologies"); err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func newTopology(r *Runtime, gangs *Gangs, name string, useHyperNodes bool) (*To
 		return nil, err
 	}
 	t := &Topology{rt: r, name: name, dirty: true, byKey: map[string]*topology.Tree{},
-		nodes: h.SharedInformerFactory().Core().V1().Nodes().Lister()}
+		nodes: fw.Informers.Core().V1().Nodes().Lister()}
 	changed := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { t.invalidate(true) },
 		UpdateFunc: func(any, any) { t.invalidate(true) },
@@ -85,7 +85,7 @@ func newTopology(r *Runtime, gangs *Gangs, name string, useHyperNodes bool) (*To
 		}
 	}
 	// Node label changes move nodes between domains.
-	if _, err := h.SharedInformerFactory().Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(any) { t.invalidate(false) },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*v1.Node)

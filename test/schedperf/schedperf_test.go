@@ -94,7 +94,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 // the scheduler before any hook can create objects.
 func registry(b *testing.B) frameworkruntime.Registry {
 	reg := frameworkruntime.Registry{}
-	for _, o := range plugins.Options() {
+	for _, o := range plugins.Options(b.Context()) {
 		if err := o(reg); err != nil {
 			b.Fatal(err)
 		}

@@ -155,7 +155,7 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 		Plugins:   map[string]fwk.Plugin{},
 		activator: &activator{},
 	}
-	e.RT = runtime.NewWithClients(e.Clock, runtime.Clients{
+	e.RT = runtime.NewWithClients(ctx, e.Clock, runtime.Clients{
 		PodGroups: e.PG, Phalanx: e.Phalanx, NRT: e.NRT,
 		Served: func(gv, resource string) (bool, error) {
 			// The custom resources are installed; the Workload API and
