@@ -51,6 +51,9 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 		a.Ref = a.Spec.Ref
 	}
 	a.view = q.Prober.Probe(ctx, a.Pod)
+	if a.view == nil || ctx.Err() != nil {
+		return Answer{Why: "the cluster could not be read"}
+	}
 	req, constraint := m.request(a, m.room(a, nil), false)
 	if a.Spec == nil && a.Topology != nil {
 		// Pods of no gang yet: the caller names the constraint.

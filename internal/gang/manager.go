@@ -76,6 +76,12 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 		return "", fmt.Errorf("%s", msg)
 	}
 	a.view = a.Prober.Probe(ctx, a.Pod)
+	if a.view == nil || ctx.Err() != nil {
+		// The cycle ended under the probe (the scheduler stops): decide
+		// nothing from a partial view.
+		a.view = nil
+		return "", fmt.Errorf("planning interrupted: %v", context.Cause(ctx))
+	}
 	if a.Queue != nil && !a.Queue.Admitted {
 		// Refused by its queue: nothing is planned; the caller may reclaim.
 		return "", fmt.Errorf("%s", a.Queue.Refusal)
