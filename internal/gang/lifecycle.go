@@ -142,6 +142,13 @@ func NewLifecycle(clk clock.WithDelayedExecution, l Listener) *Lifecycle {
 	return &Lifecycle{clock: clk, listener: l, gangs: map[Ref]*gangState{}, holds: map[string]map[Ref]*gangState{}}
 }
 
+// Tracked is how many gangs the lifecycle keeps state for.
+func (lc *Lifecycle) Tracked() int {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	return len(lc.gangs)
+}
+
 // Now is the lifecycle's clock.
 func (lc *Lifecycle) Now() time.Time { return lc.clock.Now() }
 

@@ -15,6 +15,10 @@ func (g *Gangs) sizes() map[string]int {
 		"gangs.startup":    len(g.startup),
 	}
 	g.mu.Unlock()
+	g.order.mu.Lock()
+	out["gangs.order"] = len(g.order.keys)
+	g.order.mu.Unlock()
+	out["lifecycle.gangs"] = g.Lifecycle.Tracked()
 	g.Status.mu.Lock()
 	out["status.desired"] = len(g.Status.desired)
 	out["status.unsaid"] = len(g.Status.unsaid)

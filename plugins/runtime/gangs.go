@@ -485,6 +485,10 @@ func (g *Gangs) onPod(obj any) {
 	if !ok {
 		return
 	}
+	if pod.Spec.NodeName != "" {
+		// Bound: it is sorted no more.
+		g.order.forget(pod.UID)
+	}
 	ref, ok := g.RefOf(pod)
 	if !ok {
 		return
