@@ -80,8 +80,24 @@ func TestGPUGangWithoutNRT(t *testing.T) {
 	}
 }
 
+// pendingSmall counts the stream's pods that wait for a node.
+func pendingSmall(ctx context.Context, c *testcluster.Cluster) (int, error) {
+	pods, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if strings.HasPrefix(p.Name, "small-") && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, nil
+}
+
 // TestBigGangNotStarved (issue #14, case 2): small 4-GPU gangs that arrive
-// every 300 ms and run 5 s keep most of 64 single-GPU nodes busy; a 56-GPU
+// every 300 ms (while fewer than 16 of their pods wait) and run 5 s keep
+// most of 64 single-GPU nodes busy; a 56-GPU
 // gang of the same queue and priority would never find 56 free GPUs by
 // chance. After reservationAfterSeconds it reserves the nodes it needs,
 // the small gangs only backfill around it, and it starts — while the stream
@@ -100,6 +116,17 @@ func TestBigGangNotStarved(t *testing.T) {
 		defer wg.Done()
 		small := testcluster.PodSpec{CPU: "1", GPUs: 1, Annotations: map[string]string{testcluster.RunForAnnotation: "5s"}}
 		for i := 0; streamCtx.Err() == nil; i++ {
+			// Keep a backlog of small gangs waiting, however fast the
+			// machine schedules and runs them: freed GPUs are always
+			// wanted, so the big gang never finds 56 free by chance.
+			if waiting, err := pendingSmall(streamCtx, c); err != nil || waiting >= 16 {
+				i--
+				select {
+				case <-streamCtx.Done():
+				case <-time.After(100 * time.Millisecond):
+				}
+				continue
+			}
 			name := fmt.Sprintf("small-%d", i)
 			pods := gangPods("default", name, 4, small)
 			if err := c.CreatePodGroup(streamCtx, testcluster.PodGroup("default", name, 4)); err != nil {
