@@ -357,7 +357,17 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 		if prev, ok := u.last[q.Name]; ok && reflect.DeepEqual(prev, st) {
 			continue
 		}
-		body, err := json.Marshal(map[string]any{"status": st})
+		// A merge patch keeps what it does not name: resources gone from
+		// allocated or deserved are named null, gang counts that fell to
+		// zero are named (the API type omits them when empty).
+		prev := u.last[q.Name]
+		body, err := json.Marshal(map[string]any{"status": map[string]any{
+			"allocated":    resourcePatch(st.Allocated, q.Status.Allocated, prev.Allocated),
+			"deserved":     resourcePatch(st.Deserved, q.Status.Deserved, prev.Deserved),
+			"pendingGangs": st.PendingGangs,
+			"runningGangs": st.RunningGangs,
+			"conditions":   st.Conditions,
+		}})
 		if err != nil {
 			return err
 		}
@@ -367,6 +377,22 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 		u.last[q.Name] = st
 	}
 	return nil
+}
+
+// resourcePatch is the merge patch that turns a resource list into want:
+// want's quantities, and null for the resources of the lists it replaces
+// that want lacks.
+func resourcePatch(want v1.ResourceList, replaced ...v1.ResourceList) map[v1.ResourceName]any {
+	out := map[v1.ResourceName]any{}
+	for _, l := range replaced {
+		for r := range l {
+			out[r] = nil
+		}
+	}
+	for r, q := range want {
+		out[r] = q
+	}
+	return out
 }
 
 // toResourceList renders amounts as quantities (CPU in millicores).
