@@ -29,6 +29,10 @@ type heldAnnotation struct {
 	want string // queue.EncodeHeld; "" to remove the annotation
 	// written: want is on the object (as far as this replica knows).
 	written bool
+	// onObject: the object may carry an annotation (one was written, or
+	// another replica's was found); a hold that ends before it is ever
+	// written costs no patch.
+	onObject bool
 }
 
 // HoldsChanged implements gang.HoldsListener: what the gang holds changed,
@@ -45,6 +49,10 @@ func (w *StatusWriter) SetHeld(ref gang.Ref, l resources.List) {
 	h, had := w.held[ref]
 	switch {
 	case had && h.want == want:
+		w.mu.Unlock()
+		return
+	case had && want == "" && !h.onObject:
+		delete(w.held, ref)
 		w.mu.Unlock()
 		return
 	case !had && want == "":
@@ -68,7 +76,7 @@ func (w *StatusWriter) clearHeld(ref gang.Ref) {
 		w.mu.Unlock()
 		return
 	}
-	w.held[ref] = &heldAnnotation{}
+	w.held[ref] = &heldAnnotation{onObject: true}
 	w.mu.Unlock()
 	w.queue.Add(ref)
 }
@@ -90,7 +98,7 @@ func (w *StatusWriter) heldWritten(ref gang.Ref, want string) {
 		if want == "" {
 			delete(w.held, ref)
 		} else {
-			h.written = true
+			h.written, h.onObject = true, true
 		}
 	}
 }
