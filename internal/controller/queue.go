@@ -9,7 +9,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/meta"
-	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -140,7 +139,7 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 				if o.Labels[queue.Label] != n.Labels[queue.Label] {
 					u.recharge(ctx, client.InNamespace(n.Namespace), client.MatchingFields{gangField: n.Name})
 				}
-				if o.Status.Phase != n.Status.Phase {
+				if o.Status.Phase != n.Status.Phase || o.Annotations[queue.HeldAnnotation] != n.Annotations[queue.HeldAnnotation] {
 					u.poke()
 				}
 			},
@@ -167,6 +166,9 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 				n, ok2 := obj.(*schedulingv1alpha2.PodGroup)
 				if ok1 && ok2 && (o.Labels[queue.Label] != n.Labels[queue.Label] || workload.WorkloadOf(o) != workload.WorkloadOf(n)) {
 					rechargeGroup(n)
+				}
+				if ok1 && ok2 && o.Annotations[queue.HeldAnnotation] != n.Annotations[queue.HeldAnnotation] {
+					u.poke()
 				}
 			},
 			DeleteFunc: rechargeGroup,
@@ -323,15 +325,14 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 	if err := u.Cache.List(ctx, &groups); err != nil {
 		return err
 	}
-	statuses := u.acct.Snapshot(nil).Status()
+	held, err := u.held(ctx, groups.Items)
+	if err != nil {
+		return err
+	}
+	statuses := u.acct.Snapshot(held).Status()
 	running, pending := map[string]int32{}, map[string]int32{}
 	for _, pg := range groups.Items {
-		var nsLabels map[string]string
-		ns := &v1.Namespace{}
-		if err := u.Cache.Get(ctx, types.NamespacedName{Name: pg.Namespace}, ns); err == nil {
-			nsLabels = ns.Labels
-		}
-		q := queue.Of(nil, pg.Labels, nsLabels, u.DefaultQueue)
+		q := queue.Of(nil, pg.Labels, u.namespaceLabels(ctx, pg.Namespace), u.DefaultQueue)
 		switch pg.Status.Phase {
 		case pgv1alpha1.PodGroupRunning:
 			running[q]++
@@ -357,7 +358,17 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 		if prev, ok := u.last[q.Name]; ok && reflect.DeepEqual(prev, st) {
 			continue
 		}
-		body, err := json.Marshal(map[string]any{"status": st})
+		// A merge patch keeps what it does not name: resources gone from
+		// allocated or deserved are named null, gang counts that fell to
+		// zero are named (the API type omits them when empty).
+		prev := u.last[q.Name]
+		body, err := json.Marshal(map[string]any{"status": map[string]any{
+			"allocated":    resourcePatch(st.Allocated, q.Status.Allocated, prev.Allocated),
+			"deserved":     resourcePatch(st.Deserved, q.Status.Deserved, prev.Deserved),
+			"pendingGangs": st.PendingGangs,
+			"runningGangs": st.RunningGangs,
+			"conditions":   st.Conditions,
+		}})
 		if err != nil {
 			return err
 		}
@@ -369,6 +380,91 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 	return nil
 }
 
+// heldGang names a gang whose group object carries the held annotation.
+type heldGang struct {
+	upstream        bool
+	namespace, name string
+	labels          map[string]string
+}
+
+// held is what gangs' plans and reservations hold, per queue, from the held
+// annotation the scheduler writes on their group objects: counted with
+// queue.ChargeHeld, as the scheduler's queue snapshot counts it, in the
+// queue of the gang (queue.Of with a member, the group object's labels and
+// the namespace's).
+func (u *QueueStatusUpdater) held(ctx context.Context, groups []pgv1alpha1.PodGroup) (map[string]resources.List, error) {
+	byGang := map[*heldGang]resources.List{}
+	add := func(g *heldGang, annotations map[string]string) {
+		if l, err := queue.DecodeHeld(annotations[queue.HeldAnnotation]); err != nil {
+			log.FromContext(ctx).V(1).Info("Ignoring an unreadable held annotation", "podGroup", g.namespace+"/"+g.name, "err", err)
+		} else if !l.IsZero() {
+			byGang[g] = l
+		}
+	}
+	for i := range groups {
+		pg := &groups[i]
+		add(&heldGang{namespace: pg.Namespace, name: pg.Name, labels: pg.Labels}, pg.Annotations)
+	}
+	if u.UpstreamPodGroups {
+		var upstream schedulingv1alpha2.PodGroupList
+		if err := u.Cache.List(ctx, &upstream); err != nil {
+			return nil, err
+		}
+		for i := range upstream.Items {
+			pg := &upstream.Items[i]
+			if _, ok := pg.Annotations[queue.HeldAnnotation]; !ok {
+				continue
+			}
+			var wl *schedulingv1alpha2.Workload
+			if name := workload.WorkloadOf(pg); name != "" && u.Workloads {
+				w := &schedulingv1alpha2.Workload{}
+				if err := u.Cache.Get(ctx, types.NamespacedName{Namespace: pg.Namespace, Name: name}, w); err == nil {
+					wl = w
+				}
+			}
+			add(&heldGang{upstream: true, namespace: pg.Namespace, name: pg.Name,
+				labels: workload.UpstreamGroupLabels(pg, wl)}, pg.Annotations)
+		}
+	}
+	return queue.ChargeHeld(byGang, func(g *heldGang) (string, bool) {
+		field := gangField
+		if g.upstream {
+			field = upstreamGangField
+		}
+		var member *v1.Pod
+		var pods v1.PodList
+		if err := u.Cache.List(ctx, &pods, client.InNamespace(g.namespace), client.MatchingFields{field: g.name}); err == nil && len(pods.Items) > 0 {
+			member = &pods.Items[0]
+		}
+		return queue.Of(member, g.labels, u.namespaceLabels(ctx, g.namespace), u.DefaultQueue), true
+	}), nil
+}
+
+// namespaceLabels are a namespace's labels (nil when it is not in the cache).
+func (u *QueueStatusUpdater) namespaceLabels(ctx context.Context, name string) map[string]string {
+	ns := &v1.Namespace{}
+	if err := u.Cache.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		return nil
+	}
+	return ns.Labels
+}
+
+// resourcePatch is the merge patch that turns a resource list into want:
+// want's quantities, and null for the resources of the lists it replaces
+// that want lacks.
+func resourcePatch(want v1.ResourceList, replaced ...v1.ResourceList) map[v1.ResourceName]any {
+	out := map[v1.ResourceName]any{}
+	for _, l := range replaced {
+		for r := range l {
+			out[r] = nil
+		}
+	}
+	for r, q := range want {
+		out[r] = q
+	}
+	return out
+}
+
 // toResourceList renders amounts as quantities (CPU in millicores).
 func toResourceList(l resources.List) v1.ResourceList {
 	out := v1.ResourceList{}
@@ -376,11 +472,7 @@ func toResourceList(l resources.List) v1.ResourceList {
 		if v == 0 {
 			continue
 		}
-		if r == v1.ResourceCPU {
-			out[r] = *apiresource.NewMilliQuantity(v, apiresource.DecimalSI)
-		} else {
-			out[r] = *apiresource.NewQuantity(v, apiresource.BinarySI)
-		}
+		out[r] = queue.Quantity(r, v)
 	}
 	return out
 }

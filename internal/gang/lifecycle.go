@@ -55,6 +55,14 @@ type Listener interface {
 	Released(ref Ref, reserved []types.UID, reason, message string)
 }
 
+// HoldsListener is a Listener that also hears when what a gang holds
+// changed (a plan committed, a slot taken, a reservation made or dropped,
+// the gang started or released), outside the lifecycle's lock: HeldOf says
+// what it holds now. It must not block.
+type HoldsListener interface {
+	HoldsChanged(ref Ref)
+}
+
 // Lifecycle tracks every gang the scheduler works on: its members (pending,
 // reserved, bound), its plan or reservation, the capacity those hold on
 // nodes, and cached plan failures. It is the one place that decides a plan's
@@ -73,6 +81,29 @@ type Lifecycle struct {
 	// version counts capacity changes; plan failures are cached per version.
 	version    uint64
 	generation uint64
+	// heldChanged: gangs whose holds changed under the lock, told to the
+	// HoldsListener by unlock.
+	heldChanged map[Ref]struct{}
+}
+
+// unlock releases the lock, then tells the listener whose holds changed.
+func (lc *Lifecycle) unlock() {
+	changed := lc.heldChanged
+	lc.heldChanged = nil
+	lc.mu.Unlock()
+	if hl, ok := lc.listener.(HoldsListener); ok {
+		for ref := range changed {
+			hl.HoldsChanged(ref)
+		}
+	}
+}
+
+// holdsChangedLocked records that the gang's holds changed.
+func (lc *Lifecycle) holdsChangedLocked(ref Ref) {
+	if lc.heldChanged == nil {
+		lc.heldChanged = map[Ref]struct{}{}
+	}
+	lc.heldChanged[ref] = struct{}{}
 }
 
 type memberState int
@@ -164,7 +195,7 @@ func (lc *Lifecycle) gang(ref Ref) *gangState {
 // SetSpec records the gang's quorum and timeout (from its group object).
 func (lc *Lifecycle) SetSpec(ref Ref, minMember int, timeout time.Duration) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gang(ref)
 	g.min, g.timeout = minMember, timeout
 	lc.notePartialLocked(g)
@@ -177,7 +208,7 @@ func (lc *Lifecycle) SetSpec(ref Ref, minMember int, timeout time.Duration) {
 // reserved until the API shows it bound.
 func (lc *Lifecycle) ObserveMember(ref Ref, uid types.UID, node string) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gang(ref)
 	m := g.members[uid]
 	if m == nil {
@@ -198,7 +229,7 @@ func (lc *Lifecycle) MemberDeleted(ref Ref, uid types.UID) {
 	lc.mu.Lock()
 	g := lc.gangs[ref]
 	if g == nil || g.members[uid] == nil {
-		lc.mu.Unlock()
+		lc.unlock()
 		return
 	}
 	m := g.members[uid]
@@ -212,7 +243,7 @@ func (lc *Lifecycle) MemberDeleted(ref Ref, uid types.UID) {
 		lc.version++
 	}
 	lc.notePartialLocked(g)
-	lc.mu.Unlock()
+	lc.unlock()
 	lc.notify(rel)
 }
 
@@ -220,7 +251,7 @@ func (lc *Lifecycle) MemberDeleted(ref Ref, uid types.UID) {
 // takes a planned slot for the member's shape when one is open there.
 func (lc *Lifecycle) MemberReserved(ref Ref, uid types.UID, node, shape string) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gang(ref)
 	m := g.members[uid]
 	if m == nil {
@@ -236,6 +267,7 @@ func (lc *Lifecycle) MemberReserved(ref Ref, uid types.UID, node, shape string) 
 	if g.phase == PhasePlanned && g.slots[node][shape] > 0 {
 		g.slots[node][shape]--
 		m.planned = true
+		lc.holdsChangedLocked(ref)
 		if g.slots[node][shape] == 0 {
 			lc.dropHoldIfEmptyLocked(g, node)
 		}
@@ -249,12 +281,12 @@ func (lc *Lifecycle) MemberUnreserved(ref Ref, uid types.UID, name string) {
 	lc.mu.Lock()
 	g := lc.gangs[ref]
 	if g == nil {
-		lc.mu.Unlock()
+		lc.unlock()
 		return
 	}
 	m := g.members[uid]
 	if m == nil || m.state == memberBound || m.state == memberPending {
-		lc.mu.Unlock()
+		lc.unlock()
 		return
 	}
 	wasReleased := m.state == memberReleased
@@ -268,7 +300,7 @@ func (lc *Lifecycle) MemberUnreserved(ref Ref, uid types.UID, name string) {
 			rel = lc.releaseLocked(g, ReasonPlanBroken, "member "+name+" was released before the gang was complete; replanning")
 		}
 	}
-	lc.mu.Unlock()
+	lc.unlock()
 	lc.notify(rel)
 }
 
@@ -276,7 +308,7 @@ func (lc *Lifecycle) MemberUnreserved(ref Ref, uid types.UID, name string) {
 // reserved by this scheduler.
 func (lc *Lifecycle) Placed(ref Ref) int {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
 		return placedLocked(g)
 	}
@@ -298,7 +330,7 @@ func (g *gangState) setState(m *member, s memberState) {
 // complete, so its members go first.
 func (lc *Lifecycle) Incomplete(ref Ref) bool {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gangs[ref]
 	if g == nil {
 		return false
@@ -310,7 +342,7 @@ func (lc *Lifecycle) Incomplete(ref Ref) bool {
 // IsPlaced reports whether the member is bound or reserved.
 func (lc *Lifecycle) IsPlaced(ref Ref, uid types.UID) bool {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
 		if m := g.members[uid]; m != nil {
 			return m.state == memberReserved || m.state == memberBound
@@ -322,7 +354,7 @@ func (lc *Lifecycle) IsPlaced(ref Ref, uid types.UID) bool {
 // PlacedUIDs returns the members that count toward the quorum.
 func (lc *Lifecycle) PlacedUIDs(ref Ref) sets.Set[types.UID] {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	out := sets.New[types.UID]()
 	if g := lc.gangs[ref]; g != nil {
 		for uid, m := range g.members {
@@ -339,7 +371,7 @@ func (lc *Lifecycle) PlacedUIDs(ref Ref) sets.Set[types.UID] {
 // 1024-member gang's nodes each time was a tenth of the scheduler's CPU.
 func (lc *Lifecycle) PlacedNodes(ref Ref) []string {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gangs[ref]
 	if g == nil {
 		return nil
@@ -356,7 +388,7 @@ func (lc *Lifecycle) PlacedNodes(ref Ref) []string {
 // Reserved returns the members reserved by this scheduler and not yet bound.
 func (lc *Lifecycle) Reserved(ref Ref) []types.UID {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
 		return reservedLocked(g)
 	}
@@ -381,7 +413,7 @@ func reservedLocked(g *gangState) []types.UID {
 // held is replaced. Members reserved before keep their reservations.
 func (lc *Lifecycle) CommitPlan(ref Ref, plan *Plan, shapes map[string]resources.List, ttl time.Duration) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gang(ref)
 	lc.clearHoldsLocked(g)
 	lc.setSlotsLocked(g, plan, shapes)
@@ -419,6 +451,7 @@ func (lc *Lifecycle) setSlotsLocked(g *gangState, plan *Plan, shapes map[string]
 			lc.holds[node] = map[Ref]*gangState{}
 		}
 		lc.holds[node][g.ref] = g
+		lc.holdsChangedLocked(g.ref)
 	}
 	sort.Strings(g.nodes)
 }
@@ -437,7 +470,7 @@ func (lc *Lifecycle) expire(ref Ref, generation uint64) {
 			lc.clearReservationLocked(g)
 		}
 	}
-	lc.mu.Unlock()
+	lc.unlock()
 	lc.notify(rel)
 }
 
@@ -449,7 +482,7 @@ func timeoutMessage(g *gangState) string {
 // Phase returns the gang's phase.
 func (lc *Lifecycle) Phase(ref Ref) Phase {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
 		return g.phase
 	}
@@ -461,7 +494,7 @@ func (lc *Lifecycle) Phase(ref Ref) Phase {
 // plan has no open slot for the shape (the member is beyond the plan).
 func (lc *Lifecycle) NextSlot(ref Ref, shape string) (node string, live bool) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gangs[ref]
 	if g == nil || g.phase != PhasePlanned {
 		return "", false
@@ -477,7 +510,7 @@ func (lc *Lifecycle) NextSlot(ref Ref, shape string) (node string, live bool) {
 // Remaining is how long the gang's plan has left; zero without one.
 func (lc *Lifecycle) Remaining(ref Ref) time.Duration {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gangs[ref]
 	if g == nil || g.phase != PhasePlanned {
 		return 0
@@ -491,7 +524,7 @@ func (lc *Lifecycle) Remaining(ref Ref) time.Duration {
 // after starting) is no longer Started.
 func (lc *Lifecycle) Quorum(ref Ref, min int) (reached, first bool, placed int) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gang(ref)
 	placed = placedLocked(g)
 	if placed < min {
@@ -526,11 +559,11 @@ func (lc *Lifecycle) Release(ref Ref, reason, message string) bool {
 			rel = lc.releaseLocked(g, reason, message)
 		case PhaseReserving:
 			lc.clearReservationLocked(g)
-			lc.mu.Unlock()
+			lc.unlock()
 			return true
 		}
 	}
-	lc.mu.Unlock()
+	lc.unlock()
 	lc.notify(rel)
 	return rel != nil
 }
@@ -574,7 +607,7 @@ func (lc *Lifecycle) notify(rel *release) {
 // every pod) and of reservations of equal or higher priority.
 func (lc *Lifecycle) Held(node string, except Ref, priority int32) (resources.List, int64) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	var held resources.List
 	var pods int64
 	for ref, g := range lc.holds[node] {
@@ -599,7 +632,7 @@ func (lc *Lifecycle) Held(node string, except Ref, priority int32) (resources.Li
 // the Filter fast path).
 func (lc *Lifecycle) HoldsAnywhere() bool {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	return len(lc.holds) > 0
 }
 
@@ -607,25 +640,46 @@ func (lc *Lifecycle) HoldsAnywhere() bool {
 // slots hold: queue accounting charges them to the gang's queue.
 func (lc *Lifecycle) HeldByGang() map[Ref]resources.List {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	out := map[Ref]resources.List{}
-	seen := map[Ref]bool{}
 	for _, byGang := range lc.holds {
 		for ref, g := range byGang {
-			if seen[ref] {
-				continue
+			if _, seen := out[ref]; !seen {
+				out[ref] = heldLocked(g)
 			}
-			seen[ref] = true
-			sum := resources.List{}
-			for _, byShape := range g.slots {
-				for shape, n := range byShape {
-					sum.AddScaled(g.shapes[shape], int64(n))
-				}
-			}
-			out[ref] = sum
 		}
 	}
 	return out
+}
+
+// HeldOf returns what HeldByGang says of one gang: nil when it holds nothing.
+func (lc *Lifecycle) HeldOf(ref Ref) resources.List {
+	lc.mu.Lock()
+	defer lc.unlock()
+	g := lc.gangs[ref]
+	if g == nil {
+		return nil
+	}
+	for node := range g.slots {
+		if lc.holds[node][ref] == g {
+			if sum := heldLocked(g); !sum.IsZero() {
+				return sum
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// heldLocked sums the gang's open slots.
+func heldLocked(g *gangState) resources.List {
+	sum := resources.List{}
+	for _, byShape := range g.slots {
+		for shape, n := range byShape {
+			sum.AddScaled(g.shapes[shape], int64(n))
+		}
+	}
+	return sum
 }
 
 func (lc *Lifecycle) clearHoldsLocked(g *gangState) {
@@ -649,6 +703,7 @@ func (lc *Lifecycle) removeHoldLocked(g *gangState, node string) {
 		if len(byGang) == 0 {
 			delete(lc.holds, node)
 		}
+		lc.holdsChangedLocked(g.ref)
 	}
 }
 
@@ -658,7 +713,7 @@ func (lc *Lifecycle) removeHoldLocked(g *gangState, node string) {
 // or the topology changed). Cached plan failures from before are void.
 func (lc *Lifecycle) Changed() {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	lc.version++
 }
 
@@ -667,7 +722,7 @@ func (lc *Lifecycle) Changed() {
 // capacity changes.
 func (lc *Lifecycle) Fail(ref Ref, uid types.UID, reason string) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gang(ref)
 	g.failed, g.failedAt, g.failedTime, g.reason = true, lc.version, lc.clock.Now(), reason
 	g.representative = uid
@@ -679,7 +734,7 @@ func (lc *Lifecycle) Fail(ref Ref, uid types.UID, reason string) {
 // Failed returns the cached failure of the gang if nothing changed since.
 func (lc *Lifecycle) Failed(ref Ref) (string, bool) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gangs[ref]
 	if g == nil || !g.failed || g.failedAt != lc.version {
 		return "", false
@@ -692,7 +747,7 @@ func (lc *Lifecycle) Failed(ref Ref) (string, bool) {
 // events retry it alone, and its plan wakes the others.
 func (lc *Lifecycle) Representative(ref Ref) types.UID {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gangs[ref]
 	if g == nil || !g.failed {
 		return ""
@@ -706,7 +761,7 @@ func (lc *Lifecycle) Representative(ref Ref) types.UID {
 // Retry voids the gang's cached failure, so its next member plans again.
 func (lc *Lifecycle) Retry(ref Ref) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
 		g.failed = false
 	}
@@ -718,7 +773,7 @@ func (lc *Lifecycle) Retry(ref Ref) {
 // planned again now and then.
 func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	now := lc.clock.Now()
 	var out []Ref
 	for ref, g := range lc.gangs {
@@ -733,7 +788,7 @@ func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
 // FailedGangs lists the gangs whose last plan failed.
 func (lc *Lifecycle) FailedGangs() []Ref {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	var out []Ref
 	for ref, g := range lc.gangs {
 		if g.failed {
@@ -747,7 +802,7 @@ func (lc *Lifecycle) FailedGangs() []Ref {
 // waiting).
 func (lc *Lifecycle) WaitingSince(ref Ref) time.Time {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
 		return g.waitingSince
 	}
@@ -757,7 +812,7 @@ func (lc *Lifecycle) WaitingSince(ref Ref) time.Time {
 // Forget removes everything known about a gang (its group object is gone).
 func (lc *Lifecycle) Forget(ref Ref) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
 		lc.clearHoldsLocked(g)
 		if g.timer != nil {
@@ -772,7 +827,7 @@ func (lc *Lifecycle) Forget(ref Ref) {
 // finished gangs do not accumulate.
 func (lc *Lifecycle) ForgetIfEmpty(ref Ref) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil && len(g.members) == 0 && len(g.slots) == 0 && g.phase != PhaseReserving {
 		if g.timer != nil {
 			g.timer.Stop()
@@ -803,7 +858,7 @@ func (lc *Lifecycle) notePartialLocked(g *gangState) {
 // capacity they cannot use, so their bound members should go.
 func (lc *Lifecycle) Stranded(defaultTimeout time.Duration) []Ref {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	now := lc.clock.Now()
 	var out []Ref
 	for ref, g := range lc.gangs {
@@ -828,7 +883,7 @@ func (lc *Lifecycle) Stranded(defaultTimeout time.Duration) []Ref {
 // BoundMembers returns the members the API shows bound.
 func (lc *Lifecycle) BoundMembers(ref Ref) []types.UID {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	var out []types.UID
 	if g := lc.gangs[ref]; g != nil {
 		for uid, m := range g.members {

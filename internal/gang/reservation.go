@@ -39,7 +39,7 @@ type Reservation struct {
 // when another gang of the queue keeps the reservation.
 func (lc *Lifecycle) Reserve(ref Ref, req ReservationRequest) (granted bool, displaced Ref) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if req.Kind == ReservationStarved {
 		for other, g := range lc.gangs {
 			if other == ref || g.phase != PhaseReserving || g.kind != ReservationStarved || g.queue != req.Queue {
@@ -82,7 +82,7 @@ func goesFirst(prioA int32, createdA time.Time, a Ref, prioB int32, createdB tim
 // DropReservation ends the gang's reservation, if it holds one.
 func (lc *Lifecycle) DropReservation(ref Ref) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil && g.phase == PhaseReserving {
 		lc.clearReservationLocked(g)
 	}
@@ -91,7 +91,7 @@ func (lc *Lifecycle) DropReservation(ref Ref) {
 // ReservationOf returns the gang's reservation, if it holds one.
 func (lc *Lifecycle) ReservationOf(ref Ref) (Reservation, bool) {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	g := lc.gangs[ref]
 	if g == nil || g.phase != PhaseReserving {
 		return Reservation{}, false
@@ -109,7 +109,7 @@ func (lc *Lifecycle) ReservationOf(ref Ref) (Reservation, bool) {
 // Reservations lists the gangs that hold a reservation.
 func (lc *Lifecycle) Reservations() []Ref {
 	lc.mu.Lock()
-	defer lc.mu.Unlock()
+	defer lc.unlock()
 	var out []Ref
 	for ref, g := range lc.gangs {
 		if g.phase == PhaseReserving {

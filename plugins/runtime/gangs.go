@@ -109,6 +109,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	g.Status.Leading = r.Leading
 	g.Status.Clock = r.clock
 	r.OnLead(g.Status.RequeueAll)
+	r.OnLead(g.clearStaleHeld)
 
 	podInformer := fw.Informers.Core().V1().Pods().Informer()
 	if err := podInformer.AddIndexers(cache.Indexers{gangIndex: g.indexByGang}); err != nil {
@@ -163,6 +164,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		}
 		klog.FromContext(ctx).Info("Reading gangs from the Workload API (scheduling.k8s.io/v1alpha2 PodGroups)")
 	}
+	g.clearStaleHeld() // held annotations of an earlier incarnation
 	go g.Status.Run(ctx)
 	return g, nil
 }

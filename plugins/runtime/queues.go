@@ -243,26 +243,22 @@ func (q *Queues) Reserved(pod *v1.Pod) { q.cache.MarkPlaced(pod.UID, true) }
 func (q *Queues) Unreserved(pod *v1.Pod) { q.cache.MarkPlaced(pod.UID, false) }
 
 // Snapshot is the queue state for one scheduling cycle: capacity that plans
-// hold counts against their gangs' queues. A request being decided counts as
+// and reservations hold counts against their gangs' queues (queue.ChargeHeld,
+// as the controller counts the held annotation the StatusWriter publishes). A request being decided counts as
 // demand of its queue (wanting), even before the informer has charged every
 // member that asks for it.
 func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
-	held := map[string]resources.List{}
-	for ref, l := range q.gangs.Lifecycle.HeldByGang() {
+	held := queue.ChargeHeld(q.gangs.Lifecycle.HeldByGang(), func(ref gang.Ref) (string, bool) {
 		spec, err := q.gangs.Spec(ref)
 		if err != nil {
-			continue
+			return "", false
 		}
 		var member *v1.Pod
 		if ms := q.gangs.Members(ref); len(ms) > 0 {
 			member = ms[0]
 		}
-		name := q.QueueOfGang(spec, member)
-		if held[name] == nil {
-			held[name] = resources.List{}
-		}
-		held[name].Add(l)
-	}
+		return q.QueueOfGang(spec, member), true
+	})
 	snap := q.cache.Snapshot(held, wanting...)
 	q.mu.Lock()
 	record := time.Since(q.metricsAt) > time.Second

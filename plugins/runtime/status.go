@@ -70,7 +70,12 @@ type StatusWriter struct {
 	desired map[gang.Ref]desiredCondition
 	// unsaid: gangs whose reason changed while this replica stood by.
 	unsaid map[gang.Ref]*v1.ObjectReference
-	queue  workqueue.TypedRateLimitingInterface[gang.Ref]
+	// held: what gangs hold, for the held annotation (held.go).
+	held  map[gang.Ref]*heldAnnotation
+	queue workqueue.TypedRateLimitingInterface[gang.Ref]
+	// HeldDelay collapses a burst of hold changes (a large gang's members
+	// reserved one by one) into one annotation patch.
+	HeldDelay time.Duration
 }
 
 type desiredCondition struct {
@@ -84,9 +89,11 @@ func NewStatusWriter(pgClient pgclientset.Interface, client kubernetes.Interface
 		pgClient: pgClient, client: client, recorder: recorder, onChange: onChange,
 		desired: map[gang.Ref]desiredCondition{},
 		unsaid:  map[gang.Ref]*v1.ObjectReference{},
+		held:    map[gang.Ref]*heldAnnotation{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.DefaultTypedControllerRateLimiter[gang.Ref](),
 			workqueue.TypedRateLimitingQueueConfig[gang.Ref]{Name: "phalanx-gang-status"}),
+		HeldDelay: defaultHeldDelay,
 	}
 }
 
@@ -177,6 +184,13 @@ func (w *StatusWriter) RequeueAll() {
 		}
 	}
 	w.unsaid = map[gang.Ref]*v1.ObjectReference{}
+	for ref, h := range w.held {
+		// Another replica may have written since: say it again.
+		h.written = false
+		if _, ok := w.desired[ref]; !ok {
+			refs = append(refs, ref)
+		}
+	}
 	w.mu.Unlock()
 	for _, e := range events {
 		w.event(e.obj, e.cond)
@@ -200,6 +214,7 @@ func (w *StatusWriter) Forget(ref gang.Ref) {
 	d, had := w.desired[ref]
 	delete(w.desired, ref)
 	delete(w.unsaid, ref)
+	delete(w.held, ref)
 	w.mu.Unlock()
 	if had && w.onChange != nil {
 		w.onChange(ref, &Condition{Status: d.cond.Status, Reason: d.cond.Reason, Message: d.cond.Message}, nil)
@@ -239,7 +254,7 @@ func (w *StatusWriter) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// statusWorkers patch gang conditions in parallel.
+// statusWorkers patch gang conditions (and held annotations) in parallel.
 const statusWorkers = 4
 
 func (w *StatusWriter) processNext(ctx context.Context) bool {
@@ -250,23 +265,35 @@ func (w *StatusWriter) processNext(ctx context.Context) bool {
 	defer w.queue.Done(ref)
 	w.mu.Lock()
 	d, ok := w.desired[ref]
+	held, heldDue := w.heldDueLocked(ref)
 	w.mu.Unlock()
-	if !ok || !w.leading() {
+	if (!ok && !heldDue) || !w.leading() {
 		w.queue.Forget(ref)
 		return true
 	}
 	var err error
-	if ref.Source == gang.SourceWorkload {
-		err = w.patchUpstream(ctx, ref, d.cond)
-	} else {
-		err = w.patchPodGroup(ctx, ref, d.cond)
+	if ok {
+		if ref.Source == gang.SourceWorkload {
+			err = w.patchUpstream(ctx, ref, d.cond)
+		} else {
+			err = w.patchPodGroup(ctx, ref, d.cond)
+		}
+	}
+	if heldDue && (err == nil || apierrors.IsNotFound(err)) {
+		if err == nil {
+			err = w.patchHeld(ctx, ref, held)
+		}
+		if err == nil || apierrors.IsNotFound(err) {
+			// Written, or there is nothing left to write it on.
+			w.heldWritten(ref, held)
+		}
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		klog.FromContext(ctx).V(2).Info("Retrying gang status patch", "gang", ref, "err", err)
 		w.queue.AddRateLimited(ref)
 		return true
 	}
-	if apierrors.IsNotFound(err) {
+	if apierrors.IsNotFound(err) && ok {
 		// The group object is gone: a condition set after its delete event
 		// would otherwise stay.
 		w.forgetIfUID(ref, d.uid)

@@ -19,6 +19,12 @@ const (
 	// DependsOnAnnotation lists, comma separated, the PodGroups of the same
 	// namespace that must be running before this gang is scheduled.
 	DependsOnAnnotation = GroupName + "/depends-on"
+	// HeldAnnotation on a gang's group object is written by the scheduler:
+	// the capacity the gang's plan or reservation holds on nodes and its pods
+	// do not use yet, as a JSON object of quantities ({"cpu":"8",
+	// "nvidia.com/gpu":"4"}); absent when it holds nothing. The controller
+	// counts it in the gang's queue's status.allocated, as the scheduler does.
+	HeldAnnotation = GroupName + "/held"
 
 	// GangSizeAnnotation on a pod (template) makes the pods of its workload an
 	// implicit gang of this many members (minMember), without a PodGroup

@@ -1,0 +1,119 @@
+package runtime
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	testingclock "k8s.io/utils/clock/testing"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
+
+	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/queue"
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// heldOnly hands the lifecycle's hold changes to Gangs.HoldsChanged, and
+// ignores teardowns (which need the whole runtime).
+type heldOnly struct{ g *Gangs }
+
+func (heldOnly) Released(gang.Ref, []types.UID, string, string) {}
+func (l heldOnly) HoldsChanged(ref gang.Ref)                    { l.g.HoldsChanged(ref) }
+
+// TestHeldAnnotation: what a gang's plan or reservation holds is written on
+// its PodGroup as the held annotation (a merge patch of the main resource,
+// not of status): a committed plan's open slots, less a member reserved
+// since (changes made before the writer runs collapse into one patch); the
+// annotation is removed when the plan is released, set again for a
+// reservation and removed when it is dropped. A standby writes nothing until
+// it leads.
+func TestHeldAnnotation(t *testing.T) {
+	ctx := context.Background()
+	ref := gang.Ref{Namespace: "default", Name: "g"}
+	pgClient := pgfake.NewSimpleClientset(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}})
+	w := NewStatusWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
+	w.HeldDelay = 0
+	leading := true
+	w.Leading = func() bool { return leading }
+	g := &Gangs{Status: w}
+	g.Lifecycle = gang.NewLifecycle(testingclock.NewFakeClock(time.Now()), heldOnly{g})
+
+	shapes := map[string]resources.List{"s": {"cpu": 4000, "nvidia.com/gpu": 2}}
+	plan := &gang.Plan{Slots: map[string]map[string]int{"n1": {"s": 2}, "n2": {"s": 1}}}
+
+	// annotation processes what is queued and returns the PodGroup's
+	// annotation and the number of patches of its main resource since.
+	seen := 0
+	annotation := func(t *testing.T) (string, int) {
+		t.Helper()
+		for w.queue.Len() > 0 {
+			w.processNext(ctx)
+		}
+		patches := 0
+		for _, a := range pgClient.Actions() {
+			if p, ok := a.(clienttesting.PatchAction); ok && p.GetSubresource() == "" {
+				patches++
+			}
+		}
+		n := patches - seen
+		seen = patches
+		pg, err := pgClient.SchedulingV1alpha1().PodGroups("default").Get(ctx, "g", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, ok := pg.Annotations[queue.HeldAnnotation]
+		if !ok {
+			return "<none>", n
+		}
+		return v, n
+	}
+	step := func(t *testing.T, want string, wantPatches int) {
+		t.Helper()
+		if got, n := annotation(t); got != want || n != wantPatches {
+			t.Fatalf("annotation %s after %d patches, want %s after %d", got, n, want, wantPatches)
+		}
+	}
+
+	g.Lifecycle.CommitPlan(ref, plan, shapes, time.Minute)
+	g.Lifecycle.MemberReserved(ref, "uid-0", "n1", "s")
+	step(t, `{"cpu":"8","nvidia.com/gpu":"4"}`, 1)
+
+	g.Lifecycle.Release(ref, gang.ReasonPlanBroken, "test")
+	step(t, "<none>", 1)
+
+	g.Lifecycle.Reserve(ref, gang.ReservationRequest{Kind: gang.ReservationPreempting, Plan: plan, Shapes: shapes})
+	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 1)
+	g.Lifecycle.Reserve(ref, gang.ReservationRequest{Kind: gang.ReservationPreempting, Plan: plan, Shapes: shapes})
+	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 0) // the same holds: nothing to write
+
+	g.Lifecycle.DropReservation(ref)
+	step(t, "<none>", 1)
+
+	leading = false
+	g.Lifecycle.CommitPlan(ref, plan, shapes, time.Minute)
+	step(t, "<none>", 0)
+	leading = true
+	w.RequeueAll()
+	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 1)
+
+	// The quorum consumes the plan: nothing is held any more.
+	g.Lifecycle.Quorum(ref, 0)
+	step(t, "<none>", 1)
+	if len(w.held) != 0 {
+		t.Errorf("%d gangs' held annotations still tracked, want none", len(w.held))
+	}
+
+	// A plan that reaches its quorum before its annotation is written
+	// costs no patch at all (the common case of a gang that fits).
+	g.Lifecycle.CommitPlan(ref, plan, shapes, time.Minute)
+	g.Lifecycle.Quorum(ref, 0)
+	step(t, "<none>", 0)
+	if len(w.held) != 0 {
+		t.Errorf("%d gangs' held annotations still tracked, want none", len(w.held))
+	}
+}
