@@ -22,7 +22,12 @@ import (
 // handed to each factory: one view of the cluster and one set of holds. The
 // runtime's informers and background work run until ctx ends.
 func Options(ctx context.Context) []app.Option {
-	rt := runtime.New(ctx, nil)
+	return OptionsWith(runtime.New(ctx, nil))
+}
+
+// OptionsWith registers the plugins over a given runtime (tests and tools
+// that ask the runtime's gang manager directly).
+func OptionsWith(rt *runtime.Runtime) []app.Option {
 	return []app.Option{
 		app.WithPlugin(coscheduling.Name, coscheduling.Factory(rt)),
 		app.WithPlugin(capacityqueue.Name, capacityqueue.Factory(rt)),

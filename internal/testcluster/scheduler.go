@@ -13,9 +13,11 @@ import (
 	"k8s.io/component-base/configz"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"sigs.k8s.io/yaml"
 
 	"github.com/phalanx-sched/phalanx/plugins"
+	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
 // configzMu serialises in-process schedulers' use of the global configz key.
@@ -23,6 +25,11 @@ var configzMu sync.Mutex
 
 // Scheduler is a running phalanx scheduler, in-process or a child process.
 type Scheduler struct {
+	// Runtime and Profiles are set for a scheduler run in this process: its
+	// plugins' runtime and its profiles' frameworks.
+	Runtime  *runtime.Runtime
+	Profiles map[string]framework.Framework
+
 	stop func() error
 	kill func()
 	dump func()
@@ -115,7 +122,8 @@ func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
 	}
 	configzMu.Lock()
 	ctx, cancel := context.WithCancel(context.Background())
-	cc, sched, err := app.Setup(ctx, opts, plugins.Options(ctx)...)
+	rt := runtime.New(ctx, nil)
+	cc, sched, err := app.Setup(ctx, opts, plugins.OptionsWith(rt)...)
 	if err != nil {
 		cancel()
 		configz.Delete("componentconfig")
@@ -124,7 +132,10 @@ func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- app.Run(ctx, cc, sched) }()
-	s := &Scheduler{}
+	s := &Scheduler{Runtime: rt, Profiles: map[string]framework.Framework{}}
+	for name, fw := range sched.Profiles {
+		s.Profiles[name] = fw
+	}
 	s.stop = func() error {
 		cancel()
 		var err error

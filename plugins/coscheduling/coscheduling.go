@@ -23,7 +23,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
-	"github.com/phalanx-sched/phalanx/plugins/internal/probe"
+	"github.com/phalanx-sched/phalanx/plugins/probe"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 

@@ -22,7 +22,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
-	"github.com/phalanx-sched/phalanx/plugins/internal/probe"
+	"github.com/phalanx-sched/phalanx/plugins/probe"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 

@@ -295,6 +295,10 @@ func (r *Runtime) require(groupVersion, resource string) error {
 // QueuesIfBuilt returns the queue accounting if a plugin built it, else nil.
 func (r *Runtime) QueuesIfBuilt() *Queues { return r.queues.Load() }
 
+// GangsIfBuilt returns the gang directory and manager once a plugin built
+// them, else nil.
+func (r *Runtime) GangsIfBuilt() *Gangs { return r.gangs.Load() }
+
 // QueuesOrdering returns the queues when the profile orders by queue share
 // (its CapacityQueue is built), else nil.
 func (r *Runtime) QueuesOrdering(profile string) *Queues {
