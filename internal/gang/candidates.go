@@ -57,10 +57,15 @@ func GroupPending(pod *v1.Pod, pending []*v1.Pod, needed int) []ShapeGroup {
 	if needed < 1 {
 		needed = 1
 	}
-	groups := []ShapeGroup{{Key: ShapeKey(pod), Rep: pod, Request: resources.PodRequests(pod), Count: 1}}
-	index := map[string]int{groups[0].Key: 0}
-	for i := 0; i < len(others) && 1+i < needed; i++ {
-		m := others[i]
+	members := append([]*v1.Pod{pod}, others[:min(len(others), needed-1)]...)
+	return GroupByShape(members)
+}
+
+// GroupByShape groups members by shape, the first member's shape first.
+func GroupByShape(members []*v1.Pod) []ShapeGroup {
+	var groups []ShapeGroup
+	index := map[string]int{}
+	for _, m := range members {
 		k := ShapeKey(m)
 		gi, ok := index[k]
 		if !ok {

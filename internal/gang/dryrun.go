@@ -43,7 +43,9 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	if len(q.Members) == 0 {
 		return Answer{}
 	}
-	groups := groupMembers(q.Members)
+	// Members of a dry run need not exist: grouped by shape, not told apart
+	// by UID as GroupPending does.
+	groups := GroupByShape(q.Members)
 	// The NUMA limiter caps members per node over all copies; the request's
 	// own limits cap one copy.
 	a := &Attempt{Pod: q.Members[0], Spec: q.Spec, Priority: q.Priority, Topology: q.Topology, groups: groups}
@@ -120,23 +122,4 @@ func withLimit(limits map[string]int, shape string, l int) map[string]int {
 	out := maps.Clone(limits)
 	out[shape] = l
 	return out
-}
-
-// groupMembers groups a copy's members by shape, the first member's shape
-// first. Unlike GroupPending it needs no UIDs: the members of a dry run
-// need not exist.
-func groupMembers(members []*v1.Pod) []ShapeGroup {
-	var groups []ShapeGroup
-	index := map[string]int{}
-	for _, m := range members {
-		k := ShapeKey(m)
-		gi, ok := index[k]
-		if !ok {
-			gi = len(groups)
-			index[k] = gi
-			groups = append(groups, ShapeGroup{Key: k, Rep: m, Request: resources.PodRequests(m)})
-		}
-		groups[gi].Count++
-	}
-	return groups
 }

@@ -285,13 +285,15 @@ func (m *Manager) Route(ref Ref, spec *Spec, shape string) Route {
 }
 
 // Fits reports whether a pod asking request fits a node's free room once
-// what other gangs' plans and reservations hold there is taken away.
-func (m *Manager) Fits(node string, ref Ref, priority int32, free resources.List, freePods int64, request resources.List) bool {
+// what other gangs' plans and reservations hold there is taken away. room
+// is asked only when something is held there (Filter runs per node and pod)
+// and returns a list Fits may change.
+func (m *Manager) Fits(node string, ref Ref, priority int32, request resources.List, room func() (resources.List, int64)) bool {
 	held, heldPods := m.Held(node, ref, priority)
 	if held == nil && heldPods == 0 {
 		return true
 	}
-	free = free.Clone()
+	free, freePods := room()
 	free.Sub(held)
 	return freePods-heldPods >= 1 && free.Fits(request)
 }

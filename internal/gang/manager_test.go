@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 // plannedCPU is what the gang's plan holds per node (as other gangs see it).
@@ -297,10 +299,10 @@ func TestManagerStarvedReservation(t *testing.T) {
 	}
 	// Fits, as Filter asks it: a lower-priority pod does not fit the held
 	// room on b, a higher-priority one does.
-	if e.m.Fits("b", other, 5, cpu(2000), 110, cpu(1000)) {
+	if e.m.Fits("b", other, 5, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
 		t.Error("a lower-priority pod fits reserved room")
 	}
-	if !e.m.Fits("b", other, 11, cpu(2000), 110, cpu(1000)) {
+	if !e.m.Fits("b", other, 11, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
 		t.Error("a higher-priority pod is kept off a reservation")
 	}
 }

@@ -242,7 +242,7 @@ func (pl *Coscheduling) Filter(ctx context.Context, state fwk.CycleState, pod *v
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is not the gang member's planned node")
 		}
 	}
-	if free, pods := probe.FreeOn(nodeInfo); !pl.m.Fits(name, cs.ref, cs.priority, free, pods, cs.request) {
+	if !pl.m.Fits(name, cs.ref, cs.priority, cs.request, func() (resources.List, int64) { return probe.FreeOn(nodeInfo) }) {
 		// Unresolvable: evicting pods here would not release a hold.
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "capacity on the node is held for a planned or reserved gang")
 	}
