@@ -283,7 +283,7 @@ func (u *QueueStatusUpdater) chargePod(ctx context.Context, obj any) {
 	if !ok {
 		return
 	}
-	if ch, ok := queue.ChargeOf(p, u.queueOf(ctx, p), false); ok {
+	if ch, ok := queue.ChargeOf(p, u.queueOf(ctx, p), resources.PodRequests(p), false); ok {
 		u.acct.SetPod(p.UID, ch)
 	} else {
 		u.acct.DeletePod(p.UID)

@@ -34,13 +34,26 @@ type ShapeGroup struct {
 	Rep     *v1.Pod
 	Request resources.List
 	Count   int
+	// Members are the group's pods, Rep first.
+	Members []*v1.Pod
+}
+
+// DemandFunc is a pod's request as plans and queues count it (its DRA
+// devices included); nil means its containers' requests.
+type DemandFunc func(*v1.Pod) resources.List
+
+func (f DemandFunc) of(pod *v1.Pod) resources.List {
+	if f == nil {
+		return resources.PodRequests(pod)
+	}
+	return f(pod)
 }
 
 // GroupPending picks the members a plan places — the pod in the scheduling
 // cycle first, then the oldest pending members — up to needed, grouped by
 // shape with the cycle pod's shape first. Queue admission charges exactly
 // these members, so it admits what the planner places.
-func GroupPending(pod *v1.Pod, pending []*v1.Pod, needed int) []ShapeGroup {
+func GroupPending(pod *v1.Pod, pending []*v1.Pod, needed int, demand DemandFunc) []ShapeGroup {
 	others := make([]*v1.Pod, 0, len(pending))
 	for _, m := range pending {
 		if m.UID != pod.UID {
@@ -58,11 +71,11 @@ func GroupPending(pod *v1.Pod, pending []*v1.Pod, needed int) []ShapeGroup {
 		needed = 1
 	}
 	members := append([]*v1.Pod{pod}, others[:min(len(others), needed-1)]...)
-	return GroupByShape(members)
+	return GroupByShape(members, demand)
 }
 
 // GroupByShape groups members by shape, the first member's shape first.
-func GroupByShape(members []*v1.Pod) []ShapeGroup {
+func GroupByShape(members []*v1.Pod, demand DemandFunc) []ShapeGroup {
 	var groups []ShapeGroup
 	index := map[string]int{}
 	for _, m := range members {
@@ -71,9 +84,10 @@ func GroupByShape(members []*v1.Pod) []ShapeGroup {
 		if !ok {
 			gi = len(groups)
 			index[k] = gi
-			groups = append(groups, ShapeGroup{Key: k, Rep: m, Request: resources.PodRequests(m)})
+			groups = append(groups, ShapeGroup{Key: k, Rep: m, Request: demand.of(m)})
 		}
 		groups[gi].Count++
+		groups[gi].Members = append(groups[gi].Members, m)
 	}
 	return groups
 }
@@ -113,6 +127,19 @@ type Limiter interface {
 	Limit(pod *v1.Pod, node string, max int) int
 }
 
+// Limiters applies each limiter in turn (nil ones are skipped).
+type Limiters []Limiter
+
+// Limit is the tightest limit of all.
+func (ls Limiters) Limit(pod *v1.Pod, node string, max int) int {
+	for _, l := range ls {
+		if l != nil && max > 0 {
+			max = l.Limit(pod, node, max)
+		}
+	}
+	return max
+}
+
 // Capacity gives node i's room for the plan: free capacity and pod slots.
 type Capacity func(i int) (resources.List, int64)
 
@@ -142,6 +169,9 @@ func CandidateNodes(groups []ShapeGroup, nodes []NodeState, verdicts []Verdict, 
 		if limiter != nil {
 			for gi, g := range groups {
 				if l, ok := c.Limit[g.Key]; ok {
+					// Arithmetic first: limiters (NUMA zones, device
+					// allocation) need not look past what fits anyway.
+					l = int(min(free.Copies(g.Request, int64(l)), pods))
 					c.Limit[g.Key] = limiter.Limit(groups[gi].Rep, c.Name, l)
 				}
 			}

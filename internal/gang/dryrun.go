@@ -45,7 +45,7 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	}
 	// Members of a dry run need not exist: grouped by shape, not told apart
 	// by UID as GroupPending does.
-	groups := GroupByShape(q.Members)
+	groups := GroupByShape(q.Members, m.demand())
 	// The NUMA limiter caps members per node over all copies; the request's
 	// own limits cap one copy.
 	a := &Attempt{Pod: q.Members[0], Spec: q.Spec, Priority: q.Priority, Topology: q.Topology, groups: groups}
@@ -56,11 +56,20 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	if a.view == nil || ctx.Err() != nil {
 		return Answer{Why: "the cluster could not be read"}
 	}
+	m.openDevices(ctx, a)
 	req, constraint := m.request(a, m.room(a, nil), false)
 	if a.Spec == nil && a.Topology != nil {
 		// Pods of no gang yet: the caller names the constraint.
 		req.Constrain(a.Topology.Tree, a.Topology.Required, a.Topology.Preferred, nil)
 		constraint = DescribeConstraint(a.Topology.Required, a.Topology.Preferred)
+	}
+	// Limiters that count over all copies: NUMA zones and devices.
+	var across Limiter
+	switch {
+	case a.devices != nil:
+		across = Limiters{q.Limiter, a.devices}
+	case q.Limiter != nil:
+		across = q.Limiter
 	}
 	perCopy := make([]map[string]int, len(req.Nodes))
 	zoneCap := make([]map[string]int, len(req.Nodes))
@@ -69,11 +78,11 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 		n := &req.Nodes[i]
 		byName[n.Name] = i
 		perCopy[i] = n.Limit
-		if q.Limiter != nil {
+		if across != nil {
 			zoneCap[i] = map[string]int{}
 			for _, g := range groups {
 				if l, ok := n.Limit[g.Key]; ok {
-					zoneCap[i][g.Key] = q.Limiter.Limit(g.Rep, n.Name, math.MaxInt32)
+					zoneCap[i][g.Key] = across.Limit(g.Rep, n.Name, int(min(n.Free.Copies(g.Request, math.MaxInt32), n.FreePods)))
 					n.Limit = withLimit(n.Limit, g.Key, min(l, zoneCap[i][g.Key]))
 				}
 			}

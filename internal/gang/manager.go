@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -18,9 +19,11 @@ import (
 // holds) and reaches the scheduler only through its ports.
 type Manager struct {
 	*Lifecycle
-	dir     Directory
-	fx      Effects
-	devices Devices
+	dir Directory
+	fx  Effects
+	// devices allocates members' DRA devices as plans are made; nil when
+	// the scheduler does not serve DRA.
+	devices *devices.Devices
 	// Timeout is a plan's default time to reach its quorum; a gang's own
 	// timeout wins.
 	Timeout time.Duration
@@ -29,8 +32,24 @@ type Manager struct {
 }
 
 // NewManager returns a manager over lc. devices may be nil.
-func NewManager(lc *Lifecycle, dir Directory, fx Effects, devices Devices) *Manager {
-	return &Manager{Lifecycle: lc, dir: dir, fx: fx, devices: devices}
+func NewManager(lc *Lifecycle, dir Directory, fx Effects, dev *devices.Devices) *Manager {
+	return &Manager{Lifecycle: lc, dir: dir, fx: fx, devices: dev}
+}
+
+// Demand is a pod's request as plans and queues count it: its DRA devices
+// count as their classes' queue resources.
+func (m *Manager) Demand(pod *v1.Pod) resources.List {
+	if m.devices == nil {
+		return resources.PodRequests(pod)
+	}
+	return m.devices.Demand(pod)
+}
+
+func (m *Manager) demand() DemandFunc {
+	if m.devices == nil {
+		return nil
+	}
+	return m.devices.Demand
 }
 
 // Attempt is one scheduling cycle's question about a pod: plan its gang, or
@@ -52,6 +71,11 @@ type Attempt struct {
 	groups []ShapeGroup
 	view   *View
 	placed int
+	// devices is the attempt's device view (nil when no member asks for
+	// devices); uncounted are the device resources whose node arithmetic
+	// is the allocator's.
+	devices   *devices.Session
+	uncounted map[v1.ResourceName]bool
 }
 
 // Quorum is the number of members that must be placed together.
@@ -69,7 +93,7 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 	ref, spec := a.Ref, a.Spec
 	a.placed = m.Placed(ref)
 	needed := Quorum(spec) - a.placed
-	a.groups = GroupPending(a.Pod, m.dir.Pending(ref), needed)
+	a.groups = GroupPending(a.Pod, m.dir.Pending(ref), needed, m.demand())
 	if have := Members(a.groups); have < needed {
 		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", a.placed, have, Quorum(spec))
 		m.fx.SetCondition(spec, ReasonMembersPending, msg)
@@ -86,11 +110,17 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 		// Refused by its queue: nothing is planned; the caller may reclaim.
 		return "", fmt.Errorf("%s", a.Queue.Refusal)
 	}
+	m.openDevices(ctx, a)
 	req, constraint := m.request(a, m.room(a, nil), false)
-	plan, diag := Place(req)
+	plan, diag := m.place(a, req)
 	if plan == nil {
 		m.fx.Observe("unschedulable", m.Now().Sub(start))
 		msg := DescribeFailure(diag, a.placed, Quorum(spec), constraint, req, a.view.NodeNames(), a.view.Verdicts)
+		if a.devices != nil {
+			if why := a.devices.Explain(needed); why != "" {
+				msg += "; " + why
+			}
+		}
 		logger.V(2).Info("Gang cannot be placed", "gang", ref, "reason", msg)
 		m.Fail(ref, a.Pod.UID, msg)
 		reason := ReasonUnschedulable
@@ -104,13 +134,16 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 	}
 	_, shapes := Shapes(a.groups)
 	m.CommitPlan(ref, plan, shapes, m.scheduleTimeout(spec))
+	if a.devices != nil {
+		a.devices.Commit(ref.String())
+	}
 	m.fx.Observe("planned", m.Now().Sub(start))
 	logger.V(3).Info("Gang planned", "gang", ref, "members", plan.Members(), "nodes", len(plan.Slots))
 	// Siblings come next in the queue order; wake those that wait elsewhere.
 	m.fx.Wake(ref)
 	node, _ := m.NextSlot(ref, ShapeKey(a.Pod))
 	// Only a failed plan's view is read again (MakeRoom).
-	a.view = nil
+	a.view, a.devices = nil, nil
 	return node, nil
 }
 
@@ -126,6 +159,7 @@ func (m *Manager) room(a *Attempt, freed map[string]Usage) Capacity {
 			free.Add(f.Request)
 			pods += f.Pods
 		}
+		a.leaveDevicesToAllocator(free)
 		return free, pods - heldPods
 	}
 }
@@ -135,7 +169,11 @@ func (m *Manager) room(a *Attempt, freed map[string]Usage) Capacity {
 // candidates too), NUMA zones and the topology constraint.
 func (m *Manager) request(a *Attempt, room Capacity, relaxed bool) (Request, string) {
 	shapes, _ := Shapes(a.groups)
-	req := Request{Shapes: shapes, Nodes: CandidateNodes(a.groups, a.view.Nodes, a.view.Verdicts, room, relaxed, a.Limiter)}
+	var limiter Limiter = a.Limiter
+	if a.devices != nil {
+		limiter = Limiters{a.Limiter, a.devices}
+	}
+	req := Request{Shapes: shapes, Nodes: CandidateNodes(a.groups, a.view.Nodes, a.view.Verdicts, room, relaxed, limiter)}
 	if a.Spec == nil {
 		return req, ""
 	}
@@ -185,6 +223,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		f, pods, b := m.futureRoom(ns, a.view.PodsOn(i), a.Priority)
 		held, heldPods := m.Held(ns.Node.Name, ref, math.MinInt32)
 		f.Sub(held)
+		a.leaveDevicesToAllocator(f)
 		future[i], futurePods[i], busy[i] = f, pods-heldPods, b
 	}
 	req, _ := m.request(a, func(i int) (resources.List, int64) { return future[i], futurePods[i] }, true)
@@ -193,7 +232,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 			req.Nodes[i].Busy = busy[j]
 		}
 	}
-	plan, _ := Place(req)
+	plan, _ := m.place(a, req)
 	if plan == nil {
 		if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationStarved {
 			m.DropReservation(ref)
@@ -294,6 +333,17 @@ func (m *Manager) Fits(node string, ref Ref, priority int32, request resources.L
 		return true
 	}
 	free, freePods := room()
+	if m.devices != nil {
+		// Devices the node does not publish as allocatable are the
+		// allocator's to count (the DynamicResources filter).
+		names := m.devices.ResourceNames()
+		request = request.Clone()
+		for name := range request {
+			if _, published := free[name]; !published && names.Has(name) {
+				delete(request, name)
+			}
+		}
+	}
 	free.Sub(held)
 	return freePods-heldPods >= 1 && free.Fits(request)
 }

@@ -86,17 +86,6 @@ type Effects interface {
 	Evicted(reason, forQueue string, victims int)
 }
 
-// Devices allocates members' devices (DRA claims) while a plan is made, in
-// planned order, over the scheduler's view plus the plan's own earlier
-// allocations. nil means no member asks for devices the planner must count.
-type Devices interface {
-	// Allocate tries to give the member its devices on node; false when they
-	// do not fit there. What it allocates is kept until Release.
-	Allocate(ctx context.Context, member *v1.Pod, node string) bool
-	// Release drops every allocation made for the gang that did not start.
-	Release(ref Ref)
-}
-
 // Condition reasons the manager writes. The adapter's effects port writes
 // them on the group object; docs/user-guide.md lists them.
 const (

@@ -49,7 +49,7 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 	}
 	if a.Spec == nil {
 		// A plain pod: the prober gives what the cycle's filters said.
-		a.groups = GroupPending(a.Pod, nil, 1)
+		a.groups = GroupPending(a.Pod, nil, 1, m.demand())
 		a.view = a.Prober.Probe(ctx, a.Pod)
 	}
 	if a.view == nil {

@@ -28,6 +28,9 @@ func ShapeKey(pod *v1.Pod) string {
 		Tolerations  []v1.Toleration               `json:",omitempty"`
 		Spread       []v1.TopologySpreadConstraint `json:",omitempty"`
 		Priority     int32
+		// Claims: members asking for devices through different claim
+		// entries or templates are not interchangeable.
+		Claims []string `json:",omitempty"`
 	}{
 		Requests:     resources.PodRequests(pod).String(),
 		NodeSelector: pod.Spec.NodeSelector,
@@ -35,6 +38,7 @@ func ShapeKey(pod *v1.Pod) string {
 		Tolerations:  pod.Spec.Tolerations,
 		Spread:       pod.Spec.TopologySpreadConstraints,
 		Priority:     corev1helpers.PodPriority(pod),
+		Claims:       claimSignature(pod),
 	}
 	b, _ := json.Marshal(sig)
 	h := fnv.New64a()
@@ -90,4 +94,22 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// claimSignature names a pod's claim entries by template (members' own
+// claims from one template are alike) or as directly named claims.
+func claimSignature(pod *v1.Pod) []string {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	out := make([]string, 0, len(pod.Spec.ResourceClaims))
+	for _, c := range pod.Spec.ResourceClaims {
+		switch {
+		case c.ResourceClaimTemplateName != nil:
+			out = append(out, c.Name+"=template:"+*c.ResourceClaimTemplateName)
+		default:
+			out = append(out, c.Name+"=claim")
+		}
+	}
+	return out
 }

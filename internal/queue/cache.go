@@ -17,13 +17,14 @@ type Charge struct {
 	Placed bool
 }
 
-// ChargeOf is the charge of a pod in queue q. Terminal and terminating pods
-// are not charged (ok is false): they give their resources back.
-func ChargeOf(pod *v1.Pod, q string, reserved bool) (Charge, bool) {
+// ChargeOf is the charge of a pod in queue q asking for request (its
+// demand, DRA devices included). Terminal and terminating pods are not
+// charged (ok is false): they give their resources back.
+func ChargeOf(pod *v1.Pod, q string, request resources.List, reserved bool) (Charge, bool) {
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed || pod.DeletionTimestamp != nil {
 		return Charge{}, false
 	}
-	return Charge{Queue: q, Request: resources.PodRequests(pod), Placed: pod.Spec.NodeName != "" || reserved}, true
+	return Charge{Queue: q, Request: request, Placed: pod.Spec.NodeName != "" || reserved}, true
 }
 
 // Cache is the queue accounting of one process: the queues, the schedulable

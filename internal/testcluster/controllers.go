@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/controller/garbagecollector"
 	jobcontroller "k8s.io/kubernetes/pkg/controller/job"
+	"k8s.io/kubernetes/pkg/controller/resourceclaim"
 	"k8s.io/kubernetes/pkg/controller/statefulset"
 	"k8s.io/kubernetes/pkg/features"
 )
@@ -33,6 +34,7 @@ type kcm struct {
 	shutdown []func()
 	job, gc  bool
 	sts      bool
+	claims   bool
 }
 
 func (c *Cluster) controllerManager() *kcm {
@@ -100,6 +102,26 @@ func (c *Cluster) StartJobController() error {
 				return nil, err
 			}
 			return func() { jc.Run(ctx, 4) }, nil
+		})
+}
+
+// StartResourceClaimController runs kube-controller-manager's resourceclaim
+// controller (k8s.io/kubernetes/pkg/controller/resourceclaim) in-process:
+// it creates pods' claims from ResourceClaimTemplates and frees claims
+// whose pods are gone. Idempotent.
+func (c *Cluster) StartResourceClaimController() error {
+	return c.startController("resource-claim-controller", func(m *kcm) *bool { return &m.claims },
+		func(ctx context.Context, client kubernetes.Interface, inf informers.SharedInformerFactory) (func(), error) {
+			rc, err := resourceclaim.NewController(klog.FromContext(ctx), resourceclaim.Features{
+				AdminAccess:            utilfeature.DefaultFeatureGate.Enabled(features.DRAAdminAccess),
+				PrioritizedList:        utilfeature.DefaultFeatureGate.Enabled(features.DRAPrioritizedList),
+				WorkloadResourceClaims: utilfeature.DefaultFeatureGate.Enabled(features.DRAWorkloadResourceClaims),
+			}, client, inf.Core().V1().Pods(), inf.Scheduling().V1alpha2().PodGroups(),
+				inf.Resource().V1().ResourceClaims(), inf.Resource().V1().ResourceClaimTemplates())
+			if err != nil {
+				return nil, err
+			}
+			return func() { rc.Run(ctx, 4) }, nil
 		})
 }
 

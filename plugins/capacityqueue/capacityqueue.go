@@ -116,7 +116,7 @@ func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, po
 func (pl *CapacityQueue) need(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, need resources.List, admitted bool) {
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
 	if !ok || err != nil {
-		return gang.Ref{}, nil, resources.PodRequests(pod), false
+		return gang.Ref{}, nil, pl.gangs.Manager.Demand(pod), false
 	}
 	lc := pl.gangs.Lifecycle
 	if phase := lc.Phase(ref); phase == gang.PhasePlanned || phase == gang.PhaseReserving {
@@ -124,9 +124,9 @@ func (pl *CapacityQueue) need(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, need 
 	}
 	placed := lc.Placed(ref)
 	if placed >= max(spec.MinMember, 1) {
-		return ref, spec, resources.PodRequests(pod), true
+		return ref, spec, pl.gangs.Manager.Demand(pod), true
 	}
-	groups := gang.GroupPending(pod, pl.gangs.Pending(ref), max(spec.MinMember, 1)-placed)
+	groups := gang.GroupPending(pod, pl.gangs.Pending(ref), max(spec.MinMember, 1)-placed, pl.gangs.Manager.Demand)
 	return ref, spec, gang.Demand(groups), false
 }
 

@@ -171,7 +171,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	// Only the leading replica runs scheduling cycles.
 	pl.rt.MarkLeading()
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
-	cs := &cycleState{request: resources.PodRequests(pod), priority: spec.PriorityOf(pod)}
+	cs := &cycleState{request: pl.m.Demand(pod), priority: spec.PriorityOf(pod)}
 	if !ok {
 		state.Write(stateKey, cs)
 		if !pl.m.HoldsAnywhere() {
@@ -312,7 +312,9 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	if cs == nil || cs.spec == nil {
 		return nil, 0
 	}
-	reached, first, placed := pl.m.Quorum(cs.ref, gang.Quorum(cs.spec))
+	// Members that share a reserved member's claim cannot reserve before
+	// it binds (its allocation is in flight); they count toward the quorum.
+	reached, first, placed := pl.m.Quorum(cs.ref, gang.Quorum(cs.spec)-pl.gangs.ClaimRiders(cs.ref))
 	if !reached {
 		wait := pl.m.Remaining(cs.ref)
 		if wait <= 0 {
@@ -384,6 +386,10 @@ func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWit
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: dependencyProgress},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint},
 			QueueingHintFn: representative},
+		// Devices published, freed or reclassified (DRA).
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: representative},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: representative},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: representative},
 	}, nil
 }
 

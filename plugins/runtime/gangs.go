@@ -24,6 +24,7 @@ import (
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
@@ -59,6 +60,9 @@ type Gangs struct {
 	upstream schedulinglisters.PodGroupLister
 	pods     corelisters.PodLister
 	podIndex cache.Indexer
+
+	// Devices is the DRA device view plans allocate from; nil without DRA.
+	Devices *devices.Devices
 
 	// Binds bounds gang members' binds in flight.
 	Binds *BindSlots
@@ -104,7 +108,13 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		Binds:      NewBindSlots(GangBindConcurrency),
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
-	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, nil)
+	g.Devices = newDevices(fw)
+	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, g.Devices)
+	if g.Devices != nil {
+		if err := g.watchDevices(fw); err != nil {
+			return nil, err
+		}
+	}
 	g.Status = NewStatusWriter(pgClient, fw.Client, fw.Events, trackPending)
 	g.Status.Leading = r.Leading
 	g.Status.Clock = r.clock

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 )
 
 // FrameworkPorts are what the runtime takes from the scheduler framework:
@@ -25,6 +26,9 @@ type FrameworkPorts struct {
 	Events    events.EventRecorder
 	Activator PodActivator
 	Waiting   WaitingPods
+	// DRA is the framework's DRA manager (allocated and in-flight claims,
+	// slices, classes); nil leaves devices uncounted.
+	DRA fwk.SharedDRAManager
 }
 
 // PodActivator moves pods back to the scheduling queue, past any backoff

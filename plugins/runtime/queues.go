@@ -16,7 +16,6 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/queue"
-	"github.com/phalanx-sched/phalanx/internal/resources"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxlisters "github.com/phalanx-sched/phalanx/pkg/generated/listers/scheduling/v1alpha1"
 )
@@ -29,6 +28,12 @@ const orderingMaxAge = 50 * time.Millisecond
 // scheduler's pod and node informers and the Queue informer, the resolution
 // of a pod's queue, and the gangs waiting for queue admission.
 type Queues struct {
+	// slices count the devices each node's ResourceSlices publish.
+	smu       sync.Mutex
+	slices    sliceCounts
+	sliceNode map[string]string
+	nodes     corelisters.NodeLister
+
 	rt           *Runtime
 	gangs        *Gangs
 	defaultQueue string
@@ -77,6 +82,9 @@ func newQueues(r *Runtime, gangs *Gangs, defaultQueue string) (*Queues, error) {
 		UpdateFunc: func(_, newObj any) { q.onNode(newObj) },
 		DeleteFunc: q.onNodeDelete,
 	}); err != nil {
+		return nil, err
+	}
+	if err := q.watchSlices(fw); err != nil {
 		return nil, err
 	}
 	if _, err := fw.Informers.Core().V1().Namespaces().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -154,7 +162,7 @@ func (q *Queues) QueueOfGang(spec *gang.Spec, member *v1.Pod) string {
 func (q *Queues) charge(pod *v1.Pod) {
 	ref, isMember := q.gangs.RefOf(pod)
 	reserved := isMember && q.gangs.Lifecycle.IsPlaced(ref, pod.UID)
-	if ch, ok := queue.ChargeOf(pod, q.QueueOf(pod), reserved); ok {
+	if ch, ok := queue.ChargeOf(pod, q.QueueOf(pod), q.gangs.Manager.Demand(pod), reserved); ok {
 		q.cache.SetPod(pod.UID, ch)
 	} else {
 		q.cache.DeletePod(pod.UID)
@@ -203,7 +211,7 @@ func (q *Queues) recharge(namespace string, ref *gang.Ref) {
 
 func (q *Queues) onNode(obj any) {
 	if n, ok := obj.(*v1.Node); ok {
-		q.cache.SetNode(n.Name, resources.FromResourceList(n.Status.Allocatable), !n.Spec.Unschedulable)
+		q.cache.SetNode(n.Name, q.nodeTotal(n), !n.Spec.Unschedulable)
 	}
 }
 

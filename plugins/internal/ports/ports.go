@@ -19,6 +19,7 @@ func Of(h fwk.Handle) runtime.FrameworkPorts {
 		Events:    h.EventRecorder(),
 		Activator: h,
 		Waiting:   waiting{h},
+		DRA:       h.SharedDRAManager(),
 	}
 }
 

@@ -1,0 +1,139 @@
+package runtime
+
+import (
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+
+	"github.com/phalanx-sched/phalanx/internal/devices"
+	"github.com/phalanx-sched/phalanx/internal/gang"
+)
+
+// draSource is the devices port over the framework's DRA manager: the same
+// assume cache and in-flight claims the DynamicResources plugin allocates
+// from.
+type draSource struct{ m fwk.SharedDRAManager }
+
+func (s draSource) Claim(namespace, name string) (*resourceapi.ResourceClaim, error) {
+	return s.m.ResourceClaims().Get(namespace, name)
+}
+
+func (s draSource) Classes() structured.DeviceClassLister { return s.m.DeviceClasses() }
+
+func (s draSource) ClassForResource(name v1.ResourceName) *resourceapi.DeviceClass {
+	if r := s.m.DeviceClassResolver(); r != nil {
+		return r.GetDeviceClass(name)
+	}
+	return nil
+}
+
+func (s draSource) Slices() ([]*resourceapi.ResourceSlice, error) {
+	return s.m.ResourceSlices().ListWithDeviceTaintRules()
+}
+
+// Allocated retries briefly: the tracker refuses a read that races with a
+// change of its state.
+func (s draSource) Allocated() (*structured.AllocatedState, error) {
+	var err error
+	for range 100 {
+		var st *structured.AllocatedState
+		if st, err = s.m.ResourceClaims().GatherAllocatedState(); err == nil && st != nil {
+			return st, nil
+		}
+	}
+	return nil, fmt.Errorf("gathering allocated devices: %v", err)
+}
+
+// newDevices is the process's device view, nil when the scheduler has no
+// DRA manager.
+func newDevices(fw *FrameworkPorts) *devices.Devices {
+	if fw.DRA == nil {
+		return nil
+	}
+	features := dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
+	return devices.New(draSource{fw.DRA}, features)
+}
+
+// watchDevices retries failed gangs when devices may have been freed or
+// published: a claim deallocated or deleted, a slice or class changed.
+func (g *Gangs) watchDevices(fw *FrameworkPorts) error {
+	changed := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { g.Lifecycle.Changed() },
+		UpdateFunc: func(any, any) { g.Lifecycle.Changed() },
+		DeleteFunc: func(any) { g.Lifecycle.Changed() },
+	}
+	for _, inf := range []cache.SharedIndexInformer{
+		fw.Informers.Resource().V1().ResourceSlices().Informer(),
+		fw.Informers.Resource().V1().DeviceClasses().Informer(),
+	} {
+		if _, err := inf.AddEventHandler(changed); err != nil {
+			return err
+		}
+	}
+	_, err := fw.Informers.Resource().V1().ResourceClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(oldObj, newObj any) {
+			o, _ := oldObj.(*resourceapi.ResourceClaim)
+			n, _ := newObj.(*resourceapi.ResourceClaim)
+			if o != nil && n != nil && o.Status.Allocation != nil && n.Status.Allocation == nil {
+				g.Lifecycle.Changed()
+			}
+		},
+		DeleteFunc: func(any) { g.Lifecycle.Changed() },
+	})
+	return err
+}
+
+// ClaimRiders counts the gang's pending members whose every claim is a claim
+// that a reserved (not yet bound) member shares with them. The
+// DynamicResources plugin keeps such a member out until the claim's
+// allocation, in flight for the reserved member, is written in PreBind; so
+// it cannot reserve before the gang is let through. Its devices are
+// secured by that claim and its node by the plan, so it counts toward the
+// quorum and follows once the claim is allocated.
+func (g *Gangs) ClaimRiders(ref gang.Ref) int {
+	reserved := sets.New(g.Lifecycle.Reserved(ref)...)
+	if reserved.Len() == 0 {
+		return 0
+	}
+	held := sets.New[string]()
+	members := g.Members(ref)
+	for _, m := range members {
+		if !reserved.Has(m.UID) {
+			continue
+		}
+		for _, c := range m.Spec.ResourceClaims {
+			if c.ResourceClaimName != nil {
+				held.Insert(*c.ResourceClaimName)
+			}
+		}
+	}
+	if held.Len() == 0 {
+		return 0
+	}
+	placed := g.Lifecycle.PlacedUIDs(ref)
+	riders := 0
+	for _, m := range members {
+		if m.Spec.NodeName != "" || m.DeletionTimestamp != nil || placed.Has(m.UID) || len(m.Spec.ResourceClaims) == 0 {
+			continue
+		}
+		rides := true
+		for _, c := range m.Spec.ResourceClaims {
+			if c.ResourceClaimName == nil || !held.Has(*c.ResourceClaimName) {
+				rides = false
+				break
+			}
+		}
+		if rides {
+			riders++
+		}
+	}
+	return riders
+}

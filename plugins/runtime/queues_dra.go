@@ -1,0 +1,102 @@
+package runtime
+
+import (
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
+)
+
+// Devices published in ResourceSlices count in the cluster total as their
+// classes' queue resources, so that queues have a deserved share of them.
+
+// sliceCounts are the devices of each node's slices, by slice name.
+type sliceCounts map[string]map[string]resources.List
+
+// watchSlices keeps each slice's device count and the node totals current.
+func (q *Queues) watchSlices(fw *FrameworkPorts) error {
+	d := q.gangs.Devices
+	if d == nil {
+		return nil
+	}
+	q.slices, q.sliceNode = sliceCounts{}, map[string]string{}
+	q.nodes = fw.Informers.Core().V1().Nodes().Lister()
+	set := func(obj any) {
+		sl, ok := obj.(*resourceapi.ResourceSlice)
+		if !ok {
+			return
+		}
+		node := sl.Spec.NodeName
+		if node == nil || *node == "" {
+			return
+		}
+		count := d.SliceCapacity(q.rt.ctx, sl)
+		q.smu.Lock()
+		if q.slices[*node] == nil {
+			q.slices[*node] = map[string]resources.List{}
+		}
+		q.slices[*node][sl.Name] = count
+		q.sliceNode[sl.Name] = *node
+		q.smu.Unlock()
+		q.setNodeByName(*node)
+	}
+	remove := func(obj any) {
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		sl, ok := obj.(*resourceapi.ResourceSlice)
+		if !ok {
+			return
+		}
+		q.smu.Lock()
+		node, had := q.sliceNode[sl.Name]
+		delete(q.sliceNode, sl.Name)
+		delete(q.slices[node], sl.Name)
+		q.smu.Unlock()
+		if had {
+			q.setNodeByName(node)
+		}
+	}
+	slices := fw.Informers.Resource().V1().ResourceSlices()
+	if _, err := slices.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: set, UpdateFunc: func(_, n any) { set(n) }, DeleteFunc: remove,
+	}); err != nil {
+		return err
+	}
+	// A class added or changed recounts every slice.
+	recount := func(any) {
+		list, err := slices.Lister().List(labels.Everything())
+		if err != nil {
+			return
+		}
+		for _, sl := range list {
+			set(sl)
+		}
+	}
+	_, err := fw.Informers.Resource().V1().DeviceClasses().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: recount, UpdateFunc: func(_, n any) { recount(n) }, DeleteFunc: recount,
+	})
+	return err
+}
+
+// nodeTotal is a node's allocatable plus the devices its slices publish.
+func (q *Queues) nodeTotal(n *v1.Node) resources.List {
+	total := resources.FromResourceList(n.Status.Allocatable)
+	q.smu.Lock()
+	defer q.smu.Unlock()
+	for _, count := range q.slices[n.Name] {
+		total.Add(count)
+	}
+	return total
+}
+
+func (q *Queues) setNodeByName(name string) {
+	if q.nodes == nil {
+		return
+	}
+	if n, err := q.nodes.Get(name); err == nil {
+		q.onNode(n)
+	}
+}

@@ -1,0 +1,402 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/phalanx-sched/phalanx/internal/testcluster"
+)
+
+// draNode is a node whose driver publishes devices in a ResourceSlice.
+type draNode struct {
+	name    string
+	cpu     string
+	devices int
+	// attrs gives device i's attributes (nil: none).
+	attrs func(i int) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
+	// tainted lists devices carrying a NoSchedule device taint.
+	tainted []int
+}
+
+// draSetup creates a driver's DeviceClass (selecting the driver's devices;
+// extended names an extended resource it maps), nodes labelled for the
+// case, and their slices.
+func draSetup(t *testing.T, c *testcluster.Cluster, driver, extended string, nodes ...draNode) {
+	t.Helper()
+	ctx := ctxFor(t)
+	class := &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: driver},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{
+			CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)},
+		}}},
+	}
+	if extended != "" {
+		class.Spec.ExtendedResourceName = ptr.To(extended)
+	}
+	if _, err := c.Client.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes {
+		if err := c.CreateNodes(ctx, testcluster.NodeSpec{Name: n.name, CPU: n.cpu, Memory: "256Gi", Labels: map[string]string{"dra-case": driver}}); err != nil {
+			t.Fatal(err)
+		}
+		if n.devices == 0 {
+			continue
+		}
+		slice := &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: n.name + "-" + driver},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver:   driver,
+				NodeName: ptr.To(n.name),
+				Pool:     resourceapi.ResourcePool{Name: n.name, ResourceSliceCount: 1},
+			},
+		}
+		for i := range n.devices {
+			d := resourceapi.Device{Name: fmt.Sprintf("gpu-%d", i)}
+			if n.attrs != nil {
+				d.Attributes = n.attrs(i)
+			}
+			for _, ti := range n.tainted {
+				if ti == i {
+					d.Taints = []resourceapi.DeviceTaint{{Key: "example.com/unhealthy", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+				}
+			}
+			slice.Spec.Devices = append(slice.Spec.Devices, d)
+		}
+		if _, err := c.Client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// claimSpec asks for count devices of class (and, with match, devices that
+// share the attribute).
+func claimSpec(class string, count int64, match string) resourceapi.ResourceClaimSpec {
+	spec := resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+		Name:    "gpu",
+		Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: count},
+	}}}}
+	if match != "" {
+		spec.Devices.Constraints = []resourceapi.DeviceConstraint{{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName(match))}}
+	}
+	return spec
+}
+
+// draPod is a gang member of the case's nodes.
+func draPod(ns, group, driver string, i int, cpu string) *v1.Pod {
+	p := testcluster.PodSpec{Namespace: ns, PodGroup: group, Name: fmt.Sprintf("%s-%d", group, i), CPU: cpu, Memory: "1Gi",
+		NodeSelector: map[string]string{"dra-case": driver}}.Pod()
+	return p
+}
+
+// withClaim makes the pod use a claim: by name, or from a template.
+func withClaim(p *v1.Pod, claim, template string) *v1.Pod {
+	pc := v1.PodResourceClaim{Name: "gpu"}
+	if claim != "" {
+		pc.ResourceClaimName = ptr.To(claim)
+	} else {
+		pc.ResourceClaimTemplateName = ptr.To(template)
+	}
+	p.Spec.ResourceClaims = []v1.PodResourceClaim{pc}
+	p.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+	return p
+}
+
+func createDRAGang(t *testing.T, c *testcluster.Cluster, ns, group string, minMember int32, pods []*v1.Pod) {
+	t.Helper()
+	ctx := ctxFor(t)
+	_, _ = c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err := c.CreatePodGroup(ctx, testcluster.PodGroup(ns, group, minMember)); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods {
+		if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func createClaims(t *testing.T, c *testcluster.Cluster, ns string, names []string, spec resourceapi.ResourceClaimSpec) {
+	t.Helper()
+	ctx := ctxFor(t)
+	_, _ = c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	for _, n := range names {
+		claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: n, Namespace: ns}, Spec: spec}
+		if _, err := c.Client.ResourceV1().ResourceClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// allocatedDevices lists every allocated device of the cluster, failing the
+// test when one is allocated to two claims.
+func allocatedDevices(t *testing.T, ctx context.Context, c *testcluster.Cluster) map[string]string {
+	t.Helper()
+	claims, err := c.Client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := map[string]string{}
+	for _, cl := range claims.Items {
+		if cl.Status.Allocation == nil {
+			continue
+		}
+		for _, r := range cl.Status.Allocation.Devices.Results {
+			id := r.Driver + "/" + r.Pool + "/" + r.Device
+			if other, dup := owner[id]; dup {
+				t.Fatalf("device %s allocated to two claims: %s and %s/%s", id, other, cl.Namespace, cl.Name)
+			}
+			owner[id] = cl.Namespace + "/" + cl.Name
+		}
+	}
+	return owner
+}
+
+// nodesOf counts bound members per node.
+func nodesOf(t *testing.T, c *testcluster.Cluster, ns, group string) map[string]int {
+	t.Helper()
+	pods, err := c.BoundPods(ctxFor(t), ns, "scheduling.x-k8s.io/pod-group="+group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, p := range pods {
+		out[p.Spec.NodeName]++
+	}
+	return out
+}
+
+// waitClaimsAllocated waits until every claim of the namespace is allocated.
+func waitClaimsAllocated(t *testing.T, c *testcluster.Cluster, ns string, want int) {
+	t.Helper()
+	err := testcluster.Eventually(ctxFor(t), 60*time.Second, func(ctx context.Context) (bool, error) {
+		claims, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		n := 0
+		for _, cl := range claims.Items {
+			if cl.Status.Allocation != nil {
+				n++
+			}
+		}
+		return n == want, nil
+	})
+	if err != nil {
+		t.Fatalf("namespace %s: want %d claims allocated: %v", ns, want, err)
+	}
+}
+
+// TestDRAGangs runs DRA gangs on one real API server with the canonical
+// profile and kube-controller-manager's resourceclaim controller; no driver
+// is needed: the scheduler allocates, the test publishes slices. Each case
+// has its own driver, DeviceClass and nodes.
+func TestDRAGangs(t *testing.T) {
+	c := startCluster(t)
+	if err := c.StartResourceClaimController(); err != nil {
+		t.Fatal(err)
+	}
+	startScheduler(t, c)
+
+	// Two nodes publish 4 devices each, a third none; the node with more
+	// free CPU looks emptier to a device-blind plan. Every member has its
+	// own claim.
+	t.Run("own claims, tight", func(t *testing.T) {
+		const driver, ns = "a.example.com", "dra-a"
+		draSetup(t, c, driver, "",
+			draNode{name: "a-big", cpu: "64", devices: 4}, draNode{name: "a-small", cpu: "16", devices: 4}, draNode{name: "a-none", cpu: "64"})
+		var names []string
+		var pods []*v1.Pod
+		for i := range 8 {
+			names = append(names, fmt.Sprintf("claim-%d", i))
+			pods = append(pods, withClaim(draPod(ns, "job", driver, i, "1"), names[i], ""))
+		}
+		createClaims(t, c, ns, names, claimSpec(driver, 1, ""))
+		createDRAGang(t, c, ns, "job", 8, pods)
+		waitBoundCount(t, c, ns, "job", 8)
+		if got := nodesOf(t, c, ns, "job"); got["a-big"] != 4 || got["a-small"] != 4 {
+			t.Fatalf("members per node = %v, want 4 on a-big and 4 on a-small", got)
+		}
+		waitClaimsAllocated(t, c, ns, 8)
+		allocatedDevices(t, ctxFor(t), c)
+	})
+
+	// The same gang asking example.com/gpu through a DeviceClass's
+	// extendedResourceName: no device plugin, no capacity on the Node.
+	t.Run("extended resource", func(t *testing.T) {
+		const driver, ns = "b.example.com", "dra-b"
+		draSetup(t, c, driver, "example.com/gpu",
+			draNode{name: "b-big", cpu: "64", devices: 4}, draNode{name: "b-small", cpu: "16", devices: 4}, draNode{name: "b-none", cpu: "64"})
+		var pods []*v1.Pod
+		for i := range 8 {
+			p := draPod(ns, "job", driver, i, "1")
+			gpu := *resource.NewQuantity(1, resource.DecimalSI)
+			p.Spec.Containers[0].Resources.Requests["example.com/gpu"] = gpu
+			p.Spec.Containers[0].Resources.Limits = v1.ResourceList{"example.com/gpu": gpu}
+			pods = append(pods, p)
+		}
+		createDRAGang(t, c, ns, "job", 8, pods)
+		waitBoundCount(t, c, ns, "job", 8)
+		if got := nodesOf(t, c, ns, "job"); got["b-big"] != 4 || got["b-small"] != 4 {
+			t.Fatalf("members per node = %v, want 4 on b-big and 4 on b-small", got)
+		}
+		waitClaimsAllocated(t, c, ns, 8)
+		allocatedDevices(t, ctxFor(t), c)
+	})
+
+	// A gang larger than the devices: nothing bound, nothing allocated, and
+	// the condition says which class is short and by how much.
+	t.Run("gang larger than the devices", func(t *testing.T) {
+		const driver, ns = "c.example.com", "dra-c"
+		draSetup(t, c, driver, "", draNode{name: "c-0", cpu: "64", devices: 4}, draNode{name: "c-1", cpu: "64", devices: 4})
+		var names []string
+		var pods []*v1.Pod
+		for i := range 10 {
+			names = append(names, fmt.Sprintf("claim-%d", i))
+			pods = append(pods, withClaim(draPod(ns, "job", driver, i, "1"), names[i], ""))
+		}
+		createClaims(t, c, ns, names, claimSpec(driver, 1, ""))
+		createDRAGang(t, c, ns, "job", 10, pods)
+		waitCondition(t, c, ns, "job", "Unschedulable", "class "+driver, "fit 8 of 10 members", "2 short")
+		assertBound(t, c, ns, "job", 0)
+		claims, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctxFor(t), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cl := range claims.Items {
+			if cl.Status.Allocation != nil {
+				t.Fatalf("claim %s allocated for a gang that did not start", cl.Name)
+			}
+		}
+	})
+
+	// Claims from a ResourceClaimTemplate, made by the resourceclaim
+	// controller.
+	t.Run("claim templates", func(t *testing.T) {
+		const driver, ns = "d.example.com", "dra-d"
+		draSetup(t, c, driver, "", draNode{name: "d-big", cpu: "64", devices: 2}, draNode{name: "d-small", cpu: "8", devices: 2})
+		ctx := ctxFor(t)
+		_, _ = c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: ns},
+			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: claimSpec(driver, 1, "")}}
+		if _, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var pods []*v1.Pod
+		for i := range 4 {
+			pods = append(pods, withClaim(draPod(ns, "job", driver, i, "1"), "", "gpu"))
+		}
+		createDRAGang(t, c, ns, "job", 4, pods)
+		waitBoundCount(t, c, ns, "job", 4)
+		if got := nodesOf(t, c, ns, "job"); got["d-big"] != 2 || got["d-small"] != 2 {
+			t.Fatalf("members per node = %v, want 2 and 2", got)
+		}
+		waitClaimsAllocated(t, c, ns, 4)
+		allocatedDevices(t, ctxFor(t), c)
+	})
+
+	// Two members share one claim: it is allocated once and both run where
+	// its device is.
+	t.Run("shared claim", func(t *testing.T) {
+		const driver, ns = "e.example.com", "dra-e"
+		draSetup(t, c, driver, "", draNode{name: "e-0", cpu: "64", devices: 1}, draNode{name: "e-1", cpu: "64", devices: 1})
+		createClaims(t, c, ns, []string{"shared"}, claimSpec(driver, 1, ""))
+		pods := []*v1.Pod{withClaim(draPod(ns, "job", driver, 0, "1"), "shared", ""), withClaim(draPod(ns, "job", driver, 1, "1"), "shared", "")}
+		createDRAGang(t, c, ns, "job", 2, pods)
+		waitBoundCount(t, c, ns, "job", 2)
+		if got := nodesOf(t, c, ns, "job"); len(got) != 1 {
+			t.Fatalf("members sharing a claim landed on %v, want one node", got)
+		}
+		waitClaimsAllocated(t, c, ns, 1)
+		cl, err := c.Client.ResourceV1().ResourceClaims(ns).Get(ctxFor(t), "shared", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(cl.Status.Allocation.Devices.Results); n != 1 || len(cl.Status.ReservedFor) != 2 {
+			t.Fatalf("shared claim: %d devices, reserved for %d pods; want 1 device for 2 pods", n, len(cl.Status.ReservedFor))
+		}
+	})
+
+	// Claims of 2 devices that must share a PCIe root. f-0, with the most
+	// CPU, has 4 devices on 4 roots: a count of devices says 2 claims fit
+	// there, the allocator says none. f-1 and f-2 have 2 roots of 2.
+	t.Run("matchAttribute", func(t *testing.T) {
+		const driver, ns = "f.example.com", "dra-f"
+		root := func(per int) func(i int) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+			return func(i int) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+				return map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"pcieRoot": {StringValue: ptr.To(fmt.Sprintf("root-%d", i/per))}}
+			}
+		}
+		draSetup(t, c, driver, "", draNode{name: "f-0", cpu: "64", devices: 4, attrs: root(1)},
+			draNode{name: "f-1", cpu: "8", devices: 4, attrs: root(2)}, draNode{name: "f-2", cpu: "8", devices: 4, attrs: root(2)})
+		var names []string
+		var pods []*v1.Pod
+		for i := range 4 {
+			names = append(names, fmt.Sprintf("claim-%d", i))
+			pods = append(pods, withClaim(draPod(ns, "job", driver, i, "1"), names[i], ""))
+		}
+		createClaims(t, c, ns, names, claimSpec(driver, 2, driver+"/pcieRoot"))
+		createDRAGang(t, c, ns, "job", 4, pods)
+		waitBoundCount(t, c, ns, "job", 4)
+		if got := nodesOf(t, c, ns, "job"); got["f-1"] != 2 || got["f-2"] != 2 {
+			t.Fatalf("members per node = %v, want 2 on f-1 and 2 on f-2", got)
+		}
+		waitClaimsAllocated(t, c, ns, 4)
+		devs := allocatedDevices(t, ctxFor(t), c)
+		claims, _ := c.Client.ResourceV1().ResourceClaims(ns).List(ctxFor(t), metav1.ListOptions{})
+		for _, cl := range claims.Items {
+			roots := map[string]bool{}
+			for _, r := range cl.Status.Allocation.Devices.Results {
+				var i int
+				_, _ = fmt.Sscanf(r.Device, "gpu-%d", &i)
+				roots[fmt.Sprint(i/2)] = true
+			}
+			if len(roots) != 1 {
+				t.Fatalf("claim %s spans PCIe roots: %v (devices %v)", cl.Name, cl.Status.Allocation.Devices.Results, devs)
+			}
+		}
+	})
+
+	// A tainted device is never allocated: 2 nodes × 2 devices, one tainted,
+	// take a gang of 3 but not of 4.
+	t.Run("tainted device", func(t *testing.T) {
+		const driver, ns = "g.example.com", "dra-g"
+		draSetup(t, c, driver, "", draNode{name: "g-0", cpu: "64", devices: 2, tainted: []int{0}}, draNode{name: "g-1", cpu: "64", devices: 2})
+		var names []string
+		var pods []*v1.Pod
+		for i := range 4 {
+			names = append(names, fmt.Sprintf("claim-%d", i))
+			pods = append(pods, withClaim(draPod(ns, "big", driver, i, "1"), names[i], ""))
+		}
+		createClaims(t, c, ns, names, claimSpec(driver, 1, ""))
+		createDRAGang(t, c, ns, "big", 4, pods)
+		waitCondition(t, c, ns, "big", "Unschedulable", "fit 3 of 4 members")
+		assertBound(t, c, ns, "big", 0)
+		if err := c.Client.CoreV1().Pods(ns).Delete(ctxFor(t), "big-3", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctxFor(t), "big", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg.Spec.MinMember = 3
+		if _, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Update(ctxFor(t), pg, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitBoundCount(t, c, ns, "big", 3)
+		waitClaimsAllocated(t, c, ns, 3)
+		for id, owner := range allocatedDevices(t, ctxFor(t), c) {
+			if id == driver+"/g-0/gpu-0" {
+				t.Fatalf("tainted device %s allocated to %s", id, owner)
+			}
+		}
+	})
+}
