@@ -61,7 +61,10 @@ func (d *Devices) Session(ctx context.Context, self Ref, members []*v1.Pod, node
 	if !asks {
 		return nil
 	}
-	s := &Session{d: d, ctx: ctx, node: node, sharedClaims: map[string]string{}, limits: map[string]map[string]int{}, asks: map[string][]string{},
+	// The session outlives the call that opens it (a cycle's Filter opens
+	// it, its PostFilter may ask again), so it keeps the context's values
+	// but not its cancellation.
+	s := &Session{d: d, ctx: context.WithoutCancel(ctx), node: node, sharedClaims: map[string]string{}, limits: map[string]map[string]int{}, asks: map[string][]string{},
 		sharedByMembers: SharedClaims(members)}
 	state, err := d.src.Allocated()
 	if err != nil || state == nil {
@@ -223,6 +226,8 @@ func (s *Session) undo(h held) {
 // (a claim several members share only once), and the session forgets them
 // again.
 func (s *Session) Limit(pod *v1.Pod, nodeName string, maxMembers int) int {
+	// Limits are asked for a new plan: the last order's allocations go.
+	s.dropAssigned()
 	node := s.node(nodeName)
 	if node == nil || maxMembers <= 0 {
 		return 0
@@ -265,11 +270,7 @@ func (s *Session) Limit(pod *v1.Pod, nodeName string, maxMembers int) int {
 // or the session is dropped.
 func (s *Session) Assign(order []Placement) (failed int, ok bool) {
 	// A new order replaces the last one's allocations.
-	for _, h := range s.assigned {
-		s.undo(h)
-	}
-	s.assigned = s.assigned[:0]
-	clear(s.sharedClaims)
+	s.dropAssigned()
 	for i, p := range order {
 		node := s.node(p.Node)
 		if node == nil {
@@ -294,6 +295,14 @@ func (s *Session) Assign(order []Placement) (failed int, ok bool) {
 		s.assigned = append(s.assigned, h)
 	}
 	return -1, true
+}
+
+func (s *Session) dropAssigned() {
+	for _, h := range s.assigned {
+		s.undo(h)
+	}
+	s.assigned = s.assigned[:0]
+	clear(s.sharedClaims)
 }
 
 // Commit keeps what Assign allocated as held by ref's plan.
@@ -380,4 +389,40 @@ func SharedClaims(pods []*v1.Pod) map[string]bool {
 		}
 	}
 	return out
+}
+
+// Without counts the devices of pods' allocated claims as free (victims
+// that would be evicted) until the returned restore is called. Claims that
+// pods outside the list also use stay allocated.
+func (s *Session) Without(pods []*v1.Pod) (restore func()) {
+	leaving := sets.New[string]()
+	for _, p := range pods {
+		leaving.Insert(string(p.UID))
+	}
+	var freed held
+	seen := sets.New[string]()
+	for _, p := range pods {
+		claims, _, _ := s.d.podClaims(p)
+		for _, c := range claims {
+			key := c.Namespace + "/" + c.Name
+			if seen.Has(key) || c.Status.Allocation == nil {
+				continue
+			}
+			seen.Insert(key)
+			kept := false
+			for _, r := range c.Status.ReservedFor {
+				if !leaving.Has(string(r.UID)) {
+					kept = true
+				}
+			}
+			if kept {
+				continue
+			}
+			h := s.heldOf([]resourceapi.AllocationResult{*c.Status.Allocation})
+			freed.dedicated = append(freed.dedicated, h.dedicated...)
+			freed.shared = append(freed.shared, h.shared...)
+		}
+	}
+	s.undo(freed)
+	return func() { s.apply(freed) }
 }

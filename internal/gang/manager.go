@@ -218,6 +218,18 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	// Room once running pods of equal or lower priority leave, net of what
 	// every other gang holds (reservations do not overlap).
 	n := len(a.view.Nodes)
+	if a.devices != nil {
+		// Devices of the pods it may wait for count as free.
+		var leaving []*v1.Pod
+		for i := range a.view.Nodes {
+			for _, p := range a.view.PodsOn(i) {
+				if m.dir.PriorityOf(p) <= a.Priority {
+					leaving = append(leaving, p)
+				}
+			}
+		}
+		defer a.devices.Without(leaving)()
+	}
 	future, futurePods, busy := make([]resources.List, n), make([]int64, n), make([]int64, n)
 	for i, ns := range a.view.Nodes {
 		f, pods, b := m.futureRoom(ns, a.view.PodsOn(i), a.Priority)

@@ -56,11 +56,22 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 		// Nothing was learned this cycle (a cached failure).
 		return nil, ""
 	}
+	if a.devices == nil {
+		m.openDevices(ctx, a)
+	}
 	qc := a.Queue
 	all := m.running(a)
 	planFor := func(victims []Victim) *Plan {
+		if a.devices != nil {
+			// The victims' devices count as free.
+			var pods []*v1.Pod
+			for _, v := range victims {
+				pods = append(pods, all.pods[v.Key]...)
+			}
+			defer a.devices.Without(pods)()
+		}
 		req, _ := m.request(a, m.room(a, Freed(victims)), true)
-		plan, _ := Place(req)
+		plan, _ := m.place(a, req)
 		return plan
 	}
 	fits := func(victims []Victim) bool { return planFor(victims) != nil }
@@ -183,7 +194,7 @@ func (m *Manager) running(a *Attempt) *running {
 				out.victims = append(out.victims, v)
 			}
 			v := &out.victims[i]
-			req := resources.PodRequests(p)
+			req := m.Demand(p)
 			u := v.OnNode[node]
 			if u.Request == nil {
 				u.Request = resources.List{}

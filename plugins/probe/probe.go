@@ -5,6 +5,7 @@ package probe
 
 import (
 	"context"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -70,19 +71,23 @@ func newView(infos []fwk.NodeInfo) *gang.View {
 	return view
 }
 
-// resourcePlugins reject a node for lack of free capacity only: the member
-// would fit there if pods left.
+// resourcePlugins reject a node for lack of free capacity only when they
+// say Unschedulable: the member would fit there if pods left.
 var resourcePlugins = sets.New("NodeResourcesFit", "NUMATopology")
+
+// devicesTaken is how DynamicResources says a node's devices are in use (it
+// marks it unresolvable, though devices free up when pods leave).
+const devicesTaken = "cannot allocate all claims"
 
 func verdictOf(st *fwk.Status) gang.Verdict {
 	if st.IsSuccess() {
 		return gang.Verdict{Fits: true}
 	}
-	return gang.Verdict{
-		Plugin:       st.Plugin(),
-		Reasons:      st.Reasons(),
-		ResourceOnly: st.Code() == fwk.Unschedulable && resourcePlugins.Has(st.Plugin()),
+	resourceOnly := st.Code() == fwk.Unschedulable && resourcePlugins.Has(st.Plugin())
+	if st.Plugin() == "DynamicResources" && slices.Contains(st.Reasons(), devicesTaken) {
+		resourceOnly = true
 	}
+	return gang.Verdict{Plugin: st.Plugin(), Reasons: st.Reasons(), ResourceOnly: resourceOnly}
 }
 
 // FreeOn is what the node has left by the scheduler's own accounting.

@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 )
 
@@ -31,9 +33,15 @@ type draNode struct {
 // case, and their slices.
 func draSetup(t *testing.T, c *testcluster.Cluster, driver, extended string, nodes ...draNode) {
 	t.Helper()
+	draSetupClass(t, c, driver, extended, nil, nodes...)
+}
+
+// draSetupClass is draSetup with annotations on the DeviceClass.
+func draSetupClass(t *testing.T, c *testcluster.Cluster, driver, extended string, annotations map[string]string, nodes ...draNode) {
+	t.Helper()
 	ctx := ctxFor(t)
 	class := &resourceapi.DeviceClass{
-		ObjectMeta: metav1.ObjectMeta{Name: driver},
+		ObjectMeta: metav1.ObjectMeta{Name: driver, Annotations: annotations},
 		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{
 			CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", driver)},
 		}}},
@@ -110,11 +118,18 @@ func withClaim(p *v1.Pod, claim, template string) *v1.Pod {
 	return p
 }
 
-func createDRAGang(t *testing.T, c *testcluster.Cluster, ns, group string, minMember int32, pods []*v1.Pod) {
+func createDRAGang(t *testing.T, c *testcluster.Cluster, ns, group string, minMember int32, pods []*v1.Pod, labels ...string) {
 	t.Helper()
 	ctx := ctxFor(t)
 	_, _ = c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err := c.CreatePodGroup(ctx, testcluster.PodGroup(ns, group, minMember)); err != nil {
+	pg := testcluster.PodGroup(ns, group, minMember)
+	for i := 0; i+1 < len(labels); i += 2 {
+		if pg.Labels == nil {
+			pg.Labels = map[string]string{}
+		}
+		pg.Labels[labels[i]] = labels[i+1]
+	}
+	if err := c.CreatePodGroup(ctx, pg); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pods {
@@ -398,5 +413,60 @@ func TestDRAGangs(t *testing.T) {
 				t.Fatalf("tainted device %s allocated to %s", id, owner)
 			}
 		}
+	})
+
+	// Reclaim across queues with DRA GPUs: the class counts as nvidia.com/gpu
+	// in queues. queue-b (weight 2) fills the node's 6 devices with 3 gangs;
+	// queue-a (weight 1) deserves 2 and gets them: one whole gang of
+	// queue-b is evicted, its claims freed, and queue-a's gang binds.
+	// Runs last: its queues share the CPU with every gang after it.
+	t.Run("reclaim across queues", func(t *testing.T) {
+		const driver, ns = "h.example.com", "dra-h"
+		draSetupClass(t, c, driver, "", map[string]string{devices.QueueResourceAnnotation: "nvidia.com/gpu"},
+			draNode{name: "h-0", cpu: "64", devices: 6})
+		createQueue(t, c, queue("queue-a", 1))
+		createQueue(t, c, queue("queue-b", 2))
+		ctx := ctxFor(t)
+		_, _ = c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: ns},
+			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: claimSpec(driver, 1, "")}}
+		if _, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		submit := func(q, group string) {
+			pods := []*v1.Pod{withClaim(draPod(ns, group, driver, 0, "1"), "", "gpu"), withClaim(draPod(ns, group, driver, 1, "1"), "", "gpu")}
+			createDRAGang(t, c, ns, group, 2, pods, phalanxv1alpha1.QueueLabel, q)
+		}
+		for i := range 3 {
+			submit("queue-b", fmt.Sprintf("b-%d", i))
+		}
+		for i := range 3 {
+			waitBoundCount(t, c, ns, fmt.Sprintf("b-%d", i), 2)
+		}
+		submit("queue-a", "a-0")
+		// queue-b's gangs become reclaimable after minRuntimeSeconds (15).
+		err := testcluster.Eventually(ctx, 90*time.Second, func(ctx context.Context) (bool, error) {
+			n, err := boundCount(ctx, c, ns, "a-0")
+			return n == 2, err
+		})
+		if err != nil {
+			dumpPods(t, c, ns)
+			t.Fatalf("queue-a's gang never bound: %v", err)
+		}
+		left := 0
+		for i := range 3 {
+			n, err := boundCount(ctx, c, ns, fmt.Sprintf("b-%d", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n != 0 && n != 2 {
+				t.Fatalf("gang b-%d left with %d of 2 members", i, n)
+			}
+			left += n
+		}
+		if left != 4 {
+			t.Fatalf("queue-b kept %d members bound, want 4 (one gang reclaimed)", left)
+		}
+		allocatedDevices(t, ctx, c)
 	})
 }
