@@ -7,6 +7,7 @@
 package devices
 
 import (
+	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -65,6 +67,7 @@ type Ref = string
 // Devices allocates for plans and remembers what committed plans hold.
 type Devices struct {
 	src      Source
+	writer   ClaimWriter
 	features structured.Features
 	celCache *cel.Cache
 
@@ -280,4 +283,59 @@ func (d *Devices) Held() []Ref {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// ClaimWriter writes a claim's status (the scheduler's client).
+type ClaimWriter interface {
+	UpdateClaimStatus(ctx context.Context, claim *resourceapi.ResourceClaim) error
+}
+
+// SetWriter gives the devices view the client it frees stale claims with.
+func (d *Devices) SetWriter(w ClaimWriter) { d.writer = w }
+
+// FreeStale deallocates the claims that are allocated and reserved only
+// for pending (unbound, not reserved) members of a gang: a scheduler
+// allocated them in PreBind and stopped before the bind (killed, or the
+// bind failed). Their gang did not start, so the devices go back, and the
+// members are planned afresh. It returns the claims freed.
+func (d *Devices) FreeStale(ctx context.Context, pending []*v1.Pod) []string {
+	if d.writer == nil {
+		return nil
+	}
+	waiting := sets.New[types.UID]()
+	for _, p := range pending {
+		if p.Spec.NodeName == "" {
+			waiting.Insert(p.UID)
+		}
+	}
+	var freed []string
+	seen := sets.New[string]()
+	for _, p := range pending {
+		claims, _, _ := d.podClaims(p)
+		for _, c := range claims {
+			key := c.Namespace + "/" + c.Name
+			if seen.Has(key) || c.Status.Allocation == nil || len(c.Status.ReservedFor) == 0 {
+				continue
+			}
+			seen.Insert(key)
+			stale := true
+			for _, r := range c.Status.ReservedFor {
+				if !waiting.Has(r.UID) {
+					stale = false
+				}
+			}
+			if !stale {
+				continue
+			}
+			c = c.DeepCopy()
+			c.Status.ReservedFor = nil
+			c.Status.Allocation = nil
+			if err := d.writer.UpdateClaimStatus(ctx, c); err != nil {
+				klog.FromContext(ctx).V(2).Info("Could not free a stale claim", "claim", key, "err", err)
+				continue
+			}
+			freed = append(freed, key)
+		}
+	}
+	return freed
 }

@@ -93,7 +93,13 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 	ref, spec := a.Ref, a.Spec
 	a.placed = m.Placed(ref)
 	needed := Quorum(spec) - a.placed
-	a.groups = GroupPending(a.Pod, m.dir.Pending(ref), needed, m.demand())
+	pending := m.dir.Pending(ref)
+	if m.devices != nil {
+		if freed := m.devices.FreeStale(ctx, pending); len(freed) > 0 {
+			logger.V(2).Info("Freed claims allocated for members that never bound", "gang", ref, "claims", freed)
+		}
+	}
+	a.groups = GroupPending(a.Pod, pending, needed, m.demand())
 	if have := Members(a.groups); have < needed {
 		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", a.placed, have, Quorum(spec))
 		m.fx.SetCondition(spec, ReasonMembersPending, msg)

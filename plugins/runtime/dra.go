@@ -1,12 +1,15 @@
 package runtime
 
 import (
+	"context"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -59,7 +62,19 @@ func newDevices(fw *FrameworkPorts) *devices.Devices {
 		return nil
 	}
 	features := dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
-	return devices.New(draSource{fw.DRA}, features)
+	d := devices.New(draSource{fw.DRA}, features)
+	if fw.Client != nil {
+		d.SetWriter(claimWriter{fw.Client})
+	}
+	return d
+}
+
+// claimWriter writes claim status with the scheduler's client.
+type claimWriter struct{ c kubernetes.Interface }
+
+func (w claimWriter) UpdateClaimStatus(ctx context.Context, claim *resourceapi.ResourceClaim) error {
+	_, err := w.c.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	return err
 }
 
 // watchDevices retries failed gangs when devices may have been freed or

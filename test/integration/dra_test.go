@@ -415,6 +415,8 @@ func TestDRAGangs(t *testing.T) {
 		}
 	})
 
+	t.Run("churn", func(t *testing.T) { draChurn(t, c) })
+
 	// Reclaim across queues with DRA GPUs: the class counts as nvidia.com/gpu
 	// in queues. queue-b (weight 2) fills the node's 6 devices with 3 gangs;
 	// queue-a (weight 1) deserves 2 and gets them: one whole gang of
