@@ -26,6 +26,7 @@ type draNode struct {
 	attrs func(i int) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute
 	// tainted lists devices carrying a NoSchedule device taint.
 	tainted []int
+	labels  map[string]string
 }
 
 // draSetup creates a driver's DeviceClass (selecting the driver's devices;
@@ -53,7 +54,11 @@ func draSetupClass(t *testing.T, c *testcluster.Cluster, driver, extended string
 		t.Fatal(err)
 	}
 	for _, n := range nodes {
-		if err := c.CreateNodes(ctx, testcluster.NodeSpec{Name: n.name, CPU: n.cpu, Memory: "256Gi", Labels: map[string]string{"dra-case": driver}}); err != nil {
+		labels := map[string]string{"dra-case": driver}
+		for k, v := range n.labels {
+			labels[k] = v
+		}
+		if err := c.CreateNodes(ctx, testcluster.NodeSpec{Name: n.name, CPU: n.cpu, Memory: "256Gi", Labels: labels}); err != nil {
 			t.Fatal(err)
 		}
 		if n.devices == 0 {
@@ -416,6 +421,45 @@ func TestDRAGangs(t *testing.T) {
 	})
 
 	t.Run("churn", func(t *testing.T) { draChurn(t, c) })
+
+	// A ComputeDomain's channel: one device per node, so one channel pod per
+	// node; the gang must stay in one NVLink clique (node label
+	// nvidia.com/gpu.clique as a required level). Clique a has 4 nodes,
+	// clique b 2 with more CPU: the gang of 3 takes 3 nodes of clique a.
+	t.Run("compute domain channels in one clique", func(t *testing.T) {
+		const driver, ns = "j.example.com", "dra-j"
+		clique := func(v string) map[string]string { return map[string]string{"nvidia.com/gpu.clique": v} }
+		draSetup(t, c, driver, "",
+			draNode{name: "j-a0", cpu: "8", devices: 1, labels: clique("a")}, draNode{name: "j-a1", cpu: "8", devices: 1, labels: clique("a")},
+			draNode{name: "j-a2", cpu: "8", devices: 1, labels: clique("a")}, draNode{name: "j-a3", cpu: "8", devices: 1, labels: clique("a")},
+			draNode{name: "j-b0", cpu: "64", devices: 1, labels: clique("b")}, draNode{name: "j-b1", cpu: "64", devices: 1, labels: clique("b")})
+		nt := &phalanxv1alpha1.NetworkTopology{ObjectMeta: metav1.ObjectMeta{Name: phalanxv1alpha1.DefaultNetworkTopologyName},
+			Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
+				{Name: "nvlink-clique", NodeLabel: "nvidia.com/gpu.clique"}, {Name: "host", NodeLabel: v1.LabelHostname}}}}
+		if _, err := c.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctxFor(t), nt, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		draTemplate(t, c, ns, driver)
+		ctx := ctxFor(t)
+		pg := testcluster.PodGroup(ns, "job", 3)
+		pg.Annotations = map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: "nvlink-clique"}
+		if err := c.CreatePodGroup(ctx, pg); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			p := withClaim(draPod(ns, "job", driver, i, "1"), "", "gpu")
+			if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitBoundCount(t, c, ns, "job", 3)
+		got := nodesOf(t, c, ns, "job")
+		for n, k := range got {
+			if k != 1 || n[:3] != "j-a" {
+				t.Fatalf("members per node = %v, want one channel pod on each of 3 nodes of clique a", got)
+			}
+		}
+	})
 
 	// Reclaim across queues with DRA GPUs: the class counts as nvidia.com/gpu
 	// in queues. queue-b (weight 2) fills the node's 6 devices with 3 gangs;
