@@ -66,6 +66,12 @@ func TestExamplesValidate(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples: %v", err)
 	}
+	// The DRA examples (docs/dra.md), after the namespaces and queues.
+	dra, err := filepath.Glob(filepath.Join(repoRoot(), "examples", "dra", "*.yaml"))
+	if err != nil || len(dra) == 0 {
+		t.Fatalf("no DRA examples: %v", err)
+	}
+	files = append(files, dra...)
 	seen := map[string]bool{}
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
