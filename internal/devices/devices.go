@@ -8,7 +8,9 @@ package devices
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"sort"
 	"strings"
 	"sync"
@@ -73,6 +75,14 @@ type Devices struct {
 
 	mu    sync.Mutex
 	holds map[Ref][]held
+	// prints caches slices' fingerprints by UID.
+	prints map[types.UID]sliceFingerprint
+}
+
+type sliceFingerprint struct {
+	version string
+	taints  int
+	print   string
 }
 
 type held struct {
@@ -87,6 +97,7 @@ func New(src Source, features structured.Features) *Devices {
 		src: src, features: features,
 		celCache: cel.NewCache(10, cel.Features{EnableConsumableCapacity: features.ConsumableCapacity}),
 		holds:    map[Ref][]held{},
+		prints:   map[types.UID]sliceFingerprint{},
 	}
 }
 
@@ -338,4 +349,31 @@ func (d *Devices) FreeStale(ctx context.Context, pending []*v1.Pod) []string {
 		}
 	}
 	return freed
+}
+
+// fingerprint names a slice's devices as the allocator sees them, without
+// the node and pool they are on: slices of alike nodes print alike.
+func (d *Devices) fingerprint(sl *resourceapi.ResourceSlice) string {
+	taints := 0
+	for i := range sl.Spec.Devices {
+		taints += len(sl.Spec.Devices[i].Taints)
+	}
+	d.mu.Lock()
+	f, ok := d.prints[sl.UID]
+	d.mu.Unlock()
+	if ok && sl.UID != "" && f.version == sl.ResourceVersion && f.taints == taints {
+		return f.print
+	}
+	spec := sl.Spec.DeepCopy()
+	spec.NodeName, spec.Pool.Name = nil, ""
+	raw, _ := json.Marshal(spec)
+	h := fnv.New64a()
+	_, _ = h.Write(raw)
+	print := fmt.Sprintf("%x", h.Sum64())
+	if sl.UID != "" {
+		d.mu.Lock()
+		d.prints[sl.UID] = sliceFingerprint{version: sl.ResourceVersion, taints: taints, print: print}
+		d.mu.Unlock()
+	}
+	return print
 }

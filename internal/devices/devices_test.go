@@ -250,3 +250,22 @@ func TestCapacity(t *testing.T) {
 		t.Fatalf("SliceCapacity = %s, want nvidia.com/gpu=8 (the nic class matches none)", got)
 	}
 }
+
+// Alike nodes share Limit's answer; a node with a device taken does not.
+func TestLimitAlikeNodes(t *testing.T) {
+	slices := []*resourceapi.ResourceSlice{slice("a", 4, nil), slice("b", 4, nil), slice("c", 4, nil)}
+	for i, sl := range slices {
+		sl.UID, sl.ResourceVersion = types.UID(fmt.Sprint("slice-", i)), "1"
+	}
+	src := newFake([]*resourceapi.DeviceClass{class(nil, "")}, slices, claim("c", 1, ""))
+	src.allocated.Insert(structured.MakeDeviceID(driver, "b", "gpu-2"))
+	s := New(src, features).Session(context.Background(), "ns/g", []*v1.Pod{pod("m0", "c")}, node, nil)
+	for _, tc := range []struct {
+		node string
+		want int
+	}{{"a", 4}, {"b", 3}, {"c", 4}, {"b", 3}} {
+		if got := s.Limit(pod("m0", "c"), tc.node, 16); got != tc.want {
+			t.Fatalf("Limit on %s = %d, want %d", tc.node, got, tc.want)
+		}
+	}
+}

@@ -8,11 +8,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+
+	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 // Session is one plan's view of the devices: the scheduler's allocated and
@@ -35,6 +38,8 @@ type Session struct {
 	asks   map[string][]string
 	// sharedByMembers are the claims named by more than one member.
 	sharedByMembers map[string]bool
+	// memo: Limit's answers by pod, cap and node signature.
+	memo map[string]int
 	err             error
 }
 
@@ -65,7 +70,7 @@ func (d *Devices) Session(ctx context.Context, self Ref, members []*v1.Pod, node
 	// it, its PostFilter may ask again), so it keeps the context's values
 	// but not its cancellation.
 	s := &Session{d: d, ctx: context.WithoutCancel(ctx), node: node, sharedClaims: map[string]string{}, limits: map[string]map[string]int{}, asks: map[string][]string{},
-		sharedByMembers: SharedClaims(members)}
+		sharedByMembers: SharedClaims(members), memo: map[string]int{}}
 	state, err := d.src.Allocated()
 	if err != nil || state == nil {
 		s.err = fmt.Errorf("reading allocated devices: %v", err)
@@ -85,6 +90,10 @@ func (d *Devices) Session(ctx context.Context, self Ref, members []*v1.Pod, node
 		}
 	}
 	d.mu.Lock()
+	if len(d.prints) > 2*len(slices)+64 {
+		// Forget the fingerprints of deleted slices.
+		d.prints = map[types.UID]sliceFingerprint{}
+	}
 	for ref, hs := range d.holds {
 		if ref == self {
 			continue
@@ -232,12 +241,32 @@ func (s *Session) Limit(pod *v1.Pod, nodeName string, maxMembers int) int {
 	if node == nil || maxMembers <= 0 {
 		return 0
 	}
+	key := string(pod.UID)
+	if s.limits[key] == nil {
+		s.limits[key] = map[string]int{}
+		s.asks[key] = describeAsk(s.d, pod)
+	}
+	// Nodes alike (same devices, same ones taken) take as many members:
+	// an idle cluster is asked once, not once per node.
+	sig, cacheable := s.signature(pod, node)
+	memo := fmt.Sprintf("%s|%d|%s", key, maxMembers, sig)
+	if cacheable {
+		if n, ok := s.memo[memo]; ok {
+			s.limits[key][nodeName] = n
+			return n
+		}
+	}
 	n := 0
 	var taken []held
-	for n < maxMembers {
-		claims, _, ok := s.claimsOn(pod, nil, node, n > 0)
-		if !ok {
-			break
+	first, _, ok := s.claimsOn(pod, nil, node, false)
+	var next []*resourceapi.ResourceClaim
+	if ok {
+		next, _, _ = s.claimsOn(pod, nil, node, true)
+	}
+	for ok && n < maxMembers {
+		claims := first
+		if n > 0 {
+			claims = next
 		}
 		if len(claims) == 0 {
 			n = maxMembers
@@ -255,13 +284,48 @@ func (s *Session) Limit(pod *v1.Pod, nodeName string, maxMembers int) int {
 	for i := len(taken) - 1; i >= 0; i-- {
 		s.undo(taken[i])
 	}
-	key := string(pod.UID)
-	if s.limits[key] == nil {
-		s.limits[key] = map[string]int{}
-		s.asks[key] = describeAsk(s.d, pod)
+	if cacheable {
+		s.memo[memo] = n
 	}
 	s.limits[key][nodeName] = n
 	return n
+}
+
+// signature describes what decides a node's answer to Limit: its slices'
+// devices (not their names of node and pool) and which of them are taken,
+// and which of the pod's extended resources the node publishes. Not
+// cacheable: devices shared between nodes, shared or consumed capacity, or a
+// pod whose claims are allocated already (bound to a node).
+func (s *Session) signature(pod *v1.Pod, node *v1.Node) (string, bool) {
+	if len(s.shared) > 0 || len(s.state.AllocatedSharedDeviceIDs) > 0 || len(s.state.AggregatedCapacity) > 0 {
+		return "", false
+	}
+	claims, _, missing := s.d.podClaims(pod)
+	if missing != "" {
+		return "", false
+	}
+	for _, c := range claims {
+		if c.Status.Allocation != nil {
+			return "", false
+		}
+	}
+	var b strings.Builder
+	for name := range resources.PodRequests(pod) {
+		if _, published := node.Status.Allocatable[name]; published && isExtended(name) {
+			b.WriteString(string(name))
+			b.WriteByte(';')
+		}
+	}
+	for _, sl := range s.byNode[node.Name] {
+		b.WriteString(s.d.fingerprint(sl))
+		for _, dev := range sl.Spec.Devices {
+			if s.state.AllocatedDevices.Has(structured.MakeDeviceID(sl.Spec.Driver, sl.Spec.Pool.Name, dev.Name)) {
+				b.WriteString("+" + dev.Name)
+			}
+		}
+		b.WriteByte('|')
+	}
+	return b.String(), true
 }
 
 // Assign allocates members' devices in planned order, keeping each result
