@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"os"
 	"strings"
 	"testing"
 )
@@ -83,5 +84,39 @@ func TestPassFigures(t *testing.T) {
 	p.Failed = "timed out"
 	if !math.IsNaN(p.PodsPerS()) {
 		t.Errorf("a failed pass has %v pods/s, want NaN", p.PodsPerS())
+	}
+}
+
+// TestDRAWorkload checks the DRA workload's objects: every pod claims one
+// device through the template, every node publishes its devices, and the
+// scheduler_perf engine leaves the workload out.
+func TestDRAWorkload(t *testing.T) {
+	var w Workload
+	for _, wl := range Workloads(DefaultSizes) {
+		if wl.Name == "dra-gangs" {
+			w = wl
+		}
+	}
+	if w.Devices != 8 || w.Gangs != 100 || w.GangSize != 16 || w.Nodes != 1000 {
+		t.Fatalf("dra-gangs = %+v, want 100 gangs of 16 on 1000 nodes × 8 devices", w)
+	}
+	for _, s := range w.Schedulers() {
+		pod := w.Pod(s, "ns", 17)
+		if len(pod.Spec.ResourceClaims) != 1 || *pod.Spec.ResourceClaims[0].ResourceClaimTemplateName != DRATemplate ||
+			len(pod.Spec.Containers[0].Resources.Claims) != 1 {
+			t.Errorf("%s pod claims %+v, want one claim from template %s", s, pod.Spec.ResourceClaims, DRATemplate)
+		}
+	}
+	slice := w.ResourceSlice(3)
+	if *slice.Spec.NodeName != "node-3" || len(slice.Spec.Devices) != 8 || slice.Spec.Driver != DRADriver {
+		t.Errorf("slice of node-3 = %+v", slice.Spec)
+	}
+	dir := t.TempDir()
+	path, err := RenderPerf(dir, []Workload{w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := os.ReadFile(path); err != nil || strings.Contains(string(raw), "dra-gangs") {
+		t.Errorf("scheduler_perf config renders dra-gangs (err %v):\n%s", err, raw)
 	}
 }

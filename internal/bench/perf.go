@@ -73,6 +73,11 @@ func RenderPerf(dir string, workloads []Workload) (string, error) {
 	}
 	var cases []perfTestCase
 	for _, w := range workloads {
+		if w.Devices > 0 {
+			// Side by side only: the DRA workload needs slices, claim
+			// templates and the resourceclaim controller.
+			continue
+		}
 		nodeTmpl, err := w.perfNodeTemplate()
 		if err != nil {
 			return "", err

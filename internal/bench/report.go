@@ -83,13 +83,15 @@ type Goal struct {
 	Min, Max float64
 }
 
-// Goals are the ratios issue 13 asks for.
+// Goals are the ratios issue 13 (and, for DRA gangs, issue 18) asks for.
 var Goals = []Goal{
 	{Workload: "gangs", What: "gangs: phalanx / stock (same pods as plain pods)", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
 	{Workload: "topology", What: "topology gang: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
 	{Workload: "plain-pods", What: "plain pods: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 0.95},
 	{Workload: "gangs", What: "gangs: phalanx / upstream GangScheduling", A: Phalanx, B: UpstreamGang, Metric: "pods/s", Min: 1.5},
 	{Workload: "topology", What: "topology gang: phalanx / upstream TopologyPlacement", A: Phalanx, B: UpstreamGang, Metric: "pods/s", Min: 1.5},
+	{Workload: "dra-gangs", What: "DRA gangs: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
+	{Workload: "dra-gangs", What: "DRA gangs: phalanx / upstream GangScheduling", A: Phalanx, B: UpstreamGang, Metric: "pods/s", Min: 1.5},
 	{Workload: "plain-pods", What: "peak RSS: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
 	{Workload: "topology", What: "peak RSS: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
 }

@@ -23,6 +23,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -200,6 +201,24 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 			return res, err
 		}
 	}
+	if w.Devices > 0 {
+		// Pods' claims come from their template through
+		// kube-controller-manager's resourceclaim controller, as in a
+		// cluster; it also frees and deletes them when the pods go.
+		if err := c.StartResourceClaimController(); err != nil {
+			return res, err
+		}
+		if _, err := c.Client.ResourceV1().DeviceClasses().Create(ctx, DeviceClass(), metav1.CreateOptions{}); err != nil {
+			return res, err
+		}
+		fmt.Fprintf(o.Progress, "%s: publishing %d ResourceSlices of %d devices\n", w.Name, w.Nodes, w.Devices)
+		if err := parallel(ctx, w.Nodes, func(i int) error {
+			_, err := c.Client.ResourceV1().ResourceSlices().Create(ctx, w.ResourceSlice(i), metav1.CreateOptions{})
+			return err
+		}); err != nil {
+			return res, err
+		}
+	}
 	scheds := w.Schedulers()
 	for i := 0; i < o.Runs; i++ {
 		for j := range scheds {
@@ -338,6 +357,11 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		return pass, fmt.Errorf("%s exited early: %s", s, sched.logTail())
 	case <-time.After(PassTimeout):
 		pass.Failed = fmt.Sprintf("%d of %d pods bound after %v", watch.bound.Load(), pass.Pods, PassTimeout)
+		if w.Devices > 0 {
+			if err := checkDevices(ctx, c, ns, -1); err != nil {
+				return pass, err
+			}
+		}
 		if after, err := sched.scrape(ctx); err == nil {
 			pass.Metrics = after.Sub(before)
 		}
@@ -361,6 +385,11 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 	}
 	pass.Seconds = last.Sub(start).Seconds()
 	pass.EndToEnd = last.Sub(sched.started).Seconds()
+	if w.Devices > 0 {
+		if err := checkDevices(ctx, c, ns, pass.Pods); err != nil {
+			return pass, err
+		}
+	}
 	// The framework records plugin and extension point durations through an
 	// asynchronous recorder that flushes every second.
 	time.Sleep(metricsFlush)
@@ -447,7 +476,12 @@ func createObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 			}
 		}
 	}
-	return parallel(ctx, w.Total(), func(i int) error {
+	if w.Devices > 0 {
+		if _, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, ClaimTemplate(ns), metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating the claim template: %w", err)
+		}
+	}
+	if err := parallel(ctx, w.Total(), func(i int) error {
 		pod := w.Pod(s, ns, i)
 		created, err := c.Client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 		if err != nil {
@@ -457,7 +491,57 @@ func createObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 			return fmt.Errorf("the API server dropped spec.schedulingGroup of %s: is the GenericWorkload gate on?", pod.Name)
 		}
 		return nil
+	}); err != nil {
+		return err
+	}
+	if w.Devices == 0 {
+		return nil
+	}
+	// Every pod's claim is made (and named in its status) before the
+	// scheduler starts, as the pods are.
+	return wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if len(p.Status.ResourceClaimStatuses) == 0 {
+				return false, nil
+			}
+		}
+		return len(pods.Items) == w.Total(), nil
 	})
+}
+
+// checkDevices lists every claim of the cluster and fails when a device is
+// allocated to two claims or, with want ≥ 0, when ns has not exactly want
+// allocated claims (every bound pod's one claim).
+func checkDevices(ctx context.Context, c *testcluster.Cluster, ns string, want int) error {
+	claims, err := c.Client.ResourceV1().ResourceClaims("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	owner := map[string]string{}
+	allocated := 0
+	for _, cl := range claims.Items {
+		if cl.Status.Allocation == nil {
+			continue
+		}
+		if cl.Namespace == ns {
+			allocated++
+		}
+		for _, r := range cl.Status.Allocation.Devices.Results {
+			id := r.Driver + "/" + r.Pool + "/" + r.Device
+			if other, dup := owner[id]; dup {
+				return fmt.Errorf("DEVICE ALLOCATED TWICE: %s to claims %s and %s/%s", id, other, cl.Namespace, cl.Name)
+			}
+			owner[id] = cl.Namespace + "/" + cl.Name
+		}
+	}
+	if want >= 0 && allocated != want {
+		return fmt.Errorf("%d claims of %s allocated, want one per bound pod (%d)", allocated, ns, want)
+	}
+	return nil
 }
 
 func deleteObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Scheduler, ns string) error {
@@ -477,6 +561,17 @@ func deleteObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
 		return err == nil && len(list.Items) == 0, err
 	}))
+	if w.Devices > 0 {
+		// The resourceclaim controller deallocates the claims of the
+		// deleted pods and lifts their finalizers (without a garbage
+		// collector, nothing else deletes them); the next pass needs the
+		// devices and no stale claims.
+		errs = append(errs, c.Client.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
+		errs = append(errs, testcluster.Eventually(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+			list, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{Limit: 1})
+			return err == nil && len(list.Items) == 0, err
+		}))
+	}
 	return errors.Join(errs...)
 }
 

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -75,6 +76,10 @@ type Workload struct {
 	// Queues spreads the gangs round-robin over this many queues with
 	// weights 1..Queues (the stock scheduler ignores them).
 	Queues int
+	// Devices is how many DRA devices each node publishes in a ResourceSlice
+	// of DRADriver; each pod then claims one of them through its own claim,
+	// made from the namespace's ResourceClaimTemplate DRATemplate.
+	Devices int
 }
 
 // Total is the number of pods the workload schedules.
@@ -88,6 +93,8 @@ func (w Workload) Total() int {
 // Describe is a one-line description for tables.
 func (w Workload) Describe() string {
 	switch {
+	case w.Devices > 0:
+		return fmt.Sprintf("%d × %d gangs, one DRA device per pod (claim template), on %d nodes × %d devices", w.Gangs, w.GangSize, w.Nodes, w.Devices)
 	case w.Topology:
 		return fmt.Sprintf("%d × %d-pod gang (%d GPUs each), required one %s, on %d nodes", w.Gangs, w.GangSize, w.GPUs, w.RequiredLevel, w.Nodes)
 	case w.Queues > 0:
@@ -113,10 +120,13 @@ type Sizes struct {
 	GangNodes, Gangs, GangSize  int
 	TopologyNodes, TopologyGang int
 	Queues                      int
+	// DRAGangSize is the gang size of the DRA workload (on GangNodes,
+	// Gangs gangs).
+	DRAGangSize int
 }
 
-// DefaultSizes are the sizes issue 13 names.
-var DefaultSizes = Sizes{Nodes: 5000, Pods: 10000, GangNodes: 1000, Gangs: 100, GangSize: 64, TopologyNodes: 4096, TopologyGang: 1024, Queues: 4}
+// DefaultSizes are the sizes issue 13 (and, for DRA gangs, issue 18) names.
+var DefaultSizes = Sizes{Nodes: 5000, Pods: 10000, GangNodes: 1000, Gangs: 100, GangSize: 64, TopologyNodes: 4096, TopologyGang: 1024, Queues: 4, DRAGangSize: 16}
 
 // Workloads returns the benchmark's one set of workloads.
 func Workloads(s Sizes) []Workload {
@@ -127,6 +137,56 @@ func Workloads(s Sizes) []Workload {
 		{Name: "topology", Nodes: s.TopologyNodes, Gangs: 1, GangSize: s.TopologyGang, CPU: "1", GPUs: 4, Topology: true, RequiredLevel: "ib-cluster"},
 		// The gang workload again, its gangs spread over weighted queues.
 		{Name: "queues", Nodes: s.GangNodes, Gangs: s.Gangs, GangSize: s.GangSize, CPU: "1", Queues: s.Queues},
+		// Gangs whose members each claim one DRA device of 8 per node.
+		{Name: "dra-gangs", Nodes: s.GangNodes, Gangs: s.Gangs, GangSize: s.DRAGangSize, CPU: "1", Devices: 8},
+	}
+}
+
+// The DRA workload's driver, its DeviceClass (same name) and the claim
+// template of its pods.
+const (
+	DRADriver   = "gpu.example.com"
+	DRATemplate = "gpu"
+)
+
+// DeviceClass selects the DRA workload's devices by driver.
+func DeviceClass() *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{
+		ObjectMeta: metav1.ObjectMeta{Name: DRADriver},
+		Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{
+			CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf("device.driver == %q", DRADriver)},
+		}}},
+	}
+}
+
+// ResourceSlice is node i's devices, as its DRA driver would publish them:
+// one pool per node, one slice.
+func (w Workload) ResourceSlice(i int) *resourceapi.ResourceSlice {
+	node := w.Node(i).Name
+	slice := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + DRADriver},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   DRADriver,
+			NodeName: ptr.To(node),
+			Pool:     resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
+		},
+	}
+	for d := 0; d < w.Devices; d++ {
+		slice.Spec.Devices = append(slice.Spec.Devices, resourceapi.Device{Name: fmt.Sprintf("gpu-%d", d)})
+	}
+	return slice
+}
+
+// ClaimTemplate asks for one device of the class; the resourceclaim
+// controller makes each pod its own claim from it.
+func ClaimTemplate(ns string) *resourceapi.ResourceClaimTemplate {
+	return &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: DRATemplate, Namespace: ns},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{
+				DeviceClassName: DRADriver, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
+			}}},
+		}}},
 	}
 }
 
@@ -172,13 +232,18 @@ func (w Workload) PodName(i int) string {
 
 // Pod is pod i for scheduler s. Every scheduler gets the same pod (gang
 // members carry the PodGroup label, which the stock scheduler ignores); the
-// upstream gang scheduler's pods also name their v1alpha2 PodGroup.
+// upstream gang scheduler's pods also name their v1alpha2 PodGroup. Pods of
+// the DRA workload claim a device through the claim template.
 func (w Workload) Pod(s Scheduler, ns string, i int) *v1.Pod {
 	spec := testcluster.PodSpec{Name: w.PodName(i), Namespace: ns, SchedulerName: s.SchedulerName(), CPU: w.CPU, GPUs: w.GPUs}
 	if w.GangSize > 0 {
 		spec.PodGroup = GangName(i / w.GangSize)
 	}
 	pod := spec.Pod()
+	if w.Devices > 0 {
+		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(DRATemplate)}}
+		pod.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
+	}
 	if s == UpstreamGang && w.GangSize > 0 {
 		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(spec.PodGroup)}
 	}
