@@ -40,7 +40,7 @@ type Session struct {
 	sharedByMembers map[string]bool
 	// memo: Limit's answers by pod, cap and node signature.
 	memo map[string]int
-	err             error
+	err  error
 }
 
 // Placement is one member on its planned node, in planned order.

@@ -144,6 +144,20 @@ func createDRAGang(t *testing.T, c *testcluster.Cluster, ns, group string, minMe
 	}
 }
 
+// ownClaimGang creates a gang of n members, member i with its own claim
+// claim-i of spec.
+func ownClaimGang(t *testing.T, c *testcluster.Cluster, ns, group, driver string, n int, minMember int32, spec resourceapi.ResourceClaimSpec) {
+	t.Helper()
+	var names []string
+	var pods []*v1.Pod
+	for i := range n {
+		names = append(names, fmt.Sprintf("claim-%d", i))
+		pods = append(pods, withClaim(draPod(ns, group, driver, i, "1"), names[i], ""))
+	}
+	createClaims(t, c, ns, names, spec)
+	createDRAGang(t, c, ns, group, minMember, pods)
+}
+
 func createClaims(t *testing.T, c *testcluster.Cluster, ns string, names []string, spec resourceapi.ResourceClaimSpec) {
 	t.Helper()
 	ctx := ctxFor(t)
@@ -233,14 +247,7 @@ func TestDRAGangs(t *testing.T) {
 		const driver, ns = "a.example.com", "dra-a"
 		draSetup(t, c, driver, "",
 			draNode{name: "a-big", cpu: "64", devices: 4}, draNode{name: "a-small", cpu: "16", devices: 4}, draNode{name: "a-none", cpu: "64"})
-		var names []string
-		var pods []*v1.Pod
-		for i := range 8 {
-			names = append(names, fmt.Sprintf("claim-%d", i))
-			pods = append(pods, withClaim(draPod(ns, "job", driver, i, "1"), names[i], ""))
-		}
-		createClaims(t, c, ns, names, claimSpec(driver, 1, ""))
-		createDRAGang(t, c, ns, "job", 8, pods)
+		ownClaimGang(t, c, ns, "job", driver, 8, 8, claimSpec(driver, 1, ""))
 		waitBoundCount(t, c, ns, "job", 8)
 		if got := nodesOf(t, c, ns, "job"); got["a-big"] != 4 || got["a-small"] != 4 {
 			t.Fatalf("members per node = %v, want 4 on a-big and 4 on a-small", got)
@@ -277,14 +284,7 @@ func TestDRAGangs(t *testing.T) {
 	t.Run("gang larger than the devices", func(t *testing.T) {
 		const driver, ns = "c.example.com", "dra-c"
 		draSetup(t, c, driver, "", draNode{name: "c-0", cpu: "64", devices: 4}, draNode{name: "c-1", cpu: "64", devices: 4})
-		var names []string
-		var pods []*v1.Pod
-		for i := range 10 {
-			names = append(names, fmt.Sprintf("claim-%d", i))
-			pods = append(pods, withClaim(draPod(ns, "job", driver, i, "1"), names[i], ""))
-		}
-		createClaims(t, c, ns, names, claimSpec(driver, 1, ""))
-		createDRAGang(t, c, ns, "job", 10, pods)
+		ownClaimGang(t, c, ns, "job", driver, 10, 10, claimSpec(driver, 1, ""))
 		waitCondition(t, c, ns, "job", "Unschedulable", "class "+driver, "fit 8 of 10 members", "2 short")
 		assertBound(t, c, ns, "job", 0)
 		claims, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctxFor(t), metav1.ListOptions{})
@@ -303,18 +303,8 @@ func TestDRAGangs(t *testing.T) {
 	t.Run("claim templates", func(t *testing.T) {
 		const driver, ns = "d.example.com", "dra-d"
 		draSetup(t, c, driver, "", draNode{name: "d-big", cpu: "64", devices: 2}, draNode{name: "d-small", cpu: "8", devices: 2})
-		ctx := ctxFor(t)
-		_, _ = c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: ns},
-			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: claimSpec(driver, 1, "")}}
-		if _, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var pods []*v1.Pod
-		for i := range 4 {
-			pods = append(pods, withClaim(draPod(ns, "job", driver, i, "1"), "", "gpu"))
-		}
-		createDRAGang(t, c, ns, "job", 4, pods)
+		draTemplate(t, c, ns, driver)
+		draGang(t, c, ns, driver, "job", 4, 0)
 		waitBoundCount(t, c, ns, "job", 4)
 		if got := nodesOf(t, c, ns, "job"); got["d-big"] != 2 || got["d-small"] != 2 {
 			t.Fatalf("members per node = %v, want 2 and 2", got)
@@ -357,14 +347,7 @@ func TestDRAGangs(t *testing.T) {
 		}
 		draSetup(t, c, driver, "", draNode{name: "f-0", cpu: "64", devices: 4, attrs: root(1)},
 			draNode{name: "f-1", cpu: "8", devices: 4, attrs: root(2)}, draNode{name: "f-2", cpu: "8", devices: 4, attrs: root(2)})
-		var names []string
-		var pods []*v1.Pod
-		for i := range 4 {
-			names = append(names, fmt.Sprintf("claim-%d", i))
-			pods = append(pods, withClaim(draPod(ns, "job", driver, i, "1"), names[i], ""))
-		}
-		createClaims(t, c, ns, names, claimSpec(driver, 2, driver+"/pcieRoot"))
-		createDRAGang(t, c, ns, "job", 4, pods)
+		ownClaimGang(t, c, ns, "job", driver, 4, 4, claimSpec(driver, 2, driver+"/pcieRoot"))
 		waitBoundCount(t, c, ns, "job", 4)
 		if got := nodesOf(t, c, ns, "job"); got["f-1"] != 2 || got["f-2"] != 2 {
 			t.Fatalf("members per node = %v, want 2 on f-1 and 2 on f-2", got)
@@ -390,14 +373,7 @@ func TestDRAGangs(t *testing.T) {
 	t.Run("tainted device", func(t *testing.T) {
 		const driver, ns = "g.example.com", "dra-g"
 		draSetup(t, c, driver, "", draNode{name: "g-0", cpu: "64", devices: 2, tainted: []int{0}}, draNode{name: "g-1", cpu: "64", devices: 2})
-		var names []string
-		var pods []*v1.Pod
-		for i := range 4 {
-			names = append(names, fmt.Sprintf("claim-%d", i))
-			pods = append(pods, withClaim(draPod(ns, "big", driver, i, "1"), names[i], ""))
-		}
-		createClaims(t, c, ns, names, claimSpec(driver, 1, ""))
-		createDRAGang(t, c, ns, "big", 4, pods)
+		ownClaimGang(t, c, ns, "big", driver, 4, 4, claimSpec(driver, 1, ""))
 		waitCondition(t, c, ns, "big", "Unschedulable", "fit 3 of 4 members")
 		assertBound(t, c, ns, "big", 0)
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctxFor(t), "big-3", metav1.DeleteOptions{}); err != nil {
@@ -472,13 +448,8 @@ func TestDRAGangs(t *testing.T) {
 			draNode{name: "h-0", cpu: "64", devices: 6})
 		createQueue(t, c, queue("queue-a", 1))
 		createQueue(t, c, queue("queue-b", 2))
+		draTemplate(t, c, ns, driver)
 		ctx := ctxFor(t)
-		_, _ = c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: "gpu", Namespace: ns},
-			Spec: resourceapi.ResourceClaimTemplateSpec{Spec: claimSpec(driver, 1, "")}}
-		if _, err := c.Client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
 		submit := func(q, group string) {
 			pods := []*v1.Pod{withClaim(draPod(ns, group, driver, 0, "1"), "", "gpu"), withClaim(draPod(ns, group, driver, 1, "1"), "", "gpu")}
 			createDRAGang(t, c, ns, group, 2, pods, phalanxv1alpha1.QueueLabel, q)
