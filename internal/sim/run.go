@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -189,9 +191,22 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 		return nil, fmt.Errorf("starting kwok: %w", err)
 	}
 	if s := o.Scheduler; s != nil {
-		if _, err := c.StartSchedulerBinary(s.Binary, s.Config, s.Args...); err != nil {
+		// A config file's clientConnection wins over --kubeconfig.
+		cfg, err := withKubeconfig(s.Config, c.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		child, err := c.StartSchedulerBinary(s.Binary, cfg, s.Args...)
+		if err != nil {
 			return nil, fmt.Errorf("starting %s: %w", s.Name, err)
 		}
+		// The child's own log goes into the run's log when the run ends
+		// (before the cluster's scratch directory is removed).
+		defer func() {
+			if raw, rerr := os.ReadFile(child.Log); rerr == nil {
+				fmt.Fprintf(logw, "\n==== %s log ====\n%s==== end of %s log ====\n", s.Name, raw, s.Name)
+			}
+		}()
 	} else if _, err := c.StartScheduler(config); err != nil {
 		return nil, fmt.Errorf("starting scheduler: %w", err)
 	}
@@ -693,4 +708,19 @@ func (d *driver) podReason(ctx context.Context, r *JobResult) error {
 		}
 	}
 	return nil
+}
+
+// withKubeconfig sets a KubeSchedulerConfiguration's clientConnection.kubeconfig.
+func withKubeconfig(config []byte, kubeconfig string) ([]byte, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(config, &doc); err != nil {
+		return nil, fmt.Errorf("scheduler config: %w", err)
+	}
+	conn, _ := doc["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	conn["kubeconfig"] = kubeconfig
+	doc["clientConnection"] = conn
+	return yaml.Marshal(doc)
 }
