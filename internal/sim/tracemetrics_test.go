@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
 func TestFragmentedGPUs(t *testing.T) {
@@ -128,5 +130,55 @@ func TestGangCounts(t *testing.T) {
 		if split != c.split || partial != c.partial {
 			t.Errorf("%s: GangCounts = %d, %d, want %d, %d", c.name, split, partial, c.split, c.partial)
 		}
+	}
+}
+
+func TestTraceSummary(t *testing.T) {
+	s := time.Second
+	gang := Job{Name: "g", Replicas: 2, MinMember: 2, GPUs: 2, Queue: "a", Annotations: map[string]string{"scheduling.phalanx.dev/topology-required": "leaf"}}
+	plain := Job{Name: "p", Replicas: 1, GPUs: 1, Queue: "b"}
+	never := Job{Name: "n", Replicas: 2, MinMember: 2, GPUs: 4, Queue: "b", Arrival: Duration{2 * s}}
+	sc := &Scenario{Name: "t", Jobs: []Job{gang, plain, never},
+		Network: []phalanxv1alpha1.TopologyLevel{{Name: "leaf", NodeLabel: "leaf"}},
+		Queues:  []Queue{{Name: "a", QueueSpec: phalanxv1alpha1.QueueSpec{Weight: 1}}, {Name: "b", QueueSpec: phalanxv1alpha1.QueueSpec{Weight: 1}}}}
+	r := &Result{Scenario: sc, GPUs: 8, Elapsed: 10 * s,
+		Nodes: []NodeResult{{Name: "n0", Labels: map[string]string{"leaf": "l0"}}, {Name: "n1", Labels: map[string]string{"leaf": "l1"}}},
+		Jobs: []*JobResult{
+			{Job: gang, Submitted: 0, QuorumAt: 1 * s, MaxBound: 2, Nodes: map[string]int{"n0": 1, "n1": 1}},
+			{Job: plain, Submitted: 0, QuorumAt: 3 * s, MaxBound: 1, Nodes: map[string]int{"n0": 1}},
+			{Job: never, Submitted: 2 * s, MaxBound: 1, Nodes: map[string]int{"n1": 1}},
+		},
+		// From 0 to 5s jobs wait and 4 GPUs are held, 2 of them useful;
+		// from 5s nothing waits (not true of the jobs above, but the
+		// samples are what counts) and all 8 are held.
+		Samples: []Sample{
+			{At: 0, GPUUsed: 4, UsefulGPU: 2, StrandedGPU: 2, FragGPU: 1, JobsWaiting: 1, QueueUsed: map[string]int64{"a": 4}, QueueWaitingGPU: map[string]int64{"b": 8}},
+			{At: 5 * s, GPUUsed: 8, UsefulGPU: 8, QueueUsed: map[string]int64{"a": 4, "b": 4}},
+		},
+	}
+	got := TraceRun{Scheduler: "x", Speed: 10, Result: r}.Summary()
+	if got.Started != 2 || got.Jobs != 3 {
+		t.Errorf("started %d of %d, want 2 of 3", got.Started, got.Jobs)
+	}
+	if got.Alloc != 0.75 || got.AllocWaiting != 0.5 || got.UsefulWaiting != 0.25 || got.FragWaiting != 0.125 {
+		t.Errorf("allocation %v / %v, useful %v, fragmentation %v; want 0.75 / 0.5, 0.25, 0.125", got.Alloc, got.AllocWaiting, got.UsefulWaiting, got.FragWaiting)
+	}
+	if got.WaitingSeconds != 50 {
+		t.Errorf("waiting %v trace seconds, want 50", got.WaitingSeconds)
+	}
+	// Waits in trace seconds: 10, 30, and 80 for the job that never started.
+	if got.WaitP50 != 30 || got.WaitP95 != 80 {
+		t.Errorf("waits %v: p50 %v p95 %v, want 30 and 80", got.Waits, got.WaitP50, got.WaitP95)
+	}
+	if got.Split != 1 || got.Partial != 1 {
+		t.Errorf("split %d partial %d, want 1 and 1", got.Split, got.Partial)
+	}
+	if got.StrandedPeak != 2 || got.StrandedMean != 1 {
+		t.Errorf("stranded mean %v peak %d, want 1 and 2", got.StrandedMean, got.StrandedPeak)
+	}
+	// While jobs waited, a held 4 of 8 and deserved 4 (b asked 8: equal
+	// weights split the 8 GPUs 4/4).
+	if len(got.Queues) != 2 || got.Queues[0].Share != 0.5 || got.Queues[0].Deserved != 0.5 || got.Queues[1].Share != 0 || got.Queues[1].Deserved != 0.5 {
+		t.Errorf("queues %+v", got.Queues)
 	}
 }
