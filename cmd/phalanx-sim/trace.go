@@ -23,6 +23,7 @@ func runTrace(ctx context.Context, args []string) error {
 	kubeScheduler := fs.String("kube-scheduler", "bin/kube-scheduler", "upstream kube-scheduler binary for stock and upstream-gang (make bench-bins builds it); without it only phalanx runs")
 	htmlPath := fs.String("html", "report/trace.html", "write the HTML report here (\"\": none)")
 	logFile := fs.String("log", "", "write the control plane's log to this file")
+	details := fs.String("details", "", "write each replay's per-job table (the demo's text report) into this directory")
 	gen := sim.DefaultGenOptions
 	generate := fs.Bool("generate", false, "generate the trace from the openb shapes (examples/trace) instead of reading -nodes/-jobs")
 	fs.Int64Var(&gen.Seed, "seed", gen.Seed, "generator seed")
@@ -85,6 +86,20 @@ func runTrace(ctx context.Context, args []string) error {
 		Speed:   *speed, Timeout: *timeout, KubeScheduler: *kubeScheduler,
 	})
 	sim.WriteTraceText(os.Stdout, runs)
+	if *details != "" {
+		if err := os.MkdirAll(*details, 0o755); err != nil {
+			return err
+		}
+		for _, tr := range runs {
+			f, err := os.Create(filepath.Join(*details, tr.Scheduler+"-jobs.txt"))
+			if err != nil {
+				return err
+			}
+			tr.Result.WriteText(f)
+			f.Close()
+		}
+		fmt.Printf("per-job details: %s/<scheduler>-jobs.txt\n", *details)
+	}
 	if *htmlPath != "" && len(runs) > 0 {
 		if werr := writeTraceHTML(*htmlPath, runs); werr != nil {
 			return werr

@@ -80,6 +80,11 @@ type JobResult struct {
 	Nodes map[string]int
 	// Reason is the scheduler's condition message for a job that did not run.
 	Reason string
+	// MaxLiveDomains is the most domains of the job's required network
+	// level its running pods spanned at one sample (0 without a
+	// requirement). Unlike Nodes, it does not add up placements a gang had
+	// before and after being evicted and resubmitted.
+	MaxLiveDomains int
 
 	firstAt time.Duration
 	placed  map[string]bool // pods seen bound, by name
@@ -235,6 +240,7 @@ type driver struct {
 	namespaces map[string]bool
 	sched      *SchedulerSpec
 	liveQuorum bool
+	labels     map[string]map[string]string
 }
 
 // setUp creates the nodes (with their NodeResourceTopology objects), the
@@ -472,10 +478,11 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	running := map[string][]*v1.Pod{}
 	d.finishing = 0
 	sample := Sample{At: now, QueueUsed: map[string]int64{}, QueueWaiting: map[string]int{}, QueueWaitingGPU: map[string]int64{}}
-	live := map[string]int{}          // per job: bound, not completed
-	jobGPU := map[string]int64{}      // per job: GPUs of its running pods
-	nodeUsed := map[string]Room{}     // per node: requests of its running pods
-	waitingShapes := map[Shape]bool{} // shapes of the unbound pods
+	live := map[string]int{}           // per job: bound, not completed
+	liveNodes := map[string][]string{} // per job: nodes of its running pods
+	jobGPU := map[string]int64{}       // per job: GPUs of its running pods
+	nodeUsed := map[string]Room{}      // per node: requests of its running pods
+	waitingShapes := map[Shape]bool{}  // shapes of the unbound pods
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
@@ -520,6 +527,7 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 			}
 			running[p.Spec.NodeName] = append(running[p.Spec.NodeName], p)
 			live[r.Job.Key()]++
+			liveNodes[r.Job.Key()] = append(liveNodes[r.Job.Key()], p.Spec.NodeName)
 			jobGPU[r.Job.Key()] += gpus
 			u := nodeUsed[p.Spec.NodeName]
 			u.CPU += cpu
@@ -569,6 +577,13 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		}
 	}
 	for _, r := range d.res.Jobs {
+		if level := d.sc.level(r.Job.requiredLevel()); level != nil && len(liveNodes[r.Job.Key()]) > 0 {
+			domains := map[string]bool{}
+			for _, n := range liveNodes[r.Job.Key()] {
+				domains[d.nodeLabels()[n][level.NodeLabel]] = true
+			}
+			r.MaxLiveDomains = max(r.MaxLiveDomains, len(domains))
+		}
 		if !r.Ran() {
 			sample.JobsWaiting++
 		}
@@ -594,6 +609,17 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	d.checkNUMA(now, running)
 	d.res.Samples = append(d.res.Samples, sample)
 	return changed, nil
+}
+
+// nodeLabels maps node names to their labels.
+func (d *driver) nodeLabels() map[string]map[string]string {
+	if d.labels == nil {
+		d.labels = map[string]map[string]string{}
+		for _, n := range d.res.Nodes {
+			d.labels[n.Name] = n.Labels
+		}
+	}
+	return d.labels
 }
 
 // checkNUMA replays, on every NUMA node, the kubelet's admission of the pods

@@ -43,6 +43,7 @@ func WriteTraceHTML(w io.Writer, runs []TraceRun) error {
 	row("job wait p95", func(s TraceSummary) string { return fmt.Sprintf("%.0fs", s.WaitP95) })
 	row("split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) })
 	row("partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) })
+	row("pods evicted (reclaim)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) })
 	row("GPUs stranded by incomplete gangs, mean / peak", func(s TraceSummary) string {
 		return fmt.Sprintf("%.1f / %d", s.StrandedMean, s.StrandedPeak)
 	})

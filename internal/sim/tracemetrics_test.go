@@ -144,7 +144,7 @@ func TestTraceSummary(t *testing.T) {
 	r := &Result{Scenario: sc, GPUs: 8, Elapsed: 10 * s,
 		Nodes: []NodeResult{{Name: "n0", Labels: map[string]string{"leaf": "l0"}}, {Name: "n1", Labels: map[string]string{"leaf": "l1"}}},
 		Jobs: []*JobResult{
-			{Job: gang, Submitted: 0, QuorumAt: 1 * s, MaxBound: 2, Nodes: map[string]int{"n0": 1, "n1": 1}},
+			{Job: gang, Submitted: 0, QuorumAt: 1 * s, MaxBound: 2, Nodes: map[string]int{"n0": 1, "n1": 1}, MaxLiveDomains: 2},
 			{Job: plain, Submitted: 0, QuorumAt: 3 * s, MaxBound: 1, Nodes: map[string]int{"n0": 1}},
 			{Job: never, Submitted: 2 * s, MaxBound: 1, Nodes: map[string]int{"n1": 1}},
 		},

@@ -36,6 +36,9 @@ type TraceSummary struct {
 	Waits            []float64
 	WaitP50, WaitP95 float64
 	Split, Partial   int
+	// Evicted counts pods deleted before they completed (reclaim); the
+	// simulator resubmits them.
+	Evicted int
 	// StrandedMean and StrandedPeak are GPUs held by members of gangs that
 	// had not started.
 	StrandedMean float64
@@ -86,11 +89,11 @@ func (tr TraceRun) Summary() TraceSummary {
 			wait = j.Wait()
 		}
 		s.Waits = append(s.Waits, wait.Seconds()*tr.Speed)
+		s.Evicted += j.Evicted
 		if j.Job.MinMember > 0 {
-			g := GangOutcome{Started: j.Ran(), MaxBound: j.MaxBound}
-			if level := j.Job.requiredLevel(); level != "" {
-				g.Domains = len(r.domainsOf(j, level))
-			}
+			// Domains spanned at once: a gang reclaimed and placed again
+			// elsewhere is not split.
+			g := GangOutcome{Started: j.Ran(), MaxBound: j.MaxBound, Domains: j.MaxLiveDomains}
 			gangs = append(gangs, g)
 		}
 	}
@@ -198,6 +201,7 @@ func WriteTraceText(w io.Writer, runs []TraceRun) {
 	row("job wait p95 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP95) })
 	row("split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) })
 	row("partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) })
+	row("pods evicted (reclaim)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) })
 	row("GPUs stranded, mean", func(s TraceSummary) string { return fmt.Sprintf("%.1f", s.StrandedMean) })
 	row("GPUs stranded, peak", func(s TraceSummary) string { return fmt.Sprint(s.StrandedPeak) })
 	for qi, q := range sums[0].Queues {
