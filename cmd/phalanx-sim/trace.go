@@ -23,6 +23,7 @@ func runTrace(ctx context.Context, args []string) error {
 	kubeScheduler := fs.String("kube-scheduler", "bin/kube-scheduler", "upstream kube-scheduler binary for stock and upstream-gang (make bench-bins builds it); without it only phalanx runs")
 	htmlPath := fs.String("html", "report/trace.html", "write the HTML report here (\"\": none)")
 	logFile := fs.String("log", "", "write the control plane's log to this file")
+	scaleTimers := fs.Bool("scale-timers", true, "divide phalanx's reservation and minimum-runtime timers by -speed, so they keep their meaning in trace time")
 	details := fs.String("details", "", "write each replay's per-job table (the demo's text report) into this directory")
 	gen := sim.DefaultGenOptions
 	generate := fs.Bool("generate", false, "generate the trace from the openb shapes (examples/trace) instead of reading -nodes/-jobs")
@@ -83,7 +84,7 @@ func runTrace(ctx context.Context, args []string) error {
 	start := time.Now()
 	runs, err := sim.ReplayTrace(ctx, t, names, sim.ReplayOptions{
 		Options: sim.Options{Log: logw, Progress: os.Stdout},
-		Speed:   *speed, Timeout: *timeout, KubeScheduler: *kubeScheduler,
+		Speed:   *speed, Timeout: *timeout, KubeScheduler: *kubeScheduler, ScaleTimers: *scaleTimers,
 	})
 	sim.WriteTraceText(os.Stdout, runs)
 	if *details != "" {

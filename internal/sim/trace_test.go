@@ -221,3 +221,19 @@ func TestTraceReplayShort(t *testing.T) {
 		t.Log(text.String())
 	}
 }
+
+func TestScaledSchedulerConfig(t *testing.T) {
+	raw, err := ScaledSchedulerConfig(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	// 30s and 15s at 50x: 0.6s rounds to the 1s minimum, 0.3s to 0.
+	if !strings.Contains(s, "reservationAfterSeconds: 1\n") || !strings.Contains(s, "minRuntimeSeconds: 0\n") || !strings.Contains(s, "defaultScheduleTimeoutSeconds: 60\n") {
+		t.Errorf("scaled config:\n%s", s)
+	}
+	raw, _ = ScaledSchedulerConfig(5)
+	if s := string(raw); !strings.Contains(s, "reservationAfterSeconds: 6\n") || !strings.Contains(s, "minRuntimeSeconds: 3\n") {
+		t.Errorf("scaled config at 5x:\n%s", s)
+	}
+}

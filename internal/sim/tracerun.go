@@ -3,10 +3,14 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
+	"sigs.k8s.io/yaml"
+
 	"github.com/phalanx-sched/phalanx/internal/bench"
+	"github.com/phalanx-sched/phalanx/manifests"
 )
 
 // Schedulers a trace can be replayed with.
@@ -51,6 +55,40 @@ type ReplayOptions struct {
 	// KubeScheduler is upstream's kube-scheduler binary (stock and
 	// upstream-gang).
 	KubeScheduler string
+	// ScaleTimers divides phalanx's wall-clock timers that shape placement
+	// over time — Coscheduling's reservationAfterSeconds and CapacityQueue's
+	// minRuntimeSeconds — by Speed (whole seconds, reservation at least 1),
+	// so they mean in trace time what they mean in a real cluster.
+	ScaleTimers bool
+}
+
+// ScaledSchedulerConfig is the canonical phalanx profile with its
+// reservation and minimum-runtime timers divided by speed.
+func ScaledSchedulerConfig(speed float64) ([]byte, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(manifests.SchedulerConfig, &doc); err != nil {
+		return nil, err
+	}
+	profiles, _ := doc["profiles"].([]any)
+	scaled := 0
+	for _, p := range profiles {
+		pm, _ := p.(map[string]any)
+		cfgs, _ := pm["pluginConfig"].([]any)
+		for _, c := range cfgs {
+			cm, _ := c.(map[string]any)
+			args, _ := cm["args"].(map[string]any)
+			for key, floor := range map[string]float64{"reservationAfterSeconds": 1, "minRuntimeSeconds": 0} {
+				if v, ok := args[key].(float64); ok {
+					args[key] = int64(math.Max(floor, math.Round(v/speed)))
+					scaled++
+				}
+			}
+		}
+	}
+	if scaled != 2 {
+		return nil, fmt.Errorf("scaling timers: found %d of reservationAfterSeconds and minRuntimeSeconds in manifests/scheduler-config.yaml", scaled)
+	}
+	return yaml.Marshal(doc)
 }
 
 // ReplayTrace replays the trace once per scheduler, each on a fresh
@@ -68,6 +106,11 @@ func ReplayTrace(ctx context.Context, t *Trace, schedulers []string, o ReplayOpt
 		}
 		opts := o.Options
 		opts.Scheduler = spec
+		if spec == nil && o.ScaleTimers {
+			if opts.SchedulerConfig, err = ScaledSchedulerConfig(o.Speed); err != nil {
+				return runs, err
+			}
+		}
 		opts.LiveQuorum = true
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "\n== %s: %d jobs on %d nodes at %gx (at most %s)\n", name, len(sc.Jobs), len(sc.Nodes), o.Speed, sc.Timeout.Duration)
