@@ -17,7 +17,7 @@ IMAGE ?= ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)
 # Integration and simulator runs take longer than go test's 10-minute default.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test unit integration workloads e2e stress verify lint generate manifests demo bench bench-perf bench-all bench-bins image clean
+.PHONY: all build test unit integration workloads e2e stress verify lint generate manifests demo trace bench bench-perf bench-all bench-bins image clean
 
 all: build
 
@@ -81,6 +81,16 @@ generate:
 ## demo: an in-process cluster, the scheduler, the reference scenarios, a report
 demo:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/phalanx-sim demo
+
+## trace: a generated openb-derived trace (examples/trace) replayed with phalanx,
+## stock kube-scheduler and upstream's gang plugin in turns, time-compressed;
+## report/trace/trace.html and the CSVs it replayed. Not part of make test
+## (TestTraceReplayShort in make unit replays a tiny trace with phalanx).
+## TRACE_ARGS="-generate -seed 2 -load 1.3" etc.; your own history:
+## TRACE_ARGS="-nodes n.csv -jobs j.csv -queues q.csv -speed 20" (docs/simulator.md).
+TRACE_ARGS ?= -generate -seed 1 -load 1.25 -speed 50
+trace: bench-bins
+	$(BIN)/phalanx-sim trace -kube-scheduler $(BIN)/kube-scheduler -out report/trace -html report/trace/trace.html $(TRACE_ARGS)
 
 ## bench: stock kube-scheduler, upstream GangScheduling and phalanx side by side
 ## (child processes, one API server per workload): pods/s, CPU/pod, peak RSS,

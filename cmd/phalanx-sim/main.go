@@ -1,9 +1,12 @@
 // Command phalanx-sim runs scenarios on an in-process cluster with the phalanx
 // scheduler (demo), and measures phalanx against the stock kube-scheduler
-// profile in the same run (bench).
+// profile in the same run (bench), and replays a cluster's history with
+// several schedulers in turns (trace).
 //
 //	phalanx-sim demo [-html report.html] [scenario.yaml]
 //	phalanx-sim bench [-runs 3] [-profile] [-only gangs,topology] [-nodes 5000 ...]
+//	phalanx-sim trace -nodes nodes.csv -jobs jobs.csv [-queues queues.csv] [-speed 100] [-schedulers phalanx,stock,upstream-gang]
+//	phalanx-sim trace -generate [-seed 1] [-load 1.25] [-node-count 16] [-job-count 200] [-out report/trace]
 package main
 
 import (
@@ -43,6 +46,8 @@ func main() {
 		err = demo(ctx, os.Args[2:])
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
+	case "trace":
+		err = runTrace(ctx, os.Args[2:])
 	default:
 		usage()
 	}
@@ -53,7 +58,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: phalanx-sim demo [scenario.yaml] | bench [flags]")
+	fmt.Fprintln(os.Stderr, "usage: phalanx-sim demo [scenario.yaml] | bench [flags] | trace [flags]")
 	os.Exit(2)
 }
 

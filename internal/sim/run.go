@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"time"
@@ -11,6 +12,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -29,6 +32,32 @@ type Options struct {
 	Log io.Writer
 	// Progress receives a progress bar while the run goes (nil: silent).
 	Progress io.Writer
+	// Scheduler runs another scheduler instead of phalanx in this process
+	// (trace replays compare schedulers on the same trace).
+	Scheduler *SchedulerSpec
+	// LiveQuorum counts a gang as started only when minMember members are
+	// bound and not yet completed at the same sample (trace replays: under
+	// a scheduler that binds gangs in part, members that ran alone and
+	// completed never made the gang run).
+	LiveQuorum bool
+}
+
+// SchedulerSpec is a scheduler binary a run uses instead of phalanx.
+type SchedulerSpec struct {
+	// Name labels the scheduler in reports.
+	Name string
+	// Binary is the scheduler's executable; Config its
+	// KubeSchedulerConfiguration, whose one profile is SchedulerName.
+	Binary        string
+	Config        []byte
+	SchedulerName string
+	// Args are extra flags (feature gates).
+	Args []string
+	// APIServerFlags are extra kube-apiserver flags the scheduler needs.
+	APIServerFlags []string
+	// UpstreamGang: gangs become scheduling.k8s.io/v1alpha2 Workloads and
+	// PodGroups, and their pods name their PodGroup in spec.schedulingGroup.
+	UpstreamGang bool
 }
 
 // JobResult is what happened to one job.
@@ -51,6 +80,11 @@ type JobResult struct {
 	Nodes map[string]int
 	// Reason is the scheduler's condition message for a job that did not run.
 	Reason string
+	// MaxLiveDomains is the most domains of the job's required network
+	// level its running pods spanned at one sample (0 without a
+	// requirement). Unlike Nodes, it does not add up placements a gang had
+	// before and after being evicted and resubmitted.
+	MaxLiveDomains int
 
 	firstAt time.Duration
 	placed  map[string]bool // pods seen bound, by name
@@ -68,6 +102,15 @@ type Sample struct {
 	At      time.Duration
 	GPUUsed int64
 	CPUUsed int64 // millicores
+	// UsefulGPU is held by pods of jobs that started (gangs with minMember
+	// bound, and plain pods); StrandedGPU by members of gangs that did not.
+	UsefulGPU, StrandedGPU int64
+	// FragGPU counts free GPUs on nodes where no waiting pod fits
+	// (FragmentedGPUs); JobsWaiting the submitted jobs not started yet.
+	FragGPU     int64
+	JobsWaiting int
+	// QueueWaitingGPU is the GPUs the queue's unbound pods ask for.
+	QueueWaitingGPU map[string]int64
 	// QueueUsed is the dominant resource (GPUs, or millicores without GPUs)
 	// used per queue; QueueWaiting counts the queue's unbound pods.
 	QueueUsed    map[string]int64
@@ -80,6 +123,7 @@ type NodeResult struct {
 	Labels  map[string]string
 	GPUs    int64
 	CPU     int64 // millicores
+	Memory  int64 // bytes
 	Tainted bool
 	Zones   int
 }
@@ -131,12 +175,16 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 			err = f
 		}
 	}()
-	c, err := testcluster.Start(runner, testcluster.Options{})
+	var apiFlags []string
+	if o.Scheduler != nil {
+		apiFlags = o.Scheduler.APIServerFlags
+	}
+	c, err := testcluster.Start(runner, testcluster.Options{APIServerFlags: apiFlags})
 	if err != nil {
 		return nil, err
 	}
 	res = &Result{Scenario: sc}
-	d := &driver{c: c, sc: sc, res: res, progress: o.Progress, numaNodes: map[string]*numa.Node{}}
+	d := &driver{c: c, sc: sc, res: res, progress: o.Progress, numaNodes: map[string]*numa.Node{}, sched: o.Scheduler, liveQuorum: o.LiveQuorum}
 	if err := d.setUp(ctx); err != nil {
 		return nil, err
 	}
@@ -147,7 +195,24 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 	if err := c.StartKwok(); err != nil {
 		return nil, fmt.Errorf("starting kwok: %w", err)
 	}
-	if _, err := c.StartScheduler(config); err != nil {
+	if s := o.Scheduler; s != nil {
+		// A config file's clientConnection wins over --kubeconfig.
+		cfg, err := withKubeconfig(s.Config, c.Kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		child, err := c.StartSchedulerBinary(s.Binary, cfg, s.Args...)
+		if err != nil {
+			return nil, fmt.Errorf("starting %s: %w", s.Name, err)
+		}
+		// The child's own log goes into the run's log when the run ends
+		// (before the cluster's scratch directory is removed).
+		defer func() {
+			if raw, rerr := os.ReadFile(child.Log); rerr == nil {
+				fmt.Fprintf(logw, "\n==== %s log ====\n%s==== end of %s log ====\n", s.Name, raw, s.Name)
+			}
+		}()
+	} else if _, err := c.StartScheduler(config); err != nil {
 		return nil, fmt.Errorf("starting scheduler: %w", err)
 	}
 	if err := c.StartController(); err != nil {
@@ -173,6 +238,9 @@ type driver struct {
 	submitted  map[string]*JobResult
 	numaNodes  map[string]*numa.Node
 	namespaces map[string]bool
+	sched      *SchedulerSpec
+	liveQuorum bool
+	labels     map[string]map[string]string
 }
 
 // setUp creates the nodes (with their NodeResourceTopology objects), the
@@ -181,7 +249,7 @@ func (d *driver) setUp(ctx context.Context) error {
 	sc := d.sc
 	for _, g := range sc.Nodes {
 		for i := 0; i < g.Count; i++ {
-			spec := testcluster.NodeSpec{Name: fmt.Sprintf("%s-%d", g.Prefix, i), CPU: g.CPU, Memory: g.Memory, GPUs: g.GPUs, Labels: g.Labels}
+			spec := testcluster.NodeSpec{Name: g.nodeName(i), CPU: g.CPU, Memory: g.Memory, GPUs: g.GPUs, Labels: g.Labels}
 			if g.Tainted {
 				spec.Taints = []v1.Taint{{Key: "phalanx.dev/reserved", Value: "true", Effect: v1.TaintEffectNoSchedule}}
 			}
@@ -192,7 +260,7 @@ func (d *driver) setUp(ctx context.Context) error {
 			if err := d.publishTopology(ctx, g, node); err != nil {
 				return err
 			}
-			n := NodeResult{Name: node.Name, Labels: node.Labels, GPUs: g.GPUs, CPU: node.Status.Allocatable.Cpu().MilliValue(), Tainted: g.Tainted, Zones: g.NUMAZones}
+			n := NodeResult{Name: node.Name, Labels: node.Labels, GPUs: g.GPUs, CPU: node.Status.Allocatable.Cpu().MilliValue(), Memory: node.Status.Allocatable.Memory().Value(), Tainted: g.Tainted, Zones: g.NUMAZones}
 			if !g.Tainted {
 				d.res.GPUs += n.GPUs
 				d.res.CPU += n.CPU
@@ -342,10 +410,35 @@ func (d *driver) submit(ctx context.Context, j Job) error {
 			return err
 		}
 	}
-	for i := 0; i < j.Replicas; i++ {
-		if err := d.c.CreatePods(ctx, podSpec(j, i)); err != nil {
+	if d.sched != nil && d.sched.UpstreamGang && j.MinMember > 0 {
+		if err := d.createUpstreamGang(ctx, j); err != nil {
 			return err
 		}
+	}
+	for i := 0; i < j.Replicas; i++ {
+		if err := d.createPod(ctx, j, i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createPod creates pod i of job j for the run's scheduler.
+func (d *driver) createPod(ctx context.Context, j Job, i int) error {
+	spec := podSpec(j, i)
+	if d.sched != nil {
+		spec.SchedulerName = d.sched.SchedulerName
+	}
+	pod := spec.Pod()
+	if d.sched != nil && d.sched.UpstreamGang && j.MinMember > 0 {
+		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(j.Name)}
+	}
+	created, err := d.c.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("creating pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if pod.Spec.SchedulingGroup != nil && created.Spec.SchedulingGroup == nil {
+		return fmt.Errorf("the API server dropped spec.schedulingGroup of %s: is the GenericWorkload gate on?", pod.Name)
 	}
 	return nil
 }
@@ -384,7 +477,12 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	present := map[string]bool{}
 	running := map[string][]*v1.Pod{}
 	d.finishing = 0
-	sample := Sample{At: now, QueueUsed: map[string]int64{}, QueueWaiting: map[string]int{}}
+	sample := Sample{At: now, QueueUsed: map[string]int64{}, QueueWaiting: map[string]int{}, QueueWaitingGPU: map[string]int64{}}
+	live := map[string]int{}           // per job: bound, not completed
+	liveNodes := map[string][]string{} // per job: nodes of its running pods
+	jobGPU := map[string]int64{}       // per job: GPUs of its running pods
+	nodeUsed := map[string]Room{}      // per node: requests of its running pods
+	waitingShapes := map[Shape]bool{}  // shapes of the unbound pods
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
@@ -398,6 +496,9 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		}
 		if p.Spec.NodeName == "" {
 			sample.QueueWaiting[queue]++
+			req := resources.PodRequests(p)
+			sample.QueueWaitingGPU[queue] += req[testcluster.GPU]
+			waitingShapes[Shape{CPU: req[v1.ResourceCPU], Memory: req[v1.ResourceMemory], GPUs: req[testcluster.GPU]}] = true
 			continue
 		}
 		if !r.placed[p.Name] {
@@ -425,6 +526,14 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 				sample.QueueUsed[queue] += cpu
 			}
 			running[p.Spec.NodeName] = append(running[p.Spec.NodeName], p)
+			live[r.Job.Key()]++
+			liveNodes[r.Job.Key()] = append(liveNodes[r.Job.Key()], p.Spec.NodeName)
+			jobGPU[r.Job.Key()] += gpus
+			u := nodeUsed[p.Spec.NodeName]
+			u.CPU += cpu
+			u.Memory += req[v1.ResourceMemory]
+			u.GPUs += gpus
+			nodeUsed[p.Spec.NodeName] = u
 			if r.Job.Duration.Duration > 0 {
 				d.finishing++
 			}
@@ -442,7 +551,7 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 			delete(r.placed, name)
 			r.Evicted++
 			changed = true
-			if err := d.c.CreatePods(ctx, podSpec(r.Job, i)); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := d.createPod(ctx, r.Job, i); err != nil && !apierrors.IsAlreadyExists(err) {
 				return false, err
 			}
 		}
@@ -459,14 +568,58 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		if need == 0 {
 			need = r.Job.Replicas
 		}
+		if d.liveQuorum && r.Job.MinMember > 0 {
+			n = live[key]
+		}
 		if r.QuorumAt == 0 && n >= need {
 			r.QuorumAt = now
 			r.Spread = now - r.firstAt
 		}
 	}
+	for _, r := range d.res.Jobs {
+		if level := d.sc.level(r.Job.requiredLevel()); level != nil && len(liveNodes[r.Job.Key()]) > 0 {
+			domains := map[string]bool{}
+			for _, n := range liveNodes[r.Job.Key()] {
+				domains[d.nodeLabels()[n][level.NodeLabel]] = true
+			}
+			r.MaxLiveDomains = max(r.MaxLiveDomains, len(domains))
+		}
+		if !r.Ran() {
+			sample.JobsWaiting++
+		}
+		if r.Ran() || r.Job.MinMember == 0 {
+			sample.UsefulGPU += jobGPU[r.Job.Key()]
+		} else {
+			sample.StrandedGPU += jobGPU[r.Job.Key()]
+		}
+	}
+	shapes := make([]Shape, 0, len(waitingShapes))
+	for s := range waitingShapes {
+		shapes = append(shapes, s)
+	}
+	rooms := make([]Room, 0, len(d.res.Nodes))
+	for _, n := range d.res.Nodes {
+		if n.Tainted {
+			continue
+		}
+		u := nodeUsed[n.Name]
+		rooms = append(rooms, Room{CPU: n.CPU - u.CPU, Memory: n.Memory - u.Memory, GPUs: n.GPUs - u.GPUs})
+	}
+	sample.FragGPU = FragmentedGPUs(rooms, shapes)
 	d.checkNUMA(now, running)
 	d.res.Samples = append(d.res.Samples, sample)
 	return changed, nil
+}
+
+// nodeLabels maps node names to their labels.
+func (d *driver) nodeLabels() map[string]map[string]string {
+	if d.labels == nil {
+		d.labels = map[string]map[string]string{}
+		for _, n := range d.res.Nodes {
+			d.labels[n.Name] = n.Labels
+		}
+	}
+	return d.labels
 }
 
 // checkNUMA replays, on every NUMA node, the kubelet's admission of the pods
@@ -581,4 +734,19 @@ func (d *driver) podReason(ctx context.Context, r *JobResult) error {
 		}
 	}
 	return nil
+}
+
+// withKubeconfig sets a KubeSchedulerConfiguration's clientConnection.kubeconfig.
+func withKubeconfig(config []byte, kubeconfig string) ([]byte, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal(config, &doc); err != nil {
+		return nil, fmt.Errorf("scheduler config: %w", err)
+	}
+	conn, _ := doc["clientConnection"].(map[string]any)
+	if conn == nil {
+		conn = map[string]any{}
+	}
+	conn["kubeconfig"] = kubeconfig
+	doc["clientConnection"] = conn
+	return yaml.Marshal(doc)
 }

@@ -70,6 +70,18 @@ type NodeGroup struct {
 	// reports: single-numa-node (the default with NUMAZones), restricted,
 	// best-effort or none (the default without).
 	TopologyPolicy string `json:"topologyPolicy,omitempty"`
+
+	// exactName names the group's one node Prefix, without an index (trace
+	// replays keep the trace's node names).
+	exactName bool
+}
+
+// nodeName is the name of the group's node i.
+func (g NodeGroup) nodeName(i int) string {
+	if g.exactName && g.Count == 1 {
+		return g.Prefix
+	}
+	return fmt.Sprintf("%s-%d", g.Prefix, i)
 }
 
 // Job is a gang (MinMember > 0) or a set of plain pods.

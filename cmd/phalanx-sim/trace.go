@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/phalanx-sched/phalanx/internal/sim"
+)
+
+func runTrace(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("trace", flag.ExitOnError)
+	nodes := fs.String("nodes", "", "node CSV (docs/simulator.md)")
+	jobs := fs.String("jobs", "", "job CSV")
+	queues := fs.String("queues", "", "queue CSV (optional; queues named by jobs get weight 1)")
+	speed := fs.Float64("speed", 100, "time compression: trace seconds per second of the replay")
+	timeout := fs.Duration("timeout", 0, "bound each replay (default: twice the compressed horizon plus a minute)")
+	schedulers := fs.String("schedulers", "phalanx,stock,upstream-gang", "schedulers to replay with, in turns")
+	kubeScheduler := fs.String("kube-scheduler", "bin/kube-scheduler", "upstream kube-scheduler binary for stock and upstream-gang (make bench-bins builds it); without it only phalanx runs")
+	htmlPath := fs.String("html", "report/trace.html", "write the HTML report here (\"\": none)")
+	logFile := fs.String("log", "", "write the control plane's log to this file")
+	scaleTimers := fs.Bool("scale-timers", true, "divide phalanx's reservation and minimum-runtime timers by -speed, so they keep their meaning in trace time")
+	details := fs.String("details", "", "write each replay's per-job table (the demo's text report) into this directory")
+	gen := sim.DefaultGenOptions
+	generate := fs.Bool("generate", false, "generate the trace from the openb shapes (examples/trace) instead of reading -nodes/-jobs")
+	fs.Int64Var(&gen.Seed, "seed", gen.Seed, "generator seed")
+	fs.Float64Var(&gen.Load, "load", gen.Load, "generator: offered GPU load")
+	fs.IntVar(&gen.Nodes, "node-count", gen.Nodes, "generator: nodes")
+	fs.IntVar(&gen.Jobs, "job-count", gen.Jobs, "generator: jobs")
+	fs.IntVar(&gen.LeafSize, "leaf-size", gen.LeafSize, "generator: nodes per leaf switch")
+	fs.Float64Var(&gen.TopologyShare, "topology-share", gen.TopologyShare, "generator: fraction of gangs that require one leaf")
+	out := fs.String("out", "report/trace", "generator: write nodes.csv, jobs.csv and queues.csv here")
+	noRun := fs.Bool("no-run", false, "generator: write the CSVs and stop")
+	_ = fs.Parse(args)
+
+	var t *sim.Trace
+	var err error
+	if *generate {
+		sh, err := sim.OpenbShapes()
+		if err != nil {
+			return err
+		}
+		if t, err = sim.Generate(sh, gen); err != nil {
+			return err
+		}
+		if err := t.WriteFiles(*out); err != nil {
+			return err
+		}
+		fmt.Printf("phalanx-sim trace: generated %d nodes (%d GPUs), %d jobs, offered load %.2f, horizon %.0fs (seed %d) into %s\n",
+			len(t.Nodes), t.GPUs(), len(t.Jobs), t.OfferedLoad(), t.Horizon(), gen.Seed, *out)
+		if *noRun {
+			return nil
+		}
+	} else {
+		if *nodes == "" || *jobs == "" {
+			return fmt.Errorf("trace: -nodes and -jobs are required (or -generate)")
+		}
+		if t, err = sim.ReadTraceFiles(*nodes, *jobs, *queues); err != nil {
+			return err
+		}
+	}
+	var names []string
+	for _, n := range strings.Split(*schedulers, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if n != sim.TracePhalanx {
+			if _, err := os.Stat(*kubeScheduler); err != nil {
+				fmt.Printf("phalanx-sim trace: skipping %s: no kube-scheduler binary (%v); make bench-bins builds it\n", n, err)
+				continue
+			}
+		}
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return fmt.Errorf("trace: no scheduler to run")
+	}
+	logw, closeLog := quietLogs(*logFile)
+	defer closeLog()
+	start := time.Now()
+	runs, err := sim.ReplayTrace(ctx, t, names, sim.ReplayOptions{
+		Options: sim.Options{Log: logw, Progress: os.Stdout},
+		Speed:   *speed, Timeout: *timeout, KubeScheduler: *kubeScheduler, ScaleTimers: *scaleTimers,
+	})
+	sim.WriteTraceText(os.Stdout, runs)
+	if *details != "" {
+		if err := os.MkdirAll(*details, 0o755); err != nil {
+			return err
+		}
+		for _, tr := range runs {
+			f, err := os.Create(filepath.Join(*details, tr.Scheduler+"-jobs.txt"))
+			if err != nil {
+				return err
+			}
+			tr.Result.WriteText(f)
+			f.Close()
+		}
+		fmt.Printf("per-job details: %s/<scheduler>-jobs.txt\n", *details)
+	}
+	if *htmlPath != "" && len(runs) > 0 {
+		if werr := writeTraceHTML(*htmlPath, runs); werr != nil {
+			return werr
+		}
+		fmt.Printf("\nHTML report: %s\n", *htmlPath)
+	}
+	fmt.Printf("trace took %s\n", time.Since(start).Round(time.Second))
+	return err
+}
+
+func writeTraceHTML(path string, runs []sim.TraceRun) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := sim.WriteTraceHTML(f, runs); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,239 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+)
+
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestReadTraceFiles(t *testing.T) {
+	dir := t.TempDir()
+	nodes := writeFile(t, dir, "nodes.csv", "name,cpu_milli,memory_mib,gpus,spine,leaf\n# a comment\nn0,8000,32768,4,s0,l0\nn1,8000,32768,4,s0,l1\n")
+	jobs := writeFile(t, dir, "jobs.csv", "name,arrival_s,duration_s,pods,cpu_milli,gpus,memory_mib,min_member,queue,topology\n"+
+		"a,0,60,2,1000,2,1024,2,team-a,leaf\n"+
+		"b,30.5,120,1,500,0,512\n")
+	tr, err := ReadTraceFiles(nodes, jobs, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(tr.Levels, ",") != "spine,leaf" || len(tr.Nodes) != 2 || tr.Nodes[1].Domains[1] != "l1" {
+		t.Fatalf("nodes: %+v levels %v", tr.Nodes, tr.Levels)
+	}
+	if len(tr.Jobs) != 2 || tr.Jobs[0].MinMember != 2 || tr.Jobs[0].Topology != "leaf" || tr.Jobs[1].Arrival != 30.5 || tr.Jobs[1].Queue != "" {
+		t.Fatalf("jobs: %+v", tr.Jobs)
+	}
+	sc, err := tr.Scenario("t", 10, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Nodes[0].nodeName(0) != "n0" || sc.Nodes[1].Labels[NetworkLabelPrefix+"leaf"] != "l1" {
+		t.Errorf("scenario nodes: %+v", sc.Nodes)
+	}
+	a := sc.Jobs[0]
+	if a.Duration.Duration != 6*time.Second || a.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation] != "leaf" || a.Queue != "team-a" {
+		t.Errorf("scenario job a: %+v", a)
+	}
+	if sc.Jobs[1].Arrival.Duration != 3050*time.Millisecond {
+		t.Errorf("job b arrives at %v, want 3.05s", sc.Jobs[1].Arrival.Duration)
+	}
+	if len(sc.Queues) != 1 || sc.Queues[0].Name != "team-a" || sc.Queues[0].Weight != 1 {
+		t.Errorf("implicit queues: %+v", sc.Queues)
+	}
+}
+
+func TestReadTraceFilesErrors(t *testing.T) {
+	nodesOK := "name,cpu_milli,memory_mib,gpus,leaf\nn0,8000,32768,4,l0\n"
+	jobsHead := "name,arrival_s,duration_s,pods,cpu_milli,gpus,memory_mib,min_member,queue,topology\n"
+	cases := []struct {
+		name, nodes, jobs, queues, want string
+	}{
+		{"bad node header", "name,cpu,memory_mib,gpus\nn0,1,1,1\n", jobsHead, "", `column 2 must be "cpu_milli"`},
+		{"negative gpus", "name,cpu_milli,memory_mib,gpus\nn0,1,1,-1\n", jobsHead, "", "gpus"},
+		{"host is not a column", "name,cpu_milli,memory_mib,gpus,host\nn0,1,1,1,h\n", jobsHead, "", "host"},
+		{"min_member above pods", nodesOK, jobsHead + "a,0,1,2,1,1,1,3\n", "", "min_member 3 > pods 2"},
+		{"unknown level", nodesOK, jobsHead + "a,0,1,2,1,1,1,2,,rack\n", "", `topology "rack"`},
+		{"topology without a gang", nodesOK, jobsHead + "a,0,1,2,1,1,1,,,leaf\n", "", "needs a gang"},
+		{"unknown queue", nodesOK, jobsHead + "a,0,1,1,1,1,1,,team-z\n", "name,weight\nteam-a,1\n", `queue "team-z"`},
+		{"duplicate job", nodesOK, jobsHead + "a,0,1,1,1,1,1\na,0,1,1,1,1,1\n", "", "distinct"},
+		{"short row", nodesOK, jobsHead + "a,0,1,1\n", "", "want at least 7"},
+	}
+	for _, c := range cases {
+		dir := t.TempDir()
+		queues := ""
+		if c.queues != "" {
+			queues = writeFile(t, dir, "queues.csv", c.queues)
+		}
+		_, err := ReadTraceFiles(writeFile(t, dir, "nodes.csv", c.nodes), writeFile(t, dir, "jobs.csv", c.jobs), queues)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want it to mention %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestGenerate(t *testing.T) {
+	sh, err := OpenbShapes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultGenOptions
+	o.Jobs = 300
+	a, err := Generate(sh, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Generate(sh, o)
+	var bufA, bufB bytes.Buffer
+	for _, j := range a.Jobs {
+		bufA.WriteString(j.Name + ftoa(j.Arrival) + ftoa(j.Duration) + itoa(j.GPUs) + j.Topology + j.Queue + ";")
+	}
+	for _, j := range b.Jobs {
+		bufB.WriteString(j.Name + ftoa(j.Arrival) + ftoa(j.Duration) + itoa(j.GPUs) + j.Topology + j.Queue + ";")
+	}
+	if bufA.String() != bufB.String() {
+		t.Error("the same seed made two different traces")
+	}
+	if len(a.Nodes) != o.Nodes || len(a.Jobs) != o.Jobs {
+		t.Fatalf("%d nodes, %d jobs", len(a.Nodes), len(a.Jobs))
+	}
+	if load := a.OfferedLoad(); load < 1.2 || load > 1.3 {
+		t.Errorf("offered load %.3f, want about %.2f", load, o.Load)
+	}
+	gangs, topo := 0, 0
+	for _, j := range a.Jobs {
+		if !a.fits(j) {
+			t.Errorf("%s does not fit the empty cluster", j.Name)
+		}
+		if float64(j.GPUs)*float64(j.Pods) > o.MaxJobShare*float64(a.GPUs()) {
+			t.Errorf("%s asks %d GPUs, more than %.0f%% of %d", j.Name, j.GPUs*int64(j.Pods), o.MaxJobShare*100, a.GPUs())
+		}
+		if j.MinMember > 0 {
+			gangs++
+		}
+		if j.Topology != "" {
+			topo++
+		}
+	}
+	if gangs < o.Jobs/4 || topo == 0 {
+		t.Errorf("%d gangs (%d with a topology requirement) of %d jobs; the mix asks for about 40%% gangs", gangs, topo, o.Jobs)
+	}
+	// The files read back as the same trace.
+	dir := t.TempDir()
+	if err := a.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadTraceFiles(filepath.Join(dir, "nodes.csv"), filepath.Join(dir, "jobs.csv"), filepath.Join(dir, "queues.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back.Jobs) != len(a.Jobs) || back.Jobs[7] != a.Jobs[7] || len(back.Queues) != 2 {
+		t.Errorf("read back %d jobs (%+v vs %+v), %d queues", len(back.Jobs), back.Jobs[7], a.Jobs[7], len(back.Queues))
+	}
+}
+
+func TestLargestRemainder(t *testing.T) {
+	got := largestRemainder([]CountedShape{{Count: 549}, {Count: 387}, {Count: 107}, {Count: 39}}, 10)
+	sum := 0
+	for _, n := range got {
+		sum += n
+	}
+	if sum != 10 || got[0] != 5 || got[1] != 4 || got[2] != 1 {
+		t.Errorf("largestRemainder = %v", got)
+	}
+}
+
+// TestTraceReplayShort replays a tiny generated trace with phalanx on a real
+// in-process cluster: every job starts, no gang is bound in part or split
+// across leaves, and both reports are written. It takes well under a minute.
+func TestTraceReplayShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	sh, err := OpenbShapes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultGenOptions
+	o.Nodes, o.Jobs, o.Seed = 6, 14, 3
+	tr, err := Generate(sh, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// At most 30s of replay for the horizon.
+	speed := max(100, tr.Horizon()/30)
+	runs, err := ReplayTrace(ctx, tr, []string{TracePhalanx}, ReplayOptions{Options: Options{Log: io.Discard}, Speed: speed, Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := runs[0].Summary()
+	if s.Started != len(tr.Jobs) {
+		t.Errorf("%d of %d jobs started", s.Started, len(tr.Jobs))
+	}
+	if s.Partial != 0 || s.Split != 0 {
+		t.Errorf("%d partial and %d split gangs, want none", s.Partial, s.Split)
+	}
+	if s.StrandedPeak > 0 && s.StrandedMean > 0.5 {
+		t.Errorf("GPUs stranded by incomplete gangs: mean %.2f, peak %d", s.StrandedMean, s.StrandedPeak)
+	}
+	dir := t.TempDir()
+	var text bytes.Buffer
+	WriteTraceText(&text, runs)
+	if err := os.WriteFile(filepath.Join(dir, "trace.txt"), text.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "trace.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteTraceHTML(f, runs); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	for _, name := range []string{"trace.txt", "trace.html"} {
+		if st, err := os.Stat(filepath.Join(dir, name)); err != nil || st.Size() == 0 {
+			t.Errorf("report %s not written: %v", name, err)
+		}
+	}
+	html, _ := os.ReadFile(filepath.Join(dir, "trace.html"))
+	for _, want := range []string{"GPU allocation over time", "Job waits", "Queue shares", "<svg"} {
+		if !bytes.Contains(html, []byte(want)) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Log(text.String())
+	}
+}
+
+func TestScaledSchedulerConfig(t *testing.T) {
+	raw, err := ScaledSchedulerConfig(50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(raw)
+	// 30s and 15s at 50x: 0.6s rounds to the 1s minimum, 0.3s to 0.
+	if !strings.Contains(s, "reservationAfterSeconds: 1\n") || !strings.Contains(s, "minRuntimeSeconds: 0\n") || !strings.Contains(s, "defaultScheduleTimeoutSeconds: 60\n") {
+		t.Errorf("scaled config:\n%s", s)
+	}
+	raw, _ = ScaledSchedulerConfig(5)
+	if s := string(raw); !strings.Contains(s, "reservationAfterSeconds: 6\n") || !strings.Contains(s, "minRuntimeSeconds: 3\n") {
+		t.Errorf("scaled config at 5x:\n%s", s)
+	}
+}

@@ -1,0 +1,306 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"math/rand"
+	"sort"
+	"strconv"
+
+	"github.com/phalanx-sched/phalanx/examples"
+)
+
+// Shapes are the distributions a generated trace draws from.
+type Shapes struct {
+	// Nodes and Pods are shapes with how often each occurs.
+	Nodes []CountedShape
+	Pods  []CountedShape
+	// Durations are run-time percentiles: Durations[i] seconds at percentile
+	// DurationPct[i].
+	DurationPct, Durations []float64
+}
+
+// CountedShape is a shape (CPU in millicores, memory in MiB here) and how
+// many nodes or pods have it.
+type CountedShape struct {
+	CPUMilli, MemoryMiB, GPUs int64
+	Count                     int
+}
+
+// OpenbShapes are the shapes of Alibaba's openb GPU cluster (examples/trace).
+func OpenbShapes() (Shapes, error) {
+	var sh Shapes
+	rows, err := numericRows(examples.OpenbNodeShapes, []string{"cpu_milli", "memory_mib", "gpus", "count"})
+	if err != nil {
+		return sh, fmt.Errorf("openb-node-shapes.csv: %w", err)
+	}
+	for _, r := range rows {
+		sh.Nodes = append(sh.Nodes, CountedShape{CPUMilli: int64(r[0]), MemoryMiB: int64(r[1]), GPUs: int64(r[2]), Count: int(r[3])})
+	}
+	if rows, err = numericRows(examples.OpenbPodShapes, []string{"gpus", "cpu_milli", "memory_mib", "count"}); err != nil {
+		return sh, fmt.Errorf("openb-pod-shapes.csv: %w", err)
+	}
+	for _, r := range rows {
+		sh.Pods = append(sh.Pods, CountedShape{GPUs: int64(r[0]), CPUMilli: int64(r[1]), MemoryMiB: int64(r[2]), Count: int(r[3])})
+	}
+	if rows, err = numericRows(examples.OpenbDurations, []string{"percentile", "seconds"}); err != nil {
+		return sh, fmt.Errorf("openb-durations.csv: %w", err)
+	}
+	for _, r := range rows {
+		sh.DurationPct = append(sh.DurationPct, r[0])
+		sh.Durations = append(sh.Durations, r[1])
+	}
+	return sh, nil
+}
+
+func numericRows(raw []byte, columns []string) ([][]float64, error) {
+	_, rows, err := records(bytes.NewReader(raw), columns, len(columns))
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]float64, len(rows))
+	for i, row := range rows {
+		for j := range columns {
+			v, err := strconv.ParseFloat(row[j], 64)
+			if err != nil {
+				return nil, fmt.Errorf("line %d: %s: %w", i+2, columns[j], err)
+			}
+			out[i] = append(out[i], v)
+		}
+	}
+	return out, nil
+}
+
+// GangWeight is one entry of a gang-size mix: Size pods (1: a plain pod, no
+// gang) with relative weight Weight.
+type GangWeight struct {
+	Size   int
+	Weight float64
+}
+
+// GenOptions are the knobs of Generate.
+type GenOptions struct {
+	Seed int64
+	// Load is the offered load: the jobs' GPU-seconds over the cluster's
+	// GPU-seconds between 0 and the last arrival.
+	Load  float64
+	Nodes int
+	Jobs  int
+	// LeafSize nodes of the same shape share a leaf switch (network level
+	// "leaf").
+	LeafSize int
+	// GangMix is the gang-size mix; TopologyShare the fraction of gangs
+	// (size > 1) that require one leaf.
+	GangMix       []GangWeight
+	TopologyShare float64
+	// MaxJobShare caps a job's GPUs at this fraction of the cluster's.
+	MaxJobShare float64
+	// DurationFrom and DurationTo clip the run-time distribution to these
+	// percentiles (the openb tail runs for months).
+	DurationFrom, DurationTo float64
+	Queues                   []TraceQueue
+}
+
+// DefaultGangMix is the stated assumption of issue 21's generated traces:
+// the openb trace has no gangs, so 60% of jobs stay single pods and the rest
+// become gangs of 2, 4 and 8 members of the same pod shape.
+var DefaultGangMix = []GangWeight{{1, 0.6}, {2, 0.15}, {4, 0.15}, {8, 0.1}}
+
+// DefaultGenOptions are `phalanx-sim trace -generate`'s defaults.
+var DefaultGenOptions = GenOptions{
+	Seed: 1, Load: 1.25, Nodes: 16, Jobs: 200, LeafSize: 4,
+	GangMix: DefaultGangMix, TopologyShare: 0.5, MaxJobShare: 0.25,
+	DurationFrom: 10, DurationTo: 90,
+	Queues: []TraceQueue{{Name: "team-a", Weight: 1}, {Name: "team-b", Weight: 2}},
+}
+
+// Generate draws a trace: Nodes nodes in the proportions of sh.Nodes
+// (largest remainder), grouped by shape into leaves of LeafSize; Jobs jobs
+// with a pod shape drawn from sh.Pods (a gang's members share it), a gang
+// size from GangMix, a run time from sh.Durations between the clip
+// percentiles, a queue uniformly, and arrivals uniform over the span that
+// makes the offered load Load. Every job fits the empty cluster (and, with
+// a topology requirement, one empty leaf); draws that do not are redrawn.
+func Generate(sh Shapes, o GenOptions) (*Trace, error) {
+	if o.Nodes <= 0 || o.Jobs <= 0 || o.Load <= 0 || o.LeafSize <= 0 {
+		return nil, fmt.Errorf("generate: nodes, jobs, load and leaf size must be > 0")
+	}
+	rng := rand.New(rand.NewSource(o.Seed))
+	t := &Trace{Levels: []string{"leaf"}, Queues: o.Queues}
+	counts := largestRemainder(sh.Nodes, o.Nodes)
+	var nodes []CountedShape
+	for i, s := range sh.Nodes {
+		for k := 0; k < counts[i]; k++ {
+			nodes = append(nodes, s)
+		}
+	}
+	sort.SliceStable(nodes, func(i, j int) bool {
+		if nodes[i].GPUs != nodes[j].GPUs {
+			return nodes[i].GPUs > nodes[j].GPUs
+		}
+		return nodes[i].CPUMilli > nodes[j].CPUMilli
+	})
+	for i, s := range nodes {
+		t.Nodes = append(t.Nodes, TraceNode{
+			Name: fmt.Sprintf("node-%03d", i), CPUMilli: s.CPUMilli, MemoryMiB: s.MemoryMiB, GPUs: s.GPUs,
+			Domains: []string{fmt.Sprintf("leaf-%d", i/o.LeafSize)},
+		})
+	}
+	total := t.GPUs()
+	var work float64
+	for i := 0; i < o.Jobs; i++ {
+		var j TraceJob
+		for attempt := 0; ; attempt++ {
+			if attempt > 1000 {
+				return nil, fmt.Errorf("generate: no job shape fits this cluster of %d nodes", o.Nodes)
+			}
+			pod := pick(rng, sh.Pods)
+			size := pickGang(rng, o.GangMix)
+			j = TraceJob{Name: fmt.Sprintf("job-%04d", i), Pods: size, CPUMilli: pod.CPUMilli, GPUs: pod.GPUs, MemoryMiB: pod.MemoryMiB}
+			if size > 1 {
+				j.MinMember = size
+				if rng.Float64() < o.TopologyShare {
+					j.Topology = "leaf"
+				}
+			}
+			if o.MaxJobShare > 0 && float64(j.GPUs)*float64(size) > o.MaxJobShare*float64(total) {
+				continue
+			}
+			if t.fits(j) {
+				break
+			}
+		}
+		j.Duration = math.Round(percentile(sh.DurationPct, sh.Durations, o.DurationFrom+rng.Float64()*(o.DurationTo-o.DurationFrom)))
+		j.Duration = math.Max(j.Duration, 1)
+		if len(o.Queues) > 0 {
+			j.Queue = o.Queues[rng.Intn(len(o.Queues))].Name
+		}
+		work += float64(j.GPUs) * float64(j.Pods) * j.Duration
+		t.Jobs = append(t.Jobs, j)
+	}
+	span := work / (float64(total) * o.Load)
+	arrivals := make([]float64, len(t.Jobs))
+	for i := range arrivals {
+		arrivals[i] = math.Round(rng.Float64() * span)
+	}
+	sort.Float64s(arrivals)
+	// The last arrival ends the span, so the offered load is what was asked.
+	arrivals[len(arrivals)-1] = math.Round(span)
+	for i := range t.Jobs {
+		t.Jobs[i].Arrival = arrivals[i]
+	}
+	return t, t.Validate()
+}
+
+// fits reports whether job j fits the empty cluster (one empty domain of its
+// required level).
+func (t *Trace) fits(j TraceJob) bool {
+	need := j.MinMember
+	if need == 0 {
+		need = j.Pods
+	}
+	perDomain := map[string]int{}
+	level := -1
+	for i, l := range t.Levels {
+		if l == j.Topology {
+			level = i
+		}
+	}
+	for _, n := range t.Nodes {
+		k := math.MaxInt
+		for _, pair := range [][2]int64{{n.CPUMilli, j.CPUMilli}, {n.MemoryMiB, j.MemoryMiB}, {n.GPUs, j.GPUs}} {
+			if pair[1] > 0 {
+				k = min(k, int(pair[0]/pair[1]))
+			}
+		}
+		if k == math.MaxInt {
+			k = need
+		}
+		domain := ""
+		if level >= 0 {
+			domain = n.Domains[level]
+		}
+		perDomain[domain] += k
+		if perDomain[domain] >= need {
+			return true
+		}
+	}
+	return false
+}
+
+func largestRemainder(shapes []CountedShape, n int) []int {
+	var sum int
+	for _, s := range shapes {
+		sum += s.Count
+	}
+	out := make([]int, len(shapes))
+	if sum == 0 {
+		return out
+	}
+	type rem struct {
+		i int
+		r float64
+	}
+	var rems []rem
+	given := 0
+	for i, s := range shapes {
+		exact := float64(s.Count) * float64(n) / float64(sum)
+		out[i] = int(exact)
+		given += out[i]
+		rems = append(rems, rem{i, exact - float64(out[i])})
+	}
+	sort.SliceStable(rems, func(a, b int) bool { return rems[a].r > rems[b].r })
+	for k := 0; given < n; k++ {
+		out[rems[k%len(rems)].i]++
+		given++
+	}
+	return out
+}
+
+func pick(rng *rand.Rand, shapes []CountedShape) CountedShape {
+	var sum int
+	for _, s := range shapes {
+		sum += s.Count
+	}
+	x := rng.Intn(sum)
+	for _, s := range shapes {
+		if x < s.Count {
+			return s
+		}
+		x -= s.Count
+	}
+	return shapes[len(shapes)-1]
+}
+
+func pickGang(rng *rand.Rand, mix []GangWeight) int {
+	var sum float64
+	for _, g := range mix {
+		sum += g.Weight
+	}
+	x := rng.Float64() * sum
+	for _, g := range mix {
+		if x < g.Weight {
+			return g.Size
+		}
+		x -= g.Weight
+	}
+	return mix[len(mix)-1].Size
+}
+
+// percentile interpolates linearly in a percentile table.
+func percentile(pct, values []float64, p float64) float64 {
+	if len(pct) == 0 {
+		return 0
+	}
+	if p <= pct[0] {
+		return values[0]
+	}
+	for i := 1; i < len(pct); i++ {
+		if p <= pct[i] {
+			f := (p - pct[i-1]) / (pct[i] - pct[i-1])
+			return values[i-1] + f*(values[i]-values[i-1])
+		}
+	}
+	return values[len(values)-1]
+}

@@ -1,0 +1,279 @@
+package sim
+
+import (
+	"fmt"
+	"html/template"
+	"io"
+	"math"
+	"strings"
+	"time"
+)
+
+// WriteTraceHTML writes one self-contained page (inline CSS and SVG, no
+// scripts) comparing the replays of one trace: the summary table, GPU
+// allocation over time per scheduler, the CDF of job waits and each queue's
+// share against its deserved share.
+func WriteTraceHTML(w io.Writer, runs []TraceRun) error {
+	page := tracePage{Generated: time.Now().Format("2006-01-02 15:04:05 MST")}
+	var sums []TraceSummary
+	for _, tr := range runs {
+		sums = append(sums, tr.Summary())
+	}
+	if len(runs) > 0 {
+		r0 := runs[0].Result
+		page.Header = fmt.Sprintf("%d nodes, %d GPUs, %d jobs, replayed at %gx: every time below is in trace seconds (seconds of the replay × %g).",
+			len(r0.Nodes), r0.GPUs, len(r0.Scenario.Jobs), runs[0].Speed, runs[0].Speed)
+	}
+	for _, s := range sums {
+		page.Schedulers = append(page.Schedulers, s.Scheduler)
+	}
+	row := func(label string, f func(TraceSummary) string) {
+		r := traceRow{Label: label}
+		for _, s := range sums {
+			r.Cells = append(r.Cells, f(s))
+		}
+		page.Rows = append(page.Rows, r)
+	}
+	row("jobs started", func(s TraceSummary) string { return fmt.Sprintf("%d/%d", s.Started, s.Jobs) })
+	row("GPU allocation, whole run", func(s TraceSummary) string { return pct(s.Alloc) })
+	row("GPU allocation while jobs wait", func(s TraceSummary) string { return pct(s.AllocWaiting) })
+	row("useful allocation while jobs wait", func(s TraceSummary) string { return pct(s.UsefulWaiting) })
+	row("fragmentation while jobs wait", func(s TraceSummary) string { return pct(s.FragWaiting) })
+	row("job wait p50", func(s TraceSummary) string { return fmt.Sprintf("%.0fs", s.WaitP50) })
+	row("job wait p95", func(s TraceSummary) string { return fmt.Sprintf("%.0fs", s.WaitP95) })
+	row("split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) })
+	row("partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) })
+	row("pods evicted (reclaim)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) })
+	row("GPUs stranded by incomplete gangs, mean / peak", func(s TraceSummary) string {
+		return fmt.Sprintf("%.1f / %d", s.StrandedMean, s.StrandedPeak)
+	})
+	if len(sums) > 0 {
+		for qi, q := range sums[0].Queues {
+			row(fmt.Sprintf("queue %s (weight %d): share / deserved", q.Name, q.Weight), func(s TraceSummary) string {
+				if qi >= len(s.Queues) {
+					return "-"
+				}
+				return pct(s.Queues[qi].Share) + " / " + pct(s.Queues[qi].Deserved)
+			})
+		}
+	}
+	for _, tr := range runs {
+		page.Allocation = append(page.Allocation, traceChart{Title: tr.Scheduler, SVG: allocationChart(tr)})
+	}
+	page.AllocLegend = []legendItem{
+		{Color: gpuColor, Label: "GPUs allocated", Class: "line"},
+		{Color: "#2ca02c", Label: "useful: held by started jobs", Class: "line"},
+		{Color: neverStroke, Label: "stranded: held by gangs not started", Class: "line"},
+		{Color: "#9467bd", Label: "fragmented: free, no waiting pod fits", Class: "line"},
+		{Color: waitColor, Label: "jobs waiting"},
+	}
+	page.CDF = waitCDF(sums)
+	page.Shares = queueShareBars(sums)
+	for i, s := range sums {
+		page.SchedLegend = append(page.SchedLegend, legendItem{Color: color(i), Label: s.Scheduler, Class: "line"})
+	}
+	return tracePageTemplate.Execute(w, page)
+}
+
+type tracePage struct {
+	Generated, Header string
+	Schedulers        []string
+	Rows              []traceRow
+	Allocation        []traceChart
+	AllocLegend       []legendItem
+	SchedLegend       []legendItem
+	CDF, Shares       template.HTML
+}
+
+type traceRow struct {
+	Label string
+	Cells []string
+}
+
+type traceChart struct {
+	Title string
+	SVG   template.HTML
+}
+
+// traceXAxis draws a time axis in trace seconds.
+func (c *chart) traceXAxis(title string) {
+	top, bottom := math.Min(c.y.from, c.y.to), math.Max(c.y.from, c.y.to)
+	for _, v := range ticks(c.x.hi, 10) {
+		x := c.x.px(v)
+		c.add(`<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, x, top, x, bottom)
+		c.text(x, bottom+15, `text-anchor="middle"`, trimFloat(v)+"s")
+	}
+	c.add(`<line class="axis" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, c.x.from, bottom, c.x.to, bottom)
+	c.text((c.x.from+c.x.to)/2, bottom+32, `class="title" text-anchor="middle"`, title)
+}
+
+func newTraceChart(height, xmax float64) *chart {
+	const left, bottom, top, right = 56, 44, 12, 24
+	if xmax <= 0 {
+		xmax = 1
+	}
+	return &chart{svg: svg{w: chartWidth, h: height}, x: scale{0, xmax, left, chartWidth - right}, y: scale{0, 1, height - bottom, top}}
+}
+
+// allocationChart plots, as fractions of the cluster's GPUs, what was
+// allocated, useful, stranded and fragmented; grey bands mark when jobs
+// waited.
+func allocationChart(tr TraceRun) template.HTML {
+	r := tr.Result
+	c := newTraceChart(240, r.Elapsed.Seconds()*tr.Speed)
+	if r.GPUs == 0 {
+		return c.html()
+	}
+	t := func(d time.Duration) float64 { return d.Seconds() * tr.Speed }
+	for i, s := range r.Samples {
+		if s.JobsWaiting == 0 {
+			continue
+		}
+		next := r.Elapsed
+		if i+1 < len(r.Samples) {
+			next = r.Samples[i+1].At
+		}
+		x0, x1 := c.x.px(t(s.At)), c.x.px(t(next))
+		c.add(`<rect x="%.1f" y="%.1f" width="%.2f" height="%.1f" fill="%s" fill-opacity=".35"/>`, x0, c.y.to, math.Max(x1-x0, 0.3), c.y.from-c.y.to, waitColor)
+	}
+	c.yPercent("% of the GPUs")
+	c.traceXAxis("trace seconds")
+	line := func(col, name string, v func(Sample) int64) {
+		var pts []string
+		for _, s := range r.Samples {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", c.x.px(t(s.At)), c.y.px(float64(v(s))/float64(r.GPUs))))
+		}
+		c.add(`<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s">%s</polyline>`, col, strings.Join(pts, " "), tooltip("%s", name))
+	}
+	line(gpuColor, "GPUs allocated", func(s Sample) int64 { return s.GPUUsed })
+	line("#2ca02c", "useful", func(s Sample) int64 { return s.UsefulGPU })
+	line(neverStroke, "stranded", func(s Sample) int64 { return s.StrandedGPU })
+	line("#9467bd", "fragmented", func(s Sample) int64 { return s.FragGPU })
+	return c.html()
+}
+
+// waitCDF draws each scheduler's job waits as an empirical CDF.
+func waitCDF(sums []TraceSummary) template.HTML {
+	var xmax float64
+	for _, s := range sums {
+		for _, w := range s.Waits {
+			xmax = math.Max(xmax, w)
+		}
+	}
+	c := newTraceChart(280, xmax)
+	c.yPercent("% of jobs")
+	c.traceXAxis("job wait, trace seconds (until all of minMember bound; not started: until the end)")
+	for i, s := range sums {
+		xs, ps := CDF(s.Waits)
+		pts := []string{fmt.Sprintf("%.1f,%.1f", c.x.px(0), c.y.px(0))}
+		prev := 0.0
+		for k, x := range xs {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", c.x.px(x), c.y.px(prev), c.x.px(x), c.y.px(ps[k])))
+			prev = ps[k]
+		}
+		c.add(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s">%s</polyline>`, color(i), strings.Join(pts, " "),
+			tooltip("%s: p50 %.0fs, p95 %.0fs", s.Scheduler, s.WaitP50, s.WaitP95))
+	}
+	return c.html()
+}
+
+// queueShareBars draws, per queue, each scheduler's mean share of the GPUs
+// while jobs waited as a bar, and the deserved share as a dashed mark.
+func queueShareBars(sums []TraceSummary) template.HTML {
+	if len(sums) == 0 || len(sums[0].Queues) == 0 {
+		return ""
+	}
+	queues := sums[0].Queues
+	const height, left, bottom, top = 240.0, 56.0, 40.0, 12.0
+	c := &chart{svg: svg{w: chartWidth, h: height}, x: scale{0, 1, left, chartWidth - 24}, y: scale{0, 1, height - bottom, top}}
+	ymax := 0.0
+	for _, s := range sums {
+		for _, q := range s.Queues {
+			ymax = math.Max(ymax, math.Max(q.Share, q.Deserved))
+		}
+	}
+	ymax = math.Min(1, math.Ceil(ymax*10+0.5)/10)
+	c.y.hi = ymax
+	for _, v := range ticks(ymax, 5) {
+		y := c.y.px(v)
+		c.add(`<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, c.x.from, y, c.x.to, y)
+		c.text(c.x.from-6, y+4, `text-anchor="end"`, fmt.Sprintf("%.0f%%", v*100))
+	}
+	mid := (c.y.from + c.y.to) / 2
+	c.text(14, mid, fmt.Sprintf(`class="title" text-anchor="middle" transform="rotate(-90 14 %.1f)"`, mid), "% of the GPUs, while jobs wait")
+	groupW := (c.x.to - c.x.from) / float64(len(queues))
+	barW := math.Min(60, groupW*0.8/float64(len(sums)))
+	for qi, q := range queues {
+		x0 := c.x.from + float64(qi)*groupW + (groupW-barW*float64(len(sums)))/2
+		for si, s := range sums {
+			if qi >= len(s.Queues) {
+				continue
+			}
+			sq := s.Queues[qi]
+			x := x0 + float64(si)*barW
+			c.add(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s">%s</rect>`, x+2, c.y.px(sq.Share), barW-4, c.y.from-c.y.px(sq.Share), color(si),
+				tooltip("%s, %s: share %.1f%%, deserved %.1f%%", q.Name, s.Scheduler, sq.Share*100, sq.Deserved*100))
+			c.add(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222" stroke-width="2" stroke-dasharray="4 3"/>`, x, c.y.px(sq.Deserved), x+barW, c.y.px(sq.Deserved))
+		}
+		c.text(c.x.from+float64(qi)*groupW+groupW/2, c.y.from+18, `text-anchor="middle" class="title"`, fmt.Sprintf("%s (weight %d)", q.Name, q.Weight))
+	}
+	c.add(`<line class="axis" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, c.x.from, c.y.from, c.x.to, c.y.from)
+	return c.html()
+}
+
+var tracePageTemplate = template.Must(template.New("trace").Parse(`<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>phalanx-sim trace report</title>
+<style>
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;color:#222;max-width:1000px;margin:0 auto;padding:1em 1.5em 4em}
+h1{margin-bottom:.2em}
+h2{margin-top:1.6em}
+h3{margin:1.2em 0 .3em;font-size:15px}
+.muted{color:#666}
+.caption{color:#555;font-size:13px;margin:.2em 0 .6em;max-width:60em}
+table{border-collapse:collapse;font-size:13px;margin:.4em 0}
+th,td{padding:3px 8px;border-bottom:1px solid #e3e3e3;text-align:left;vertical-align:top}
+th{background:#f3f3f3}
+td.num{text-align:right}
+.sw{display:inline-block;width:.9em;height:.9em;border-radius:2px;vertical-align:-.1em;margin-right:.35em}
+.sw.line{height:3px;vertical-align:.25em}
+.legend{font-size:13px;margin:.3em 0}
+.legend span{display:inline-block;margin-right:1.2em;white-space:nowrap}
+svg{max-width:100%;height:auto;display:block}
+svg text{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;font-size:11px;fill:#333}
+svg text.title{font-size:12px;fill:#555}
+svg .grid{stroke:#e4e4e4}
+svg .axis{stroke:#888}
+</style>
+</head>
+<body>
+<h1>phalanx-sim trace report</h1>
+<p class="muted">Generated {{.Generated}}.</p>
+<p>The same trace replayed once per scheduler, each on a fresh in-process cluster (etcd, kube-apiserver,
+kwok playing the kubelet of every node). {{.Header}}</p>
+<h2>Summary</h2>
+<table>
+<tr><th></th>{{range .Schedulers}}<th>{{.}}</th>{{end}}</tr>
+{{range .Rows}}<tr><td>{{.Label}}</td>{{range .Cells}}<td class="num">{{.}}</td>{{end}}</tr>
+{{end}}</table>
+<p class="caption">Useful allocation counts the GPUs of started jobs only (a gang starts when minMember members are bound at once;
+plain pods count as soon as they are bound), over the time when at least one job waited. Fragmentation counts GPUs free on nodes
+where no waiting pod's shape fits. A queue's deserved share is its weight's part of the GPUs, water-filled over what each queue
+held and asked for.</p>
+<h2>GPU allocation over time</h2>
+<div class="legend">{{range .AllocLegend}}<span><i class="sw {{.Class}}" style="background:{{.Color}}"></i>{{.Label}}</span>{{end}}</div>
+{{range .Allocation}}<h3>{{.Title}}</h3>
+{{.SVG}}
+{{end}}
+<h2>Job waits</h2>
+<div class="legend">{{range .SchedLegend}}<span><i class="sw {{.Class}}" style="background:{{.Color}}"></i>{{.Label}}</span>{{end}}</div>
+{{.CDF}}
+{{if .Shares}}<h2>Queue shares</h2>
+<div class="legend">{{range .SchedLegend}}<span><i class="sw" style="background:{{.Color}}"></i>{{.Label}}</span>{{end}}<span>- - - deserved</span></div>
+{{.Shares}}{{end}}
+</body>
+</html>
+`))

@@ -1,0 +1,224 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// TraceRun is one scheduler's replay of a trace.
+type TraceRun struct {
+	Scheduler string
+	// Speed is the time compression: trace seconds per second of the run.
+	Speed  float64
+	Result *Result
+}
+
+// TraceSummary is a replay's placement quality. Times are trace seconds
+// (the run's seconds × Speed); fractions are of the cluster's GPUs.
+type TraceSummary struct {
+	Scheduler     string
+	Jobs, Started int
+	GPUs          int64
+	// Alloc is the mean fraction of GPUs held; AllocWaiting and
+	// UsefulWaiting the mean fraction held, and held by started jobs, over
+	// the time when at least one job waited (WaitingSeconds of it).
+	Alloc, AllocWaiting, UsefulWaiting float64
+	WaitingSeconds                     float64
+	// FragWaiting is the mean fraction of GPUs free but unusable by any
+	// waiting pod, over the time when at least one job waited.
+	FragWaiting float64
+	// Waits are every job's wait until all its minMember (all its pods, for
+	// plain jobs) were bound; a job that never started counts its wait until
+	// the end of the run.
+	Waits            []float64
+	WaitP50, WaitP95 float64
+	Split, Partial   int
+	// Evicted counts pods deleted before they completed (reclaim); the
+	// simulator resubmits them.
+	Evicted int
+	// StrandedMean and StrandedPeak are GPUs held by members of gangs that
+	// had not started.
+	StrandedMean float64
+	StrandedPeak int64
+	Queues       []TraceQueueShare
+}
+
+// TraceQueueShare is a queue's mean share of the cluster's GPUs against the
+// share water-filling by weight over its demand (held + asked) deserved,
+// over the time when at least one job waited.
+type TraceQueueShare struct {
+	Name            string
+	Weight          int32
+	Share, Deserved float64
+}
+
+// Summary computes the run's placement quality.
+func (tr TraceRun) Summary() TraceSummary {
+	r := tr.Result
+	s := TraceSummary{Scheduler: tr.Scheduler, Jobs: len(r.Scenario.Jobs), GPUs: r.GPUs}
+	n := len(r.Samples)
+	at := make([]time.Duration, n)
+	waiting := make([]bool, n)
+	all := make([]bool, n)
+	alloc, useful, frag, stranded := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	for i, x := range r.Samples {
+		at[i], waiting[i], all[i] = x.At, x.JobsWaiting > 0, true
+		if r.GPUs > 0 {
+			alloc[i] = float64(x.GPUUsed) / float64(r.GPUs)
+			useful[i] = float64(x.UsefulGPU) / float64(r.GPUs)
+			frag[i] = float64(x.FragGPU) / float64(r.GPUs)
+		}
+		stranded[i] = float64(x.StrandedGPU)
+		s.StrandedPeak = max(s.StrandedPeak, x.StrandedGPU)
+	}
+	s.Alloc, _ = TimeMean(at, r.Elapsed, alloc, all)
+	s.AllocWaiting, _ = TimeMean(at, r.Elapsed, alloc, waiting)
+	s.UsefulWaiting, _ = TimeMean(at, r.Elapsed, useful, waiting)
+	s.FragWaiting, _ = TimeMean(at, r.Elapsed, frag, waiting)
+	s.StrandedMean, _ = TimeMean(at, r.Elapsed, stranded, all)
+	s.WaitingSeconds = spanSeconds(at, r.Elapsed, waiting) * tr.Speed
+
+	var gangs []GangOutcome
+	for _, j := range r.Jobs {
+		wait := r.Elapsed - j.Submitted
+		if j.Ran() {
+			s.Started++
+			wait = j.Wait()
+		}
+		s.Waits = append(s.Waits, wait.Seconds()*tr.Speed)
+		s.Evicted += j.Evicted
+		if j.Job.MinMember > 0 {
+			// Domains spanned at once: a gang reclaimed and placed again
+			// elsewhere is not split.
+			g := GangOutcome{Started: j.Ran(), MaxBound: j.MaxBound, Domains: j.MaxLiveDomains}
+			gangs = append(gangs, g)
+		}
+	}
+	// Jobs the run never submitted (it timed out first) wait from their
+	// arrival to the end.
+	for _, j := range r.Scenario.Jobs {
+		if !r.submitted(j.Key()) {
+			s.Waits = append(s.Waits, max(0, (r.Elapsed-j.Arrival.Duration).Seconds()*tr.Speed))
+		}
+	}
+	s.WaitP50, s.WaitP95 = Percentile(s.Waits, 50), Percentile(s.Waits, 95)
+	s.Split, s.Partial = GangCounts(gangs)
+	s.Queues = tr.queueShares(at, waiting)
+	return s
+}
+
+func (r *Result) submitted(key string) bool {
+	for _, j := range r.Jobs {
+		if j.Job.Key() == key {
+			return true
+		}
+	}
+	return false
+}
+
+func spanSeconds(at []time.Duration, end time.Duration, include []bool) float64 {
+	var span float64
+	for i := range at {
+		if !include[i] {
+			continue
+		}
+		next := end
+		if i+1 < len(at) {
+			next = at[i+1]
+		}
+		span += (next - at[i]).Seconds()
+	}
+	return span
+}
+
+func (tr TraceRun) queueShares(at []time.Duration, waiting []bool) []TraceQueueShare {
+	r := tr.Result
+	qs := r.Scenario.Queues
+	if len(qs) == 0 || r.GPUs == 0 {
+		return nil
+	}
+	weights := map[string]float64{}
+	for _, q := range qs {
+		weights[q.Name] = float64(q.Weight)
+	}
+	share := make([][]float64, len(qs))
+	deserved := make([][]float64, len(qs))
+	for i := range qs {
+		share[i] = make([]float64, len(r.Samples))
+		deserved[i] = make([]float64, len(r.Samples))
+	}
+	for k, x := range r.Samples {
+		demand := map[string]float64{}
+		for _, q := range qs {
+			demand[q.Name] = float64(x.QueueUsed[q.Name] + x.QueueWaitingGPU[q.Name])
+		}
+		fill := WaterFill(float64(r.GPUs), weights, demand)
+		for i, q := range qs {
+			share[i][k] = float64(x.QueueUsed[q.Name]) / float64(r.GPUs)
+			deserved[i][k] = fill[q.Name] / float64(r.GPUs)
+		}
+	}
+	out := make([]TraceQueueShare, len(qs))
+	for i, q := range qs {
+		out[i] = TraceQueueShare{Name: q.Name, Weight: q.Weight}
+		out[i].Share, _ = TimeMean(at, r.Elapsed, share[i], waiting)
+		out[i].Deserved, _ = TimeMean(at, r.Elapsed, deserved[i], waiting)
+	}
+	return out
+}
+
+// WriteTraceText prints the replays side by side.
+func WriteTraceText(w io.Writer, runs []TraceRun) {
+	if len(runs) == 0 {
+		return
+	}
+	sums := make([]TraceSummary, len(runs))
+	for i, tr := range runs {
+		sums[i] = tr.Summary()
+	}
+	r0 := runs[0].Result
+	fmt.Fprintf(w, "\nphalanx-sim trace: %d nodes, %d GPUs, %d jobs, replayed at %gx (times below are trace seconds)\n\n",
+		len(r0.Nodes), r0.GPUs, len(r0.Scenario.Jobs), runs[0].Speed)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(label string, f func(TraceSummary) string) {
+		cells := []string{label}
+		for _, s := range sums {
+			cells = append(cells, f(s))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	row("", func(s TraceSummary) string { return s.Scheduler })
+	row("jobs started", func(s TraceSummary) string { return fmt.Sprintf("%d/%d", s.Started, s.Jobs) })
+	row("GPU allocation (whole run)", func(s TraceSummary) string { return pct(s.Alloc) })
+	row("GPU allocation while jobs wait", func(s TraceSummary) string { return pct(s.AllocWaiting) })
+	row("useful allocation while jobs wait", func(s TraceSummary) string { return pct(s.UsefulWaiting) })
+	row("fragmentation while jobs wait", func(s TraceSummary) string { return pct(s.FragWaiting) })
+	row("time with jobs waiting (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitingSeconds) })
+	row("job wait p50 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP50) })
+	row("job wait p95 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP95) })
+	row("split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) })
+	row("partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) })
+	row("pods evicted (reclaim)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) })
+	row("GPUs stranded, mean", func(s TraceSummary) string { return fmt.Sprintf("%.1f", s.StrandedMean) })
+	row("GPUs stranded, peak", func(s TraceSummary) string { return fmt.Sprint(s.StrandedPeak) })
+	for qi, q := range sums[0].Queues {
+		row(fmt.Sprintf("queue %s (weight %d): share / deserved", q.Name, q.Weight), func(s TraceSummary) string {
+			if qi >= len(s.Queues) {
+				return "-"
+			}
+			return pct(s.Queues[qi].Share) + " / " + pct(s.Queues[qi].Deserved)
+		})
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	for _, tr := range runs {
+		fmt.Fprintf(w, "%s: the run took %.1fs\n", tr.Scheduler, tr.Result.Elapsed.Seconds())
+	}
+	fmt.Fprintln(w, "\nuseful allocation: GPUs held by started jobs (gangs with minMember bound at once, and plain pods),\n"+
+		"over the time when at least one job waited; fragmentation: GPUs free on nodes where no waiting pod fits.")
+}
+
+func pct(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }
