@@ -128,6 +128,16 @@ func findObj[T runtime.Object](objs []runtime.Object, name string) T {
 	return zero
 }
 
+// grants reports whether rules allow verb on group's resource.
+func grants(rules []rbacv1.PolicyRule, group, resource, verb string) bool {
+	for _, r := range rules {
+		if slices.Contains(r.APIGroups, group) && slices.Contains(r.Resources, resource) && slices.Contains(r.Verbs, verb) {
+			return true
+		}
+	}
+	return false
+}
+
 func pluginNames(ps []schedv1.Plugin) []string {
 	var out []string
 	for _, p := range ps {
@@ -207,6 +217,19 @@ func TestGeneratedManifests(t *testing.T) {
 	for sa, file := range map[string]string{schedulerName: "install/10-scheduler-rbac.yaml", controllerName: "install/20-controller.yaml"} {
 		if findObj[*corev1.ServiceAccount](objs[file], sa) == nil || findObj[*rbacv1.ClusterRoleBinding](objs[file], sa) == nil {
 			t.Errorf("%s: ServiceAccount or ClusterRoleBinding %s missing", file, sa)
+		}
+	}
+
+	// The controller reads what DRA devices count in queues as.
+	if cr := findObj[*rbacv1.ClusterRole](objs["install/20-controller.yaml"], controllerName); cr == nil {
+		t.Errorf("controller ClusterRole %s missing", controllerName)
+	} else {
+		for _, res := range []string{"resourceclaims", "resourceslices", "deviceclasses"} {
+			for _, verb := range []string{"get", "list", "watch"} {
+				if !grants(cr.Rules, "resource.k8s.io", res, verb) {
+					t.Errorf("controller ClusterRole lacks %s resource.k8s.io %s", verb, res)
+				}
+			}
 		}
 	}
 

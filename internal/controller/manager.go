@@ -5,6 +5,7 @@ import (
 
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -79,8 +80,16 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	// scheduler does.
 	upstream := served(mgr.GetRESTMapper(), schedulingv1alpha2.SchemeGroupVersion.WithKind("PodGroup"))
 	workloads := upstream && served(mgr.GetRESTMapper(), schedulingv1alpha2.SchemeGroupVersion.WithKind("Workload"))
+	// DRA (resource.k8s.io/v1), where served: claims' devices count in
+	// queues, as in the scheduler.
+	dra := served(mgr.GetRESTMapper(), resourceapi.SchemeGroupVersion.WithKind("ResourceClaim"))
+	if dra {
+		if err := indexClaims(mgr); err != nil {
+			return nil, err
+		}
+	}
 	if err := mgr.Add(&QueueStatusUpdater{Client: mgr.GetClient(), Cache: mgr.GetCache(), DefaultQueue: defaultQueue, MinInterval: 500 * time.Millisecond,
-		UpstreamPodGroups: upstream, Workloads: workloads}); err != nil {
+		UpstreamPodGroups: upstream, Workloads: workloads, DRA: dra}); err != nil {
 		return nil, err
 	}
 	if o.HealthProbeAddr != "0" && o.HealthProbeAddr != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/workload"
@@ -41,8 +43,21 @@ type QueueStatusUpdater struct {
 	// as discovery found at start; what is not served is not watched, and
 	// its pods' group labels are unknown, as in the scheduler.
 	UpstreamPodGroups, Workloads bool
+	// DRA says whether the API server serves resource.k8s.io/v1: then a
+	// pod's ResourceClaims count as its classes' queue resources and the
+	// devices nodes' ResourceSlices publish count in the total, as in the
+	// scheduler (internal/devices); else nothing of DRA is watched.
+	DRA bool
 
-	acct    *queue.Cache
+	acct *queue.Cache
+	// devices counts pods' devices and slices' (nil without DRA);
+	// slices are each node's slices' counts.
+	devices *devices.Devices
+	slices  *devices.NodeSlices
+	// recount is set when a DeviceClass changed: the next sync counts
+	// every slice and charges every pod again (a class's queue resource
+	// name or selectors changed).
+	recount atomic.Bool
 	changed chan struct{}
 	last    map[string]phalanxv1alpha1.QueueStatus
 }
@@ -52,6 +67,10 @@ func (u *QueueStatusUpdater) Start(ctx context.Context) error {
 	u.acct = queue.NewCache()
 	u.changed = make(chan struct{}, 1)
 	u.last = map[string]phalanxv1alpha1.QueueStatus{}
+	if u.DRA {
+		u.useDevices(ctx)
+		u.recount.Store(true)
+	}
 	if err := u.watch(ctx); err != nil {
 		return err
 	}
@@ -174,6 +193,9 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 			DeleteFunc: rechargeGroup,
 		}})
 	}
+	if u.DRA {
+		handlers = append(handlers, u.deviceHandlers(ctx)...)
+	}
 	if u.UpstreamPodGroups && u.Workloads {
 		rechargeWorkload := func(obj any) {
 			if wl, ok := unwrap(obj).(*schedulingv1alpha2.Workload); ok {
@@ -283,7 +305,7 @@ func (u *QueueStatusUpdater) chargePod(ctx context.Context, obj any) {
 	if !ok {
 		return
 	}
-	if ch, ok := queue.ChargeOf(p, u.queueOf(ctx, p), resources.PodRequests(p), false); ok {
+	if ch, ok := queue.ChargeOf(p, u.queueOf(ctx, p), u.demand(p), false); ok {
 		u.acct.SetPod(p.UID, ch)
 	} else {
 		u.acct.DeletePod(p.UID)
@@ -303,7 +325,7 @@ func (u *QueueStatusUpdater) recharge(ctx context.Context, opts ...client.ListOp
 
 func (u *QueueStatusUpdater) setNode(obj any) {
 	if n, ok := obj.(*v1.Node); ok {
-		u.acct.SetNode(n.Name, resources.FromResourceList(n.Status.Allocatable), !n.Spec.Unschedulable)
+		u.acct.SetNode(n.Name, u.nodeTotal(n), !n.Spec.Unschedulable)
 		u.poke()
 	}
 }
@@ -317,6 +339,12 @@ func (u *QueueStatusUpdater) setQueue(obj any) {
 
 // sync writes the status of every queue whose status changed.
 func (u *QueueStatusUpdater) sync(ctx context.Context) error {
+	if u.recount.Swap(false) {
+		if err := u.recountDevices(ctx); err != nil {
+			u.recount.Store(true)
+			return err
+		}
+	}
 	var queues phalanxv1alpha1.QueueList
 	if err := u.Cache.List(ctx, &queues); err != nil {
 		return err

@@ -377,3 +377,35 @@ func (d *Devices) fingerprint(sl *resourceapi.ResourceSlice) string {
 	}
 	return print
 }
+
+// ClassForResource is the class an extended resource maps to among
+// classes, as upstream's extended resource cache maps it: the class whose
+// spec.extendedResourceName is name (the newest when several are, the
+// lower name on a tie), else the class whose implicit name
+// deviceclass.resource.kubernetes.io/<class> is name; nil when none. For
+// Sources that read classes from a plain lister (the controller).
+func ClassForResource(classes []*resourceapi.DeviceClass, name v1.ResourceName) *resourceapi.DeviceClass {
+	var explicit, implicit *resourceapi.DeviceClass
+	for _, c := range classes {
+		if ptr.Deref(c.Spec.ExtendedResourceName, "") == string(name) {
+			if explicit == nil || newer(c, explicit) {
+				explicit = c
+			}
+		}
+		if implicitPrefix+c.Name == string(name) {
+			implicit = c
+		}
+	}
+	if explicit != nil {
+		return explicit
+	}
+	return implicit
+}
+
+func newer(a, b *resourceapi.DeviceClass) bool {
+	ta, tb := a.CreationTimestamp.UnixNano(), b.CreationTimestamp.UnixNano()
+	if ta != tb {
+		return ta > tb
+	}
+	return a.Name < b.Name
+}

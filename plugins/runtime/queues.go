@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
@@ -28,11 +29,10 @@ const orderingMaxAge = 50 * time.Millisecond
 // scheduler's pod and node informers and the Queue informer, the resolution
 // of a pod's queue, and the gangs waiting for queue admission.
 type Queues struct {
-	// slices count the devices each node's ResourceSlices publish.
-	smu       sync.Mutex
-	slices    sliceCounts
-	sliceNode map[string]string
-	nodes     corelisters.NodeLister
+	// slices count the devices each node's ResourceSlices publish (nil
+	// without a DRA manager).
+	slices *devices.NodeSlices
+	nodes  corelisters.NodeLister
 
 	rt           *Runtime
 	gangs        *Gangs

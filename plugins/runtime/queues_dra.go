@@ -6,14 +6,12 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 // Devices published in ResourceSlices count in the cluster total as their
 // classes' queue resources, so that queues have a deserved share of them.
-
-// sliceCounts are the devices of each node's slices, by slice name.
-type sliceCounts map[string]map[string]resources.List
 
 // watchSlices keeps each slice's device count and the node totals current.
 func (q *Queues) watchSlices(fw *FrameworkPorts) error {
@@ -21,42 +19,23 @@ func (q *Queues) watchSlices(fw *FrameworkPorts) error {
 	if d == nil {
 		return nil
 	}
-	q.slices, q.sliceNode = sliceCounts{}, map[string]string{}
+	q.slices = devices.NewNodeSlices(d)
 	q.nodes = fw.Informers.Core().V1().Nodes().Lister()
 	set := func(obj any) {
-		sl, ok := obj.(*resourceapi.ResourceSlice)
-		if !ok {
-			return
+		if sl, ok := obj.(*resourceapi.ResourceSlice); ok {
+			for _, node := range q.slices.Set(q.rt.ctx, sl) {
+				q.setNodeByName(node)
+			}
 		}
-		node := sl.Spec.NodeName
-		if node == nil || *node == "" {
-			return
-		}
-		count := d.SliceCapacity(q.rt.ctx, sl)
-		q.smu.Lock()
-		if q.slices[*node] == nil {
-			q.slices[*node] = map[string]resources.List{}
-		}
-		q.slices[*node][sl.Name] = count
-		q.sliceNode[sl.Name] = *node
-		q.smu.Unlock()
-		q.setNodeByName(*node)
 	}
 	remove := func(obj any) {
 		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = tomb.Obj
 		}
-		sl, ok := obj.(*resourceapi.ResourceSlice)
-		if !ok {
-			return
-		}
-		q.smu.Lock()
-		node, had := q.sliceNode[sl.Name]
-		delete(q.sliceNode, sl.Name)
-		delete(q.slices[node], sl.Name)
-		q.smu.Unlock()
-		if had {
-			q.setNodeByName(node)
+		if sl, ok := obj.(*resourceapi.ResourceSlice); ok {
+			if node := q.slices.Delete(sl); node != "" {
+				q.setNodeByName(node)
+			}
 		}
 	}
 	slices := fw.Informers.Resource().V1().ResourceSlices()
@@ -83,13 +62,11 @@ func (q *Queues) watchSlices(fw *FrameworkPorts) error {
 
 // nodeTotal is a node's allocatable plus the devices its slices publish.
 func (q *Queues) nodeTotal(n *v1.Node) resources.List {
-	total := resources.FromResourceList(n.Status.Allocatable)
-	q.smu.Lock()
-	defer q.smu.Unlock()
-	for _, count := range q.slices[n.Name] {
-		total.Add(count)
+	allocatable := resources.FromResourceList(n.Status.Allocatable)
+	if q.slices == nil {
+		return allocatable
 	}
-	return total
+	return q.slices.Total(n.Name, allocatable)
 }
 
 func (q *Queues) setNodeByName(name string) {
