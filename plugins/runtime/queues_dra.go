@@ -44,7 +44,8 @@ func (q *Queues) watchSlices(fw *FrameworkPorts) error {
 	}); err != nil {
 		return err
 	}
-	// A class added or changed recounts every slice.
+	// A class added or changed recounts every slice, and the demand of
+	// every pod that asks for devices.
 	recount := func(any) {
 		list, err := slices.Lister().List(labels.Everything())
 		if err != nil {
@@ -53,9 +54,37 @@ func (q *Queues) watchSlices(fw *FrameworkPorts) error {
 		for _, sl := range list {
 			set(sl)
 		}
+		pods, err := q.pods.List(labels.Everything())
+		if err != nil {
+			return
+		}
+		for _, p := range pods {
+			if d.Asks(p) {
+				q.charge(p)
+			}
+		}
 	}
-	_, err := fw.Informers.Resource().V1().DeviceClasses().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := fw.Informers.Resource().V1().DeviceClasses().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: recount, UpdateFunc: func(_, n any) { recount(n) }, DeleteFunc: recount,
+	}); err != nil {
+		return err
+	}
+	// A claim made from a template after its pod: the pod's demand grows.
+	_, err := fw.Informers.Resource().V1().ResourceClaims().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) {
+			claim, ok := obj.(*resourceapi.ResourceClaim)
+			if !ok {
+				return
+			}
+			for _, o := range claim.OwnerReferences {
+				if o.Kind != "Pod" {
+					continue
+				}
+				if p, err := q.pods.Pods(claim.Namespace).Get(o.Name); err == nil && p.UID == o.UID {
+					q.charge(p)
+				}
+			}
+		},
 	})
 	return err
 }
