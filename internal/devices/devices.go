@@ -101,16 +101,6 @@ func New(src Source, features structured.Features) *Devices {
 	}
 }
 
-// claimSet is what a member asks for on one node.
-type claimSet struct {
-	// toAllocate are the claims the scheduler must allocate.
-	toAllocate []*resourceapi.ResourceClaim
-	// named are the keys of claims named directly (possibly shared).
-	named map[int]string
-	// selectors restrict the member to nodes of claims already allocated.
-	allocated []*resourceapi.ResourceClaim
-}
-
 // podClaims resolves a pod's claims; missing names the first one that does
 // not exist yet (its template not instantiated by the resourceclaim
 // controller, or deleted).
