@@ -213,7 +213,11 @@ func (pl *Coscheduling) attempt(state fwk.CycleState, pod *v1.Pod, cs *cycleStat
 func (pl *Coscheduling) ensurePlanned(ctx context.Context, state fwk.CycleState, pod *v1.Pod, cs *cycleState) (string, error) {
 	p := cs.planning
 	p.once.Do(func() {
-		p.attempt = pl.attempt(state, pod, cs, probe.Filters(pl.h, Name, state, p.nodes))
+		var skip []string
+		if d := pl.gangs.Devices; d != nil && d.Asks(pod) {
+			skip = append(skip, probe.DynamicResources)
+		}
+		p.attempt = pl.attempt(state, pod, cs, probe.Filters(pl.h, Name, state, p.nodes, skip...))
 		p.node, p.err = pl.m.Plan(ctx, p.attempt)
 		p.nodes = nil
 	})

@@ -16,12 +16,12 @@ import (
 )
 
 // Filters asks the profile's Filter plugins about a member on every node of
-// the cycle, in parallel. Its state skips the plugin named self: the manager
-// accounts for held capacity itself.
-func Filters(h fwk.Handle, self string, state fwk.CycleState, infos []fwk.NodeInfo) gang.Prober {
+// the cycle, in parallel. Its state skips the plugin named self (the manager
+// accounts for held capacity itself) and the plugins named in also.
+func Filters(h fwk.Handle, self string, state fwk.CycleState, infos []fwk.NodeInfo, also ...string) gang.Prober {
 	return gang.ProberFunc(func(ctx context.Context, pod *v1.Pod) *gang.View {
 		probeState := state.Clone()
-		skip := sets.New(self)
+		skip := sets.New(append([]string{self}, also...)...)
 		if s := state.GetSkipFilterPlugins(); s != nil {
 			skip = skip.Union(s)
 		}
@@ -75,6 +75,12 @@ func newView(infos []fwk.NodeInfo) *gang.View {
 // say Unschedulable: the member would fit there if pods left.
 var resourcePlugins = sets.New("NodeResourcesFit", "NUMATopology")
 
+// DynamicResources is the in-tree DRA plugin. A gang whose members ask for
+// devices is probed without it: the planner's device session allocates on
+// every node itself, and the plugin would keep the allocation it found for
+// each node in the cycle's state (shared by clones) until the gang binds.
+const DynamicResources = "DynamicResources"
+
 // devicesTaken is how DynamicResources says a node's devices are in use (it
 // marks it unresolvable, though devices free up when pods leave).
 const devicesTaken = "cannot allocate all claims"
@@ -84,7 +90,7 @@ func verdictOf(st *fwk.Status) gang.Verdict {
 		return gang.Verdict{Fits: true}
 	}
 	resourceOnly := st.Code() == fwk.Unschedulable && resourcePlugins.Has(st.Plugin())
-	if st.Plugin() == "DynamicResources" && slices.Contains(st.Reasons(), devicesTaken) {
+	if st.Plugin() == DynamicResources && slices.Contains(st.Reasons(), devicesTaken) {
 		resourceOnly = true
 	}
 	return gang.Verdict{Plugin: st.Plugin(), Reasons: st.Reasons(), ResourceOnly: resourceOnly}
