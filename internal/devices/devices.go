@@ -289,6 +289,9 @@ func (d *Devices) Held() []Ref {
 // ClaimWriter writes a claim's status (the scheduler's client).
 type ClaimWriter interface {
 	UpdateClaimStatus(ctx context.Context, claim *resourceapi.ResourceClaim) error
+	// Unbound reads a pod from the API server, not a cache: true when it
+	// exists with the same UID and no node.
+	Unbound(ctx context.Context, namespace, name string, uid types.UID) (bool, error)
 }
 
 // SetWriter gives the devices view the client it frees stale claims with.
@@ -322,6 +325,16 @@ func (d *Devices) FreeStale(ctx context.Context, pending []*v1.Pod) []string {
 			stale := true
 			for _, r := range c.Status.ReservedFor {
 				if !waiting.Has(r.UID) {
+					stale = false
+				}
+			}
+			// The informer may not show a bind that just happened: ask the
+			// API server before taking a claim from a pod.
+			for _, r := range c.Status.ReservedFor {
+				if !stale {
+					break
+				}
+				if unbound, err := d.writer.Unbound(ctx, c.Namespace, r.Name, r.UID); err != nil || !unbound {
 					stale = false
 				}
 			}

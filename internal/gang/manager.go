@@ -96,7 +96,11 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 	pending := m.dir.Pending(ref)
 	if m.devices != nil {
 		if freed := m.devices.FreeStale(ctx, pending); len(freed) > 0 {
+			// This cycle read the claims as they were (the DynamicResources
+			// PreFilter ran first): plan in a fresh cycle, which the claims'
+			// update events start.
 			logger.V(2).Info("Freed claims allocated for members that never bound", "gang", ref, "claims", freed)
+			return "", fmt.Errorf("freed %d claims allocated for members that never bound; planning again", len(freed))
 		}
 	}
 	a.groups = GroupPending(a.Pod, pending, needed, m.demand())

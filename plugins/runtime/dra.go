@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
@@ -64,17 +65,34 @@ func newDevices(fw *FrameworkPorts) *devices.Devices {
 	features := dynamicresources.AllocatorFeatures(feature.NewSchedulerFeaturesFromGates(utilfeature.DefaultFeatureGate))
 	d := devices.New(draSource{fw.DRA}, features)
 	if fw.Client != nil {
-		d.SetWriter(claimWriter{fw.Client})
+		d.SetWriter(claimWriter{fw.Client, fw.DRA})
 	}
 	return d
 }
 
-// claimWriter writes claim status with the scheduler's client.
-type claimWriter struct{ c kubernetes.Interface }
+// claimWriter writes claim status with the scheduler's client, and tells
+// the DRA manager's assume cache at once, as the DynamicResources plugin does
+// after its own writes: a member must not be scheduled on the claim as it
+// was before.
+type claimWriter struct {
+	c   kubernetes.Interface
+	dra fwk.SharedDRAManager
+}
+
+func (w claimWriter) Unbound(ctx context.Context, namespace, name string, uid types.UID) (bool, error) {
+	pod, err := w.c.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return false, err
+	}
+	return pod.UID == uid && pod.Spec.NodeName == "", nil
+}
 
 func (w claimWriter) UpdateClaimStatus(ctx context.Context, claim *resourceapi.ResourceClaim) error {
-	_, err := w.c.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
-	return err
+	updated, err := w.c.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
+	if err != nil {
+		return err
+	}
+	return w.dra.ResourceClaims().AssumeClaimAfterAPICall(updated)
 }
 
 // watchDevices retries failed gangs when devices may have been freed or

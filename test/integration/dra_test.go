@@ -225,6 +225,15 @@ func waitClaimsAllocated(t *testing.T, c *testcluster.Cluster, ns string, want i
 		return n == want, nil
 	})
 	if err != nil {
+		if claims, lerr := c.Client.ResourceV1().ResourceClaims(ns).List(context.Background(), metav1.ListOptions{}); lerr == nil {
+			for _, cl := range claims.Items {
+				owner := ""
+				if len(cl.OwnerReferences) > 0 {
+					owner = cl.OwnerReferences[0].Name
+				}
+				t.Logf("claim %s (pod %s) allocated=%v reservedFor=%d deleting=%v", cl.Name, owner, cl.Status.Allocation != nil, len(cl.Status.ReservedFor), cl.DeletionTimestamp != nil)
+			}
+		}
 		t.Fatalf("namespace %s: want %d claims allocated: %v", ns, want, err)
 	}
 }
