@@ -16,9 +16,13 @@ var setLoggerOnce sync.Once
 
 // StartController runs phalanx-controller in-process (no metrics or health
 // endpoints, no leader election) until Stop.
-func (c *Cluster) StartController() error {
+func (c *Cluster) StartController(options ...func(*controller.Options)) error {
 	setLoggerOnce.Do(func() { ctrllog.SetLogger(klog.NewKlogr()) })
-	mgr, err := controller.NewManager(c.Config, controller.Options{MetricsAddr: "0", HealthProbeAddr: "0", Repeatable: true})
+	opts := controller.Options{MetricsAddr: "0", HealthProbeAddr: "0", Repeatable: true}
+	for _, o := range options {
+		o(&opts)
+	}
+	mgr, err := controller.NewManager(c.Config, opts)
 	if err != nil {
 		return err
 	}

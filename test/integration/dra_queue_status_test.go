@@ -10,6 +10,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
+	"github.com/phalanx-sched/phalanx/internal/controller"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestDRAQueueStatus(t *testing.T) {
 	c := startCluster(t)
 	startScheduler(t, c)
-	if err := c.StartController(); err != nil {
+	if err := c.StartController(func(o *controller.Options) { o.CountDevices = true }); err != nil {
 		t.Fatal(err)
 	}
 	const driver, ns, q = "qs.example.com", "dra-qs", "gpu-q"
