@@ -3,6 +3,7 @@ package devices
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -39,8 +40,9 @@ type Session struct {
 	// sharedByMembers are the claims named by more than one member.
 	sharedByMembers map[string]bool
 	// memo: Limit's answers by pod, cap and node signature.
-	memo map[string]int
-	err  error
+	memo      map[string]int
+	podShapes map[types.UID]podShape
+	err       error
 }
 
 // Placement is one member on its planned node, in planned order.
@@ -70,7 +72,7 @@ func (d *Devices) Session(ctx context.Context, self Ref, members []*v1.Pod, node
 	// it, its PostFilter may ask again), so it keeps the context's values
 	// but not its cancellation.
 	s := &Session{d: d, ctx: context.WithoutCancel(ctx), node: node, sharedClaims: map[string]string{}, limits: map[string]map[string]int{}, asks: map[string][]string{},
-		sharedByMembers: SharedClaims(members), memo: map[string]int{}}
+		sharedByMembers: SharedClaims(members), memo: map[string]int{}, podShapes: map[types.UID]podShape{}}
 	state, err := d.src.Allocated()
 	if err != nil || state == nil {
 		s.err = fmt.Errorf("reading allocated devices: %v", err)
@@ -300,18 +302,13 @@ func (s *Session) signature(pod *v1.Pod, node *v1.Node) (string, bool) {
 	if len(s.shared) > 0 || len(s.state.AllocatedSharedDeviceIDs) > 0 || len(s.state.AggregatedCapacity) > 0 {
 		return "", false
 	}
-	claims, _, missing := s.d.podClaims(pod)
-	if missing != "" {
+	shape := s.podSignature(pod)
+	if !shape.cacheable {
 		return "", false
 	}
-	for _, c := range claims {
-		if c.Status.Allocation != nil {
-			return "", false
-		}
-	}
 	var b strings.Builder
-	for name := range resources.PodRequests(pod) {
-		if _, published := node.Status.Allocatable[name]; published && isExtended(name) {
+	for _, name := range shape.extended {
+		if _, published := node.Status.Allocatable[name]; published {
 			b.WriteString(string(name))
 			b.WriteByte(';')
 		}
@@ -326,6 +323,38 @@ func (s *Session) signature(pod *v1.Pod, node *v1.Node) (string, bool) {
 		b.WriteByte('|')
 	}
 	return b.String(), true
+}
+
+// podShape is the part of a node's signature that depends on the pod only,
+// read once per session: whether its answer may be shared at all (no claim
+// of it allocated already, none missing) and its extended resources, sorted.
+type podShape struct {
+	cacheable bool
+	extended  []v1.ResourceName
+}
+
+func (s *Session) podSignature(pod *v1.Pod) podShape {
+	if shape, ok := s.podShapes[pod.UID]; ok {
+		return shape
+	}
+	shape := podShape{cacheable: true}
+	claims, _, missing := s.d.podClaims(pod)
+	if missing != "" {
+		shape.cacheable = false
+	}
+	for _, c := range claims {
+		if c.Status.Allocation != nil {
+			shape.cacheable = false
+		}
+	}
+	for name := range resources.PodRequests(pod) {
+		if isExtended(name) {
+			shape.extended = append(shape.extended, name)
+		}
+	}
+	slices.Sort(shape.extended)
+	s.podShapes[pod.UID] = shape
+	return shape
 }
 
 // Assign allocates members' devices in planned order, keeping each result

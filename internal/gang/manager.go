@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 
 	"github.com/phalanx-sched/phalanx/internal/devices"
@@ -357,11 +358,17 @@ func (m *Manager) Fits(node string, ref Ref, priority int32, request resources.L
 	free, freePods := room()
 	if m.devices != nil {
 		// Devices the node does not publish as allocatable are the
-		// allocator's to count (the DynamicResources filter).
-		names := m.devices.ResourceNames()
-		request = request.Clone()
+		// allocator's to count (the DynamicResources filter). Classes are
+		// listed only for a request that names such a resource.
+		var names sets.Set[v1.ResourceName]
 		for name := range request {
-			if _, published := free[name]; !published && names.Has(name) {
+			if _, published := free[name]; published {
+				continue
+			}
+			if names == nil {
+				names, request = m.devices.ResourceNames(), request.Clone()
+			}
+			if names.Has(name) {
 				delete(request, name)
 			}
 		}

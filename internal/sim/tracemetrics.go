@@ -93,6 +93,20 @@ func CDF(values []float64) (xs, ps []float64) {
 // one for the time until end). ok is false when no time was included.
 func TimeMean(at []time.Duration, end time.Duration, value []float64, include []bool) (mean float64, ok bool) {
 	var sum, span float64
+	eachSpan(at, end, include, func(i int, dt float64) {
+		sum += value[i] * dt
+		span += dt
+	})
+	if span == 0 {
+		return 0, false
+	}
+	return sum / span, true
+}
+
+// eachSpan calls f with the length in seconds of each included sample's
+// span: sample i stands for the time until sample i+1 (the last one until
+// end); empty spans are skipped.
+func eachSpan(at []time.Duration, end time.Duration, include []bool, f func(i int, dt float64)) {
 	for i := range at {
 		if !include[i] {
 			continue
@@ -101,17 +115,10 @@ func TimeMean(at []time.Duration, end time.Duration, value []float64, include []
 		if i+1 < len(at) {
 			next = at[i+1]
 		}
-		dt := (next - at[i]).Seconds()
-		if dt <= 0 {
-			continue
+		if dt := (next - at[i]).Seconds(); dt > 0 {
+			f(i, dt)
 		}
-		sum += value[i] * dt
-		span += dt
 	}
-	if span == 0 {
-		return 0, false
-	}
-	return sum / span, true
 }
 
 // WaterFill splits capacity between queues in proportion to their weights,

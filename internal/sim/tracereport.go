@@ -121,16 +121,7 @@ func (r *Result) submitted(key string) bool {
 
 func spanSeconds(at []time.Duration, end time.Duration, include []bool) float64 {
 	var span float64
-	for i := range at {
-		if !include[i] {
-			continue
-		}
-		next := end
-		if i+1 < len(at) {
-			next = at[i+1]
-		}
-		span += (next - at[i]).Seconds()
-	}
+	eachSpan(at, end, include, func(_ int, dt float64) { span += dt })
 	return span
 }
 

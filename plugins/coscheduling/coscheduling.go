@@ -318,7 +318,12 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	}
 	// Members that share a reserved member's claim cannot reserve before
 	// it binds (its allocation is in flight); they count toward the quorum.
-	reached, first, placed := pl.m.Quorum(cs.ref, gang.Quorum(cs.spec)-pl.gangs.ClaimRiders(cs.ref))
+	// Only a member with claims can hold one (counting walks the gang).
+	riders := 0
+	if len(pod.Spec.ResourceClaims) > 0 {
+		riders = pl.gangs.ClaimRiders(cs.ref)
+	}
+	reached, first, placed := pl.m.Quorum(cs.ref, gang.Quorum(cs.spec)-riders)
 	if !reached {
 		wait := pl.m.Remaining(cs.ref)
 		if wait <= 0 {
