@@ -13,7 +13,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 moddir="${root}/hack/tools"
 bindir="${PHALANX_TOOLS_BIN:-${root}/bin/tools}"
 
-tools=(controller-gen deepcopy-gen conversion-gen defaulter-gen client-gen lister-gen informer-gen staticcheck crdpatch helm)
+tools=(controller-gen deepcopy-gen conversion-gen defaulter-gen client-gen lister-gen informer-gen staticcheck crdpatch helm protoc-gen-go protoc-gen-go-grpc)
 
 export GOWORK=off GOFLAGS="${GOFLAGS:--buildvcs=false}"
 

@@ -3,6 +3,7 @@
 #   apis/**/zz_generated.{deepcopy,conversion,defaults}.go  deepcopy/conversion/defaulter-gen
 #   pkg/generated/{clientset,listers,informers}             client/lister/informer-gen
 #   manifests/crds/*.yaml                                   controller-gen
+#   internal/estimator/karmadapb/*.pb.go                    protoc (hack/update-proto.sh)
 # The CRDs are those of scheduling.phalanx.dev plus the scheduler-plugins PodGroup
 # CRD (generated from its Go types, with phalanx's status fields) and the
 # NodeResourceTopology CRD exactly as its API module ships it (v1alpha1 and
@@ -110,3 +111,4 @@ done
 } > manifests/crds/Kustomization
 
 echo "done" >&2
+bash "${root}/hack/update-proto.sh"

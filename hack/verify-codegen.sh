@@ -27,6 +27,7 @@ fi
 generated() (
   cd "$1"
   find apis -name 'zz_generated.*.go'
+  find internal/estimator/karmadapb -name "*.pb.go"
   for d in pkg/generated manifests/crds; do
     if [[ -d "${d}" ]]; then find "${d}" -type f; fi
   done

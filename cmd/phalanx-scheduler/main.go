@@ -1,9 +1,9 @@
 // Command phalanx-scheduler is kube-scheduler with the phalanx plugins compiled
-// in. It accepts every kube-scheduler flag.
+// in. It accepts every kube-scheduler flag, and serves Karmada's
+// scheduler-estimator with --karmada-estimator-address (docs/multicluster.md).
 package main
 
 import (
-	"context"
 	"fmt"
 	"os"
 
@@ -12,7 +12,6 @@ import (
 	// registered as kube-scheduler registers them.
 	_ "k8s.io/component-base/metrics/prometheus/clientgo"
 	_ "k8s.io/component-base/metrics/prometheus/version"
-	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 
 	"github.com/phalanx-sched/phalanx/internal/version"
 	"github.com/phalanx-sched/phalanx/plugins"
@@ -32,9 +31,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	cmd := app.NewSchedulerCommand(plugins.Options(context.Background())...)
+	cmd := newCommand()
 	cmd.SetArgs(args)
-	cmd.Use = "phalanx-scheduler"
-	cmd.Short = "phalanx: kube-scheduler with gang, queue, network-topology and NUMA plugins"
 	os.Exit(cli.Run(cmd))
 }

@@ -26,6 +26,12 @@ type Query struct {
 	Admit func(need resources.List) bool
 	// Max stops counting there (0: no limit).
 	Max int
+	// Assumed are workloads already sent to this cluster whose pods the
+	// scheduler has not seen yet (Karmada's in-flight placements): each is
+	// placed whole first, by resources and node admission, and what it takes
+	// is not counted again. Those in the members' namespace are charged to
+	// the queue too.
+	Assumed [][]*v1.Pod
 }
 
 // Answer is a dry run's result.
@@ -91,6 +97,14 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	demand := Demand(groups)
 	_, shapes := Shapes(groups)
 	total := resources.List{}
+	for _, w := range q.Assumed {
+		if need, ok := m.placeAssumed(req, a.view.Nodes, byName, w); ok && w[0].Namespace == a.Pod.Namespace {
+			total.Add(need)
+		}
+	}
+	if Members(groups) == 1 {
+		return singleCopies(req, groups[0], zoneCap, total, demand, q)
+	}
 	var ans Answer
 	for q.Max == 0 || ans.Copies < q.Max {
 		if q.Admit != nil {
@@ -123,6 +137,86 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 		}
 	}
 	return ans
+}
+
+// singleCopies counts copies of a one-member gang: each node's room, summed
+// (the planner would place them one by one, node after node, to the same
+// count). Karmada asks this for every single-template workload, and a
+// cluster takes tens of thousands of small pods.
+func singleCopies(req Request, g ShapeGroup, zoneCap []map[string]int, charged, demand resources.List, q Query) Answer {
+	total := 0
+	for i := range req.Nodes {
+		n := &req.Nodes[i]
+		if l, ok := n.Limit[g.Key]; !ok || l <= 0 || n.FreePods <= 0 {
+			continue
+		}
+		c := int(n.Free.Copies(g.Request, n.FreePods))
+		if zoneCap[i] != nil {
+			c = min(c, zoneCap[i][g.Key])
+		}
+		total += c
+	}
+	ans := Answer{Copies: total, Why: "no node has room for another"}
+	if q.Max > 0 && ans.Copies >= q.Max {
+		return Answer{Copies: q.Max}
+	}
+	if q.Admit != nil {
+		admits := func(k int) bool {
+			need := charged.Clone()
+			need.AddScaled(demand, int64(k))
+			return q.Admit(need)
+		}
+		if !admits(ans.Copies) {
+			// The largest count the queue takes: admission is monotone.
+			lo, hi := 0, ans.Copies
+			for lo < hi {
+				mid := (lo + hi + 1) / 2
+				if admits(mid) {
+					lo = mid
+				} else {
+					hi = mid - 1
+				}
+			}
+			ans = Answer{Copies: lo, Why: "the queue's allowance takes no more copies"}
+		}
+	}
+	return ans
+}
+
+// placeAssumed places an in-flight workload whole on the request's nodes, by
+// resources and node admission (its pods' other filters cannot be asked
+// before they exist), and takes what it uses from their free room. It
+// returns the workload's demand, and false when it does not fit.
+func (m *Manager) placeAssumed(req Request, nodes []NodeState, byName map[string]int, workload []*v1.Pod) (resources.List, bool) {
+	if len(workload) == 0 {
+		return nil, false
+	}
+	groups := GroupByShape(workload, m.demand())
+	verdicts := make([]Verdict, len(nodes))
+	for i := range nodes {
+		verdicts[i].Fits = NodeAdmits(groups[0].Rep, nodes[i].Node)
+	}
+	room := func(i int) (resources.List, int64) {
+		j, ok := byName[nodes[i].Node.Name]
+		if !ok {
+			return resources.List{}, 0
+		}
+		return req.Nodes[j].Free, req.Nodes[j].FreePods
+	}
+	shapes, requests := Shapes(groups)
+	plan, _ := Place(Request{Shapes: shapes, Nodes: CandidateNodes(groups, nodes, verdicts, room, false, nil)})
+	if plan == nil {
+		return nil, false
+	}
+	for node, byShape := range plan.Slots {
+		n := &req.Nodes[byName[node]]
+		n.Free = n.Free.Clone()
+		for shape, c := range byShape {
+			n.Free.AddScaled(requests[shape], -int64(c))
+			n.FreePods -= int64(c)
+		}
+	}
+	return Demand(groups), true
 }
 
 // withLimit returns a copy of limits with shape's limit set: the request's

@@ -46,6 +46,7 @@ func TestManagerCopies(t *testing.T) {
 		priority int32
 		max      int
 		allow    int64 // the queue's allowance in CPU (0: no limit)
+		assumed  [][]*v1.Pod
 		want     int
 		wantWhy  string
 	}{
@@ -58,6 +59,12 @@ func TestManagerCopies(t *testing.T) {
 		{name: "Max caps the count", max: 2, want: 2},
 		{name: "Max above what fits", max: 10, want: 4, wantWhy: "at most 0 fit"},
 		{name: "the queue's allowance stops counting", allow: 5000, want: 2, wantWhy: "the queue's allowance takes no more copies"},
+		{name: "an in-flight workload takes its room first", assumed: [][]*v1.Pod{members("inflight", 3, 1000, 0)}, want: 2},
+		{name: "required rack: an in-flight workload is placed whole, then the copies", required: "rack",
+			assumed: [][]*v1.Pod{members("inflight", 1, 2000, 0)}, want: 2},
+		{name: "an in-flight workload that fits nowhere takes nothing", assumed: [][]*v1.Pod{members("huge", 1, 5000, 0)}, want: 4},
+		{name: "an in-flight workload of the namespace is charged to the queue", allow: 5000,
+			assumed: [][]*v1.Pod{members("inflight", 1, 1000, 0)}, want: 2, wantWhy: "the queue's allowance takes no more copies"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv()
@@ -66,7 +73,7 @@ func TestManagerCopies(t *testing.T) {
 			}
 			c := &cluster{nodes: nodes}
 			pods := members("copy", 2, 1000, tc.priority)
-			q := Query{Members: pods, Priority: tc.priority, Prober: c, Max: tc.max}
+			q := Query{Members: pods, Priority: tc.priority, Prober: c, Max: tc.max, Assumed: tc.assumed}
 			if tc.required != "" {
 				q.Topology = &Constraint{Tree: c.topology(), Required: tc.required}
 			}
@@ -94,7 +101,7 @@ func TestManagerCopies(t *testing.T) {
 			if !strings.Contains(got.Why, tc.wantWhy) {
 				t.Errorf("Why %q, want %q", got.Why, tc.wantWhy)
 			}
-			if tc.allow > 0 && !reflect.DeepEqual(asked, []int64{2000, 4000, 6000}) {
+			if tc.allow > 0 && tc.assumed == nil && !reflect.DeepEqual(asked, []int64{2000, 4000, 6000}) {
 				t.Errorf("the queue was asked for %v, want each copy's running total", asked)
 			}
 			// A dry run changes nothing.
@@ -131,5 +138,34 @@ func TestManagerCopiesAgreesWithPlan(t *testing.T) {
 		if i == ans.Copies && err == nil {
 			t.Fatalf("Plan placed copy %d beyond the dry run's %d", i, ans.Copies)
 		}
+	}
+}
+
+// One-member copies are counted node by node: each node's room, less an
+// in-flight workload, capped by Max and by what the queue takes.
+func TestManagerCopiesSingleMember(t *testing.T) {
+	nodes := []fnode{{name: "a", free: 4000}, {name: "b", free: 2500}, {name: "c", free: 1000}, {name: "d", free: 500}}
+	for _, tc := range []struct {
+		name    string
+		max     int
+		allow   int64
+		assumed [][]*v1.Pod
+		want    int
+	}{
+		{name: "every node's room", want: 7},
+		{name: "Max caps the count", max: 3, want: 3},
+		{name: "the queue's allowance", allow: 5000, want: 5},
+		{name: "less an in-flight workload", assumed: [][]*v1.Pod{members("inflight", 2, 1000, 0)}, want: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv()
+			q := Query{Members: members("one", 1, 1000, 0), Prober: &cluster{nodes: nodes}, Max: tc.max, Assumed: tc.assumed}
+			if tc.allow > 0 {
+				q.Admit = func(need resources.List) bool { return need[v1.ResourceCPU] <= tc.allow }
+			}
+			if got := e.m.Copies(context.Background(), q); got.Copies != tc.want {
+				t.Fatalf("Copies = %d (%s), want %d", got.Copies, got.Why, tc.want)
+			}
+		})
 	}
 }

@@ -295,6 +295,9 @@ func (r *Runtime) require(groupVersion, resource string) error {
 // QueuesIfBuilt returns the queue accounting if a plugin built it, else nil.
 func (r *Runtime) QueuesIfBuilt() *Queues { return r.queues.Load() }
 
+// TopologyIfBuilt returns the network topology if a plugin built it, else nil.
+func (r *Runtime) TopologyIfBuilt() *Topology { return r.topology.Load() }
+
 // GangsIfBuilt returns the gang directory and manager once a plugin built
 // them, else nil.
 func (r *Runtime) GangsIfBuilt() *Gangs { return r.gangs.Load() }
