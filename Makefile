@@ -46,9 +46,9 @@ workloads:
 
 ## e2e: test/e2e in both modes on an in-process API server that enforces RBAC,
 ## with the chart applied and the binaries run as their pod specs say (bubblewrap,
-## installed by hack/ensure-bwrap.sh). On kind: hack/e2e-kind.sh.
+## installed by hack/ensure-deb.sh). On kind: hack/e2e-kind.sh.
 e2e: build
-	bash hack/ensure-bwrap.sh
+	bash hack/ensure-deb.sh bwrap bubblewrap
 	bash hack/tools.sh
 	PHALANX_BIN_DIR=$(CURDIR)/$(BIN) PHALANX_HELM=$(CURDIR)/$(BIN)/tools/helm \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/e2e/...

@@ -74,6 +74,6 @@ if [[ "$mode" == replace ]]; then
 fi
 
 echo "== test/e2e"
-bash hack/ensure-bwrap.sh   # TestDeployDocSteps runs the docs' node steps in a sandbox
+bash hack/ensure-deb.sh bwrap bubblewrap   # TestDeployDocSteps runs the docs' node steps in a sandbox
 PHALANX_E2E_KUBECONFIG="$KUBECONFIG" PHALANX_E2E_MODE="$mode" PHALANX_E2E_NAMESPACE="$ns" PHALANX_E2E_CRD_ORDERS=1 \
   go test -count=1 -v -timeout 30m ./test/e2e/...

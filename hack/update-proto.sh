@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates the Go stubs of Karmada's scheduler-estimator gRPC service
 # (internal/estimator/karmadapb) from the .proto files next to them, with
-# protoc (hack/ensure-protoc.sh) and the protoc-gen-go(-grpc) versions of
+# protoc (hack/ensure-deb.sh) and the protoc-gen-go(-grpc) versions of
 # hack/tools/go.mod. The generated files name no protoc version, so the
 # output depends only on the sources and the plugins.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-bash "${root}/hack/ensure-protoc.sh"
+bash "${root}/hack/ensure-deb.sh" protoc protobuf-compiler
 "${root}/hack/tools.sh"
 bin="${PHALANX_TOOLS_BIN:-${root}/bin/tools}"
 

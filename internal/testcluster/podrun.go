@@ -84,11 +84,11 @@ func (p *PodProcess) Exited() bool {
 	}
 }
 
-// BwrapAvailable reports whether bubblewrap can run here (hack/ensure-bwrap.sh
+// BwrapAvailable reports whether bubblewrap can run here (hack/ensure-deb.sh
 // installs it).
 func BwrapAvailable() error {
 	if _, err := exec.LookPath("bwrap"); err != nil {
-		return fmt.Errorf("bwrap not found (run hack/ensure-bwrap.sh): %w", err)
+		return fmt.Errorf("bwrap not found (run hack/ensure-deb.sh bwrap bubblewrap): %w", err)
 	}
 	return nil
 }
