@@ -17,7 +17,7 @@ IMAGE ?= ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)
 # Integration and simulator runs take longer than go test's 10-minute default.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test unit integration workloads e2e stress verify lint generate manifests demo trace bench bench-perf bench-all bench-bins image clean
+.PHONY: all build test unit integration workloads e2e stress verify lint generate manifests demo trace bench bench-estimator bench-perf bench-all bench-bins image clean
 
 all: build
 
@@ -95,9 +95,21 @@ trace: bench-bins
 ## bench: stock kube-scheduler, upstream GangScheduling and phalanx side by side
 ## (child processes, one API server per workload): pods/s, CPU/pod, peak RSS,
 ## top costs, ratios; medians of 3 passes. BENCH_ARGS="-profile -only gangs" etc.
+## Then the Karmada estimator's latency (bench-estimator).
 BENCH_ARGS ?=
 bench: bench-bins
 	$(BIN)/phalanx-sim bench -kube-scheduler $(BIN)/kube-scheduler -phalanx-scheduler $(BIN)/phalanx-scheduler $(BENCH_ARGS)
+	$(BIN)/phalanx-sim estimator-bench -phalanx-scheduler $(BIN)/phalanx-scheduler $(ESTIMATOR_ARGS)
+
+## bench-estimator: the Karmada estimator's answer time on a 5000-node member
+## (half its GPUs taken) for a 1024-pod set, with and without a required
+## ib-cluster, and for single replicas: client round trip and the estimator's
+## own time, median, range, p95 of 20 calls. ESTIMATOR_ARGS="-profile -runs 50" etc.
+ESTIMATOR_ARGS ?=
+bench-estimator:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-scheduler ./cmd/phalanx-scheduler
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(BIN)/phalanx-sim estimator-bench -phalanx-scheduler $(BIN)/phalanx-scheduler $(ESTIMATOR_ARGS)
 
 ## bench-perf: the same workloads through upstream's scheduler_perf (plain and
 ## gang workloads by default; PERF_BENCH selects test cases, PERF_COUNT passes)

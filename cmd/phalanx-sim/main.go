@@ -1,10 +1,12 @@
 // Command phalanx-sim runs scenarios on an in-process cluster with the phalanx
 // scheduler (demo), and measures phalanx against the stock kube-scheduler
-// profile in the same run (bench), and replays a cluster's history with
+// profile in the same run (bench), times the Karmada estimator's answers on a
+// large member (estimator-bench), and replays a cluster's history with
 // several schedulers in turns (trace).
 //
 //	phalanx-sim demo [-html report.html] [scenario.yaml]
 //	phalanx-sim bench [-runs 3] [-profile] [-only gangs,topology] [-nodes 5000 ...]
+//	phalanx-sim estimator-bench [-phalanx-scheduler bin/phalanx-scheduler] [-nodes 5000] [-gang 1024] [-runs 20] [-profile]
 //	phalanx-sim trace -nodes nodes.csv -jobs jobs.csv [-queues queues.csv] [-speed 100] [-schedulers phalanx,stock,upstream-gang]
 //	phalanx-sim trace -generate [-seed 1] [-load 1.25] [-node-count 16] [-job-count 200] [-out report/trace]
 package main
@@ -46,6 +48,8 @@ func main() {
 		err = demo(ctx, os.Args[2:])
 	case "bench":
 		err = runBench(ctx, os.Args[2:])
+	case "estimator-bench":
+		err = runEstimatorBench(ctx, os.Args[2:])
 	case "trace":
 		err = runTrace(ctx, os.Args[2:])
 	default:
@@ -58,7 +62,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: phalanx-sim demo [scenario.yaml] | bench [flags] | trace [flags]")
+	fmt.Fprintln(os.Stderr, "usage: phalanx-sim demo [scenario.yaml] | bench [flags] | estimator-bench [flags] | trace [flags]")
 	os.Exit(2)
 }
 
@@ -217,5 +221,33 @@ func runBench(ctx context.Context, args []string) error {
 	})
 	bench.WriteReport(os.Stdout, results, machine, *runs)
 	fmt.Printf("\nbench took %s; load at the end %s\n", time.Since(start).Round(time.Second), bench.LoadAverage())
+	return err
+}
+
+func runEstimatorBench(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("estimator-bench", flag.ExitOnError)
+	var o bench.EstimatorOptions
+	fs.StringVar(&o.PhalanxBinary, "phalanx-scheduler", "bin/phalanx-scheduler", "phalanx-scheduler binary")
+	fs.IntVar(&o.Nodes, "nodes", 5000, "nodes of the member cluster (8 GPUs each, half of them taken)")
+	fs.IntVar(&o.GangSize, "gang", 1024, "pods per set: one master and gang-1 GPU workers")
+	fs.IntVar(&o.Runs, "runs", 20, "timed calls per case, after one warm-up call")
+	fs.DurationVar(&o.Timeout, "timeout", 3*time.Second, "timeout of each call (karmada-scheduler's --scheduler-estimator-timeout)")
+	fs.BoolVar(&o.Profile, "profile", false, "also call each case back to back under the scheduler's CPU profiler; print the top functions")
+	fs.IntVar(&o.ProfileSeconds, "profile-seconds", 6, "seconds of profiled calls per case")
+	fs.StringVar(&o.ProfileDir, "profile-dir", "report/profiles", "keep the raw profiles here (\"\": don't)")
+	logFile := fs.String("log", "", "write the control plane's log to this file")
+	_ = fs.Parse(args)
+	if _, err := os.Stat(o.PhalanxBinary); err != nil {
+		return fmt.Errorf("scheduler binary: %w (make bench-estimator builds it)", err)
+	}
+	command := strings.Join(os.Args, " ")
+	logw, closeLog := quietLogs(*logFile)
+	defer closeLog()
+	o.Log, o.Progress = logw, os.Stdout
+	machine := bench.Machine()
+	fmt.Printf("phalanx-sim estimator-bench: %d nodes, %d-pod sets, %d calls per case; %s; load %s\n", o.Nodes, o.GangSize, o.Runs, machine, bench.LoadAverage())
+	rep, err := bench.RunEstimator(ctx, o)
+	bench.WriteEstimatorReport(os.Stdout, rep, machine, command)
+	fmt.Printf("\nestimator-bench took %s; load at the end %s\n", rep.Wall.Round(time.Second), bench.LoadAverage())
 	return err
 }

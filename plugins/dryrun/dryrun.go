@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -112,7 +113,9 @@ func New(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *
 		frameworkruntime.WithPodNominator(running),
 		frameworkruntime.WithEventRecorder(recorder),
 		frameworkruntime.WithParallelism(int(cc.ComponentConfig.Parallelism)),
-		frameworkruntime.WithMetricsRecorder(metrics.NewMetricsAsyncRecorder(1000, 0, ctx.Done())),
+		// Flushed every second, as the scheduler's own recorder: with no
+		// interval its goroutine flushes in a busy loop, a core gone.
+		frameworkruntime.WithMetricsRecorder(metrics.NewMetricsAsyncRecorder(1000, time.Second, ctx.Done())),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("building the dry run's framework for profile %q: %w", profileName, err)
