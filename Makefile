@@ -17,7 +17,7 @@ IMAGE ?= ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)
 # Integration and simulator runs take longer than go test's 10-minute default.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test unit integration workloads e2e stress verify lint generate manifests demo trace bench bench-estimator bench-perf bench-all bench-bins image clean
+.PHONY: all build test unit integration workloads karmada e2e stress verify lint generate manifests demo trace bench bench-estimator bench-perf bench-all bench-bins image clean
 
 all: build
 
@@ -29,7 +29,7 @@ build:
 
 ## test: everything CI checks — verify, unit tests, integration tests on a real API server,
 ## the operators' controllers (workloads), e2e
-test: verify build unit integration workloads e2e
+test: verify build unit integration workloads karmada e2e
 
 unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /test/integration -e /test/e2e)
@@ -43,6 +43,13 @@ integration: build
 ## (test/workloads) so their dependencies do not move the main module's
 workloads:
 	cd test/workloads && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## karmada: Karmada's real components (karmada-scheduler, karmada-aggregated-apiserver,
+## karmada-scheduler-estimator, v1.18.2) against phalanx's estimator; a separate Go module
+## (test/karmada, Karmada's commands built from test/karmada/upstream at Karmada's own versions)
+karmada: build
+	cd test/karmada && PHALANX_SCHEDULER_BIN=$(CURDIR)/$(BIN)/phalanx-scheduler \
+		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## e2e: test/e2e in both modes on an in-process API server that enforces RBAC,
 ## with the chart applied and the binaries run as their pod specs say (bubblewrap,
@@ -69,9 +76,11 @@ lint:
 		if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd test/workloads && $(GO) vet ./...
+	cd test/karmada && $(GO) vet ./...
 	bash hack/tools.sh
 	$(BIN)/tools/staticcheck $$($(GO) list ./... | grep -v /pkg/generated/)
 	cd test/workloads && $(CURDIR)/$(BIN)/tools/staticcheck ./...
+	cd test/karmada && $(CURDIR)/$(BIN)/tools/staticcheck ./...
 
 ## generate: deepcopy, conversion, defaults, clients, CRDs, install manifests
 generate:

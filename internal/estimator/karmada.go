@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -34,11 +36,28 @@ var (
 type KarmadaTemplates struct {
 	client dynamic.Interface
 	mapper *restmapper.DeferredDiscoveryRESTMapper
+
+	// Karmada asks every member on each scheduling attempt: a template read
+	// is kept for a few seconds, so a burst of attempts reads it once.
+	mu     sync.Mutex
+	recent map[string]cachedTemplate
+	now    func() time.Time
 }
+
+type cachedTemplate struct {
+	t  *Template
+	at time.Time
+}
+
+// templateTTL is how long a template read is reused.
+const templateTTL = 5 * time.Second
 
 // NewKarmadaTemplates reads templates with the given Karmada API server
 // credentials (read access to resourcebindings and the workload kinds).
 func NewKarmadaTemplates(cfg *rest.Config) (*KarmadaTemplates, error) {
+	cfg = rest.CopyConfig(cfg)
+	// client-go's default (5 QPS) would make calls wait for each other.
+	cfg.QPS, cfg.Burst = 50, 100
 	client, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -47,11 +66,36 @@ func NewKarmadaTemplates(cfg *rest.Config) (*KarmadaTemplates, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &KarmadaTemplates{client: client, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))}, nil
+	return &KarmadaTemplates{client: client, mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+		recent: map[string]cachedTemplate{}, now: time.Now}, nil
 }
 
 // Template implements Templates.
 func (k *KarmadaTemplates) Template(ctx context.Context, kind, namespace, name string) (*Template, error) {
+	key := kind + "/" + namespace + "/" + name
+	now := k.now()
+	k.mu.Lock()
+	c, ok := k.recent[key]
+	for key, c := range k.recent {
+		if now.Sub(c.at) > templateTTL {
+			delete(k.recent, key)
+		}
+	}
+	k.mu.Unlock()
+	if ok && now.Sub(c.at) <= templateTTL {
+		return c.t, nil
+	}
+	t, err := k.read(ctx, kind, namespace, name)
+	if err != nil {
+		return nil, err
+	}
+	k.mu.Lock()
+	k.recent[key] = cachedTemplate{t: t, at: now}
+	k.mu.Unlock()
+	return t, nil
+}
+
+func (k *KarmadaTemplates) read(ctx context.Context, kind, namespace, name string) (*Template, error) {
 	rb, err := k.client.Resource(resourceBindings).Namespace(namespace).Get(ctx, name+"-"+strings.ToLower(kind), metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("ResourceBinding of %s %s/%s: %w", kind, namespace, name, err)

@@ -146,27 +146,47 @@ func placeWhole(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
 // that fits: big domains stay whole for big gangs.
 func placeInOneDomain(req Request, li int, diag *Diagnosis) *Plan {
 	groups := groupByDomain(req.Nodes, li)
-	var (
-		best      *Plan
-		bestCap   = -1
-		bestValue string
-		tried     []DomainResult
-	)
-	for _, g := range groups {
-		capacity := isolatedCapacity(req.Shapes, g.nodes)
-		slots, placed := fill(req.Shapes, g.nodes)
-		d := Domain{Level: req.Levels[li], Value: g.value}
-		tried = append(tried, DomainResult{Domain: d, Placed: placed, Capacity: capacity})
-		if placed < diag.Needed {
+	capacity := make([]int, len(groups))
+	for i, g := range groups {
+		capacity[i] = isolatedCapacity(req.Shapes, g.nodes)
+	}
+	// Tightest first (then by value): the first domain that takes the gang
+	// is the plan, and the rest need not be filled. A domain that cannot
+	// hold the first shape's members on its own is only filled when none
+	// fits, for the diagnosis.
+	order := make([]int, len(groups))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool {
+		ga, gb := order[a], order[b]
+		if capacity[ga] != capacity[gb] {
+			return capacity[ga] < capacity[gb]
+		}
+		return groups[ga].value < groups[gb].value
+	})
+	firstCount := 0
+	if len(req.Shapes) > 0 {
+		firstCount = req.Shapes[0].Count
+	}
+	tried := make([]DomainResult, 0, len(groups))
+	var skipped []int
+	for _, gi := range order {
+		g := groups[gi]
+		if capacity[gi] < firstCount {
+			skipped = append(skipped, gi)
 			continue
 		}
-		if best == nil || capacity < bestCap || (capacity == bestCap && g.value < bestValue) {
-			best = &Plan{Slots: slots, Domains: []Domain{d}}
-			bestCap, bestValue = capacity, g.value
+		slots, placed := fill(req.Shapes, g.nodes)
+		d := Domain{Level: req.Levels[li], Value: g.value}
+		if placed >= diag.Needed {
+			return &Plan{Slots: slots, Domains: []Domain{d}}
 		}
+		tried = append(tried, DomainResult{Domain: d, Placed: placed, Capacity: capacity[gi]})
 	}
-	if best != nil {
-		return best
+	for _, gi := range skipped {
+		_, placed := fill(req.Shapes, groups[gi].nodes)
+		tried = append(tried, DomainResult{Domain: Domain{Level: req.Levels[li], Value: groups[gi].value}, Placed: placed, Capacity: capacity[gi]})
 	}
 	sort.SliceStable(tried, func(i, j int) bool {
 		if tried[i].Placed != tried[j].Placed {
@@ -308,8 +328,36 @@ func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
 		freePods[i] = nodes[i].FreePods
 	}
 	slots := map[string]map[string]int{}
-	placed := 0
+	placed, bestCopies := 0, 0
 	for _, s := range shapes {
+		if s.Count == 1 {
+			// One member: the smallest node that takes it, least busy,
+			// smallest name — what the sort below picks, in one pass.
+			best := -1
+			for i := range nodes {
+				c := nodeCopies(&nodes[i], s, free[i], freePods[i])
+				if c <= 0 {
+					continue
+				}
+				if best < 0 || c < bestCopies || (c == bestCopies && (nodes[i].Busy < nodes[best].Busy ||
+					(nodes[i].Busy == nodes[best].Busy && nodes[i].Name < nodes[best].Name))) {
+					best, bestCopies = i, c
+				}
+			}
+			if best >= 0 {
+				if !cloned[best] {
+					free[best], cloned[best] = free[best].Clone(), true
+				}
+				free[best].AddScaled(s.Request, -1)
+				freePods[best]--
+				if slots[nodes[best].Name] == nil {
+					slots[nodes[best].Name] = map[string]int{}
+				}
+				slots[nodes[best].Name][s.Key]++
+				placed++
+			}
+			continue
+		}
 		type cand struct{ i, c int }
 		cands := make([]cand, 0, len(nodes))
 		for i := range nodes {
