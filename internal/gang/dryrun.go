@@ -105,6 +105,7 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	if Members(groups) == 1 {
 		return singleCopies(req, groups[0], zoneCap, total, demand, q)
 	}
+	withMemo(req.Nodes)
 	var ans Answer
 	for q.Max == 0 || ans.Copies < q.Max {
 		if q.Admit != nil {

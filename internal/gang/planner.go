@@ -3,6 +3,7 @@
 package gang
 
 import (
+	"reflect"
 	"slices"
 	"sort"
 
@@ -32,6 +33,45 @@ type Node struct {
 	// Busy breaks ties between equally good nodes: the one with less busy
 	// goes first (a reservation prefers nodes that free up soonest).
 	Busy int64
+
+	// memo, when a caller sets it (withMemo), keeps the node's member
+	// counts per shape while Free, FreePods and Limit stay the same maps
+	// and value: a dry run places copy after copy on the same nodes, most
+	// of them untouched between copies. Whoever changes a node's room
+	// assigns new maps (Clone).
+	memo *copiesMemo
+}
+
+// withMemo makes fill remember the nodes' member counts across calls.
+func withMemo(nodes []Node) {
+	for i := range nodes {
+		nodes[i].memo = &copiesMemo{}
+	}
+}
+
+type copiesMemo struct {
+	free, limit uintptr
+	freePods    int64
+	copies      map[string]int
+}
+
+// cachedCopies is nodeCopies on the node's own room, remembered per shape
+// when the node has a memo.
+func cachedCopies(n *Node, s Shape) int {
+	m := n.memo
+	if m == nil {
+		return nodeCopies(n, s, n.Free, n.FreePods)
+	}
+	free, limit := reflect.ValueOf(n.Free).Pointer(), reflect.ValueOf(n.Limit).Pointer()
+	if m.copies == nil || m.free != free || m.limit != limit || m.freePods != n.FreePods {
+		*m = copiesMemo{free: free, limit: limit, freePods: n.FreePods, copies: map[string]int{}}
+	}
+	c, ok := m.copies[s.Key]
+	if !ok {
+		c = nodeCopies(n, s, n.Free, n.FreePods)
+		m.copies[s.Key] = c
+	}
+	return c
 }
 
 // Domain names one topology domain: a level and the label value.
@@ -298,7 +338,7 @@ func isolatedCapacity(shapes []Shape, nodes []Node) int {
 	s := shapes[0]
 	total := 0
 	for i := range nodes {
-		total += nodeCopies(&nodes[i], s, nodes[i].Free, nodes[i].FreePods)
+		total += cachedCopies(&nodes[i], s)
 	}
 	return total
 }
@@ -330,12 +370,18 @@ func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
 	slots := map[string]map[string]int{}
 	placed, bestCopies := 0, 0
 	for _, s := range shapes {
+		copiesOn := func(i int) int {
+			if cloned[i] {
+				return nodeCopies(&nodes[i], s, free[i], freePods[i])
+			}
+			return cachedCopies(&nodes[i], s)
+		}
 		if s.Count == 1 {
 			// One member: the smallest node that takes it, least busy,
 			// smallest name — what the sort below picks, in one pass.
 			best := -1
 			for i := range nodes {
-				c := nodeCopies(&nodes[i], s, free[i], freePods[i])
+				c := copiesOn(i)
 				if c <= 0 {
 					continue
 				}
@@ -361,7 +407,7 @@ func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
 		type cand struct{ i, c int }
 		cands := make([]cand, 0, len(nodes))
 		for i := range nodes {
-			if c := nodeCopies(&nodes[i], s, free[i], freePods[i]); c > 0 {
+			if c := copiesOn(i); c > 0 {
 				cands = append(cands, cand{i, c})
 			}
 		}

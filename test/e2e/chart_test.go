@@ -385,3 +385,76 @@ func TestChartKubeVersion(t *testing.T) {
 		}
 	}
 }
+
+// TestChartEstimator: with estimator.enabled the scheduler runs Karmada's
+// estimator as docs/multicluster.md says: the flags, the mounted TLS and
+// kubeconfig Secrets, the container port behind the Service, read access to
+// PriorityClasses; a bad flag stops the binary at start, naming the flag.
+func TestChartEstimator(t *testing.T) {
+	objs := helmTemplate(t, "--set", "estimator.enabled=true", "--set", "estimator.clusterName=member-b",
+		"--set", "estimator.tls.secretName=est-tls", "--set", "estimator.karmadaKubeconfigSecret=karmada-kc")
+	var args []string
+	var mounts, volumes, ports []any
+	var svc *unstructured.Unstructured
+	priorityClasses := false
+	for _, o := range objs {
+		switch {
+		case o.GetKind() == "Deployment" && o.GetName() == "phalanx-scheduler":
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			c := containers[0].(map[string]any)
+			cmd, _, _ := unstructured.NestedStringSlice(c, "command")
+			args = cmd
+			mounts, _, _ = unstructured.NestedSlice(c, "volumeMounts")
+			ports, _, _ = unstructured.NestedSlice(c, "ports")
+			volumes, _, _ = unstructured.NestedSlice(o.Object, "spec", "template", "spec", "volumes")
+		case o.GetKind() == "Service" && o.GetName() == "phalanx-estimator":
+			svc = o
+		case o.GetKind() == "ClusterRole" && o.GetName() == "phalanx-scheduler":
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, r := range rules {
+				res, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+				priorityClasses = priorityClasses || slices.Contains(res, "priorityclasses")
+			}
+		}
+	}
+	for _, want := range []string{"--karmada-estimator-address=:10352", "--karmada-cluster-name=member-b",
+		"--karmada-estimator-cert-file=/etc/phalanx/estimator-tls/tls.crt", "--karmada-estimator-key-file=/etc/phalanx/estimator-tls/tls.key",
+		"--karmada-estimator-client-ca-file=/etc/phalanx/estimator-tls/ca.crt", "--karmada-kubeconfig=/etc/phalanx/karmada/kubeconfig"} {
+		if !slices.Contains(args, want) {
+			t.Errorf("scheduler command lacks %s: %v", want, args)
+		}
+	}
+	text := fmt.Sprint(mounts, volumes, ports)
+	for _, want := range []string{"/etc/phalanx/estimator-tls", "/etc/phalanx/karmada", "secretName:est-tls", "secretName:karmada-kc", "containerPort:10352", "name:estimator"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("scheduler pod lacks %s: %s", want, text)
+		}
+	}
+	if svc == nil {
+		t.Fatal("no Service phalanx-estimator")
+	}
+	svcPorts, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+	if p := fmt.Sprint(svcPorts); !strings.Contains(p, "port:10352") || !strings.Contains(p, "targetPort:estimator") {
+		t.Errorf("Service phalanx-estimator ports %s, want 10352 to the container's estimator port", p)
+	}
+	if !priorityClasses {
+		t.Error("the scheduler's ClusterRole does not read priorityclasses (an estimator call's priorityClassName)")
+	}
+
+	// Without the Secret's files, the binary stops at start naming the flag.
+	if bins.scheduler == "" {
+		return
+	}
+	var estArgs []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "--karmada-") {
+			estArgs = append(estArgs, a)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bins.scheduler, estArgs...).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--karmada-estimator-cert-file") {
+		t.Errorf("phalanx-scheduler without the TLS files: %v, want an exit naming --karmada-estimator-cert-file:\n%s", err, tail(string(out), 10))
+	}
+}
