@@ -82,10 +82,15 @@ func (w *StatusWriter) clearHeld(ref gang.Ref) {
 }
 
 // heldDueLocked returns the annotation to write, if it is not written yet.
+// From here the write may land: a hold that ends meanwhile must patch the
+// annotation away, not forget it.
 func (w *StatusWriter) heldDueLocked(ref gang.Ref) (string, bool) {
 	h, ok := w.held[ref]
 	if !ok || h.written {
 		return "", false
+	}
+	if h.want != "" {
+		h.onObject = true
 	}
 	return h.want, true
 }

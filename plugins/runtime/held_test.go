@@ -7,6 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/runtime"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	testingclock "k8s.io/utils/clock/testing"
@@ -115,5 +116,37 @@ func TestHeldAnnotation(t *testing.T) {
 	step(t, "<none>", 0)
 	if len(w.held) != 0 {
 		t.Errorf("%d gangs' held annotations still tracked, want none", len(w.held))
+	}
+}
+
+// TestHeldAnnotationEndsDuringItsWrite: a hold that ends while its first
+// patch is on its way is patched away after it, not forgotten (the
+// annotation would stay on the PodGroup, and the controller would count the
+// capacity in Queue.status forever).
+func TestHeldAnnotationEndsDuringItsWrite(t *testing.T) {
+	ctx := context.Background()
+	ref := gang.Ref{Namespace: "default", Name: "g"}
+	pgClient := pgfake.NewSimpleClientset(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}})
+	w := NewStatusWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
+	w.HeldDelay = 0
+	w.Leading = func() bool { return true }
+	ended := false
+	pgClient.PrependReactor("patch", "podgroups", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if !ended {
+			ended = true
+			w.SetHeld(ref, nil) // the gang reached its quorum meanwhile
+		}
+		return false, nil, nil
+	})
+	w.SetHeld(ref, resources.List{"cpu": 500})
+	for w.queue.Len() > 0 {
+		w.processNext(ctx)
+	}
+	pg, err := pgClient.SchedulingV1alpha1().PodGroups("default").Get(ctx, "g", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := pg.Annotations[queue.HeldAnnotation]; ok || !ended {
+		t.Fatalf("held annotation %q left on the PodGroup after the hold ended (ended during the write: %v)", v, ended)
 	}
 }

@@ -208,6 +208,7 @@ func TestQueueStatus(t *testing.T) {
 	submitJobs(t, c, "queue-b", "b", 6, 1)
 	waitQueueCounts(t, c, map[string]int{"queue-a": 2, "queue-b": 4})
 	ctx := ctxFor(t)
+	var seen string
 	err := testcluster.Eventually(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
 		a, err := c.Phalanx.SchedulingV1alpha1().Queues().Get(ctx, "queue-a", metav1.GetOptions{})
 		if err != nil {
@@ -217,11 +218,17 @@ func TestQueueStatus(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
+		seen = fmt.Sprintf("queue-a %+v, queue-b %+v", a.Status, b.Status)
 		return a.Status.Deserved.Cpu().MilliValue() == 1000 && b.Status.Deserved.Cpu().MilliValue() == 2000 &&
 			a.Status.Allocated.Cpu().MilliValue() == 1000 && b.Status.Allocated.Cpu().MilliValue() == 2000, nil
 	})
 	if err != nil {
-		t.Fatalf("queue status never showed deserved 1000m/2000m and allocated 1000m/2000m: %v", err)
+		if pgs, lerr := c.PodGroups.SchedulingV1alpha1().PodGroups("default").List(ctx, metav1.ListOptions{}); lerr == nil {
+			for _, pg := range pgs.Items {
+				t.Logf("PodGroup %s: phase %q, annotations %v, labels %v", pg.Name, pg.Status.Phase, pg.Annotations, pg.Labels)
+			}
+		}
+		t.Fatalf("queue status never showed deserved 1000m/2000m and allocated 1000m/2000m (last: %s): %v", seen, err)
 	}
 	err = testcluster.Eventually(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
 		x, err := c.Phalanx.SchedulingV1alpha1().Queues().Get(ctx, "loop-x", metav1.GetOptions{})
