@@ -9,6 +9,7 @@ package numatopology
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -52,6 +53,32 @@ type NUMATopology struct {
 	strategy string
 	// strict holds nodes without NodeResourceTopology to alignment.
 	strict bool
+
+	// aligned remembers whether the last pods asked about need alignment:
+	// the planner asks Limit for every node with the same few pods.
+	alignMu sync.Mutex
+	aligned [4]alignedPod
+	next    int
+}
+
+type alignedPod struct {
+	pod     *v1.Pod
+	aligned bool
+}
+
+// needsAlignment is numa.NeedsAlignment, remembered for the last few pods.
+func (pl *NUMATopology) needsAlignment(pod *v1.Pod) bool {
+	pl.alignMu.Lock()
+	defer pl.alignMu.Unlock()
+	for _, a := range pl.aligned {
+		if a.pod == pod {
+			return a.aligned
+		}
+	}
+	a := numa.NeedsAlignment(pod)
+	pl.aligned[pl.next] = alignedPod{pod: pod, aligned: a}
+	pl.next = (pl.next + 1) % len(pl.aligned)
+	return a
 }
 
 var (
@@ -162,7 +189,7 @@ func (pl *NUMATopology) Filter(_ context.Context, _ fwk.CycleState, pod *v1.Pod,
 // Limit tells the gang planner how many copies of an aligned pod fit the
 // node's zones (a node with two zones of 4 GPUs takes two 4-GPU members).
 func (pl *NUMATopology) Limit(pod *v1.Pod, node string, max int) int {
-	if !numa.NeedsAlignment(pod) {
+	if !pl.needsAlignment(pod) {
 		return max
 	}
 	zn, charged, st := pl.verdict(node)
