@@ -16,7 +16,6 @@ import (
 	"io"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -588,53 +587,7 @@ func profileCase(ctx context.Context, name string, call func(context.Context) (i
 // configuration, serving /metrics and pprof on a local port, with extra
 // flags.
 func startEstimatorScheduler(c *testcluster.Cluster, binary string, extra ...string) (*childScheduler, error) {
-	config, err := schedulerConfig(manifests.SchedulerConfig, Phalanx.SchedulerName(), false)
-	if err != nil {
-		return nil, err
-	}
-	path, err := c.WriteSchedulerConfig(config, true)
-	if err != nil {
-		return nil, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	certDir, err := os.MkdirTemp(c.Dir, "certs-")
-	if err != nil {
-		return nil, err
-	}
-	args := append([]string{
-		"--config=" + path,
-		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(port),
-		"--cert-dir=" + certDir,
-		"--authentication-kubeconfig=" + c.Kubeconfig,
-		"--authorization-kubeconfig=" + c.Kubeconfig,
-		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*",
-	}, extra...)
-	logFile, err := os.CreateTemp(c.Dir, "estimator-scheduler-*.log")
-	if err != nil {
-		return nil, err
-	}
-	cs := &childScheduler{exited: make(chan struct{}), log: logFile.Name(), base: fmt.Sprintf("https://127.0.0.1:%d", port)}
-	if cs.client, err = schedulerClient(c.Config); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	cs.cmd = exec.Command(binary, args...)
-	cs.cmd.Stdout, cs.cmd.Stderr = logFile, logFile
-	cs.started = time.Now()
-	if err := cs.cmd.Start(); err != nil {
-		logFile.Close()
-		return nil, err
-	}
-	go func() {
-		_ = cs.cmd.Wait()
-		logFile.Close()
-		close(cs.exited)
-	}()
-	return cs, nil
+	return startChildScheduler(c, binary, manifests.SchedulerConfig, Phalanx.SchedulerName(), false, "estimator-scheduler", extra...)
 }
 
 // WriteEstimatorReport prints the cases' answers and latencies, with the

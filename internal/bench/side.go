@@ -653,7 +653,18 @@ func startScheduler(c *testcluster.Cluster, w Workload, s Scheduler, profiling b
 	if s == Phalanx {
 		config, binary = manifests.SchedulerConfig, bins.Phalanx
 	}
-	config, err := schedulerConfig(config, s.SchedulerName(), profiling)
+	var extra []string
+	if s == UpstreamGang {
+		extra = append(extra, "--feature-gates="+gateList(UpstreamGates))
+	}
+	return startChildScheduler(c, binary, config, s.SchedulerName(), profiling, fmt.Sprintf("%s-%s", w.Name, s), extra...)
+}
+
+// startChildScheduler runs a scheduler binary with config (its one profile
+// named schedulerName), serving /metrics and pprof on a local port, with
+// extra flags; its output goes to a log named after logName.
+func startChildScheduler(c *testcluster.Cluster, binary string, config []byte, schedulerName string, profiling bool, logName string, extra ...string) (*childScheduler, error) {
+	config, err := schedulerConfig(config, schedulerName, profiling)
 	if err != nil {
 		return nil, err
 	}
@@ -669,7 +680,7 @@ func startScheduler(c *testcluster.Cluster, w Workload, s Scheduler, profiling b
 	if err != nil {
 		return nil, err
 	}
-	args := []string{
+	args := append([]string{
 		"--config=" + path,
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(port),
@@ -679,11 +690,8 @@ func startScheduler(c *testcluster.Cluster, w Workload, s Scheduler, profiling b
 		"--authentication-kubeconfig=" + c.Kubeconfig,
 		"--authorization-kubeconfig=" + c.Kubeconfig,
 		"--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics,/debug/pprof/*",
-	}
-	if s == UpstreamGang {
-		args = append(args, "--feature-gates="+gateList(UpstreamGates))
-	}
-	logFile, err := os.CreateTemp(c.Dir, fmt.Sprintf("%s-%s-*.log", w.Name, s))
+	}, extra...)
+	logFile, err := os.CreateTemp(c.Dir, logName+"-*.log")
 	if err != nil {
 		return nil, err
 	}
