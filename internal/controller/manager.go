@@ -34,11 +34,10 @@ type Options struct {
 	// Repeatable allows several managers in one process one after another
 	// (the test harness); controller-runtime otherwise rejects reused names.
 	Repeatable bool
-	// CountDevices makes Queue.status count DRA devices as the scheduler
-	// does. Off: with it on, TestQueueStatus found the status of plain
-	// gangs stuck (not yet understood); the scheduler counts devices
-	// either way.
-	CountDevices bool
+	// SkipDevices leaves DRA devices out of Queue.status (the scheduler
+	// counts them either way); by default they are counted as the
+	// scheduler counts them, where the API server serves ResourceClaims.
+	SkipDevices bool
 }
 
 // Scheme knows core, PodGroup and phalanx types.
@@ -87,7 +86,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	workloads := upstream && served(mgr.GetRESTMapper(), schedulingv1alpha2.SchemeGroupVersion.WithKind("Workload"))
 	// DRA (resource.k8s.io/v1), where served: claims' devices count in
 	// queues, as in the scheduler.
-	dra := o.CountDevices && served(mgr.GetRESTMapper(), resourceapi.SchemeGroupVersion.WithKind("ResourceClaim"))
+	dra := !o.SkipDevices && served(mgr.GetRESTMapper(), resourceapi.SchemeGroupVersion.WithKind("ResourceClaim"))
 	if dra {
 		if err := indexClaims(mgr); err != nil {
 			return nil, err

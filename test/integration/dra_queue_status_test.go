@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/controller"
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 )
@@ -23,7 +22,7 @@ import (
 func TestDRAQueueStatus(t *testing.T) {
 	c := startCluster(t)
 	startScheduler(t, c)
-	if err := c.StartController(func(o *controller.Options) { o.CountDevices = true }); err != nil {
+	if err := c.StartController(); err != nil {
 		t.Fatal(err)
 	}
 	const driver, ns, q = "qs.example.com", "dra-qs", "gpu-q"
