@@ -13,6 +13,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -152,12 +153,19 @@ func Dial(addr string, t *TLS, withClientCert bool) (karmadapb.EstimatorClient, 
 	return karmadapb.NewEstimatorClient(conn), conn, nil
 }
 
-// FreeAddress returns a 127.0.0.1 address with a port free a moment ago.
+// FreeAddress returns a 127.0.0.1 address whose port was free on every
+// interface a moment ago. The port is drawn below Linux's ephemeral range
+// (32768 on): a port the kernel hands out (":0") can be taken again by any
+// outgoing connection before the process it was meant for binds it.
 func FreeAddress() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 200 {
+		port := 20000 + mathrand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return fmt.Sprintf("127.0.0.1:%d", port), nil
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", fmt.Errorf("no free port in 20000-31999")
 }
