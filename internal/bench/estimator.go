@@ -257,15 +257,7 @@ func RunEstimator(ctx context.Context, o EstimatorOptions) (rep EstimatorReport,
 
 	runner := testcluster.NewRunner("estimator", o.Log)
 	defer runner.Close()
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(testcluster.FatalError)
-			if !ok {
-				panic(r)
-			}
-			err = f
-		}
-	}()
+	defer testcluster.RecoverFatal(&err)
 	c, err := testcluster.Start(runner, testcluster.Options{})
 	if err != nil {
 		return rep, err

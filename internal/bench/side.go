@@ -171,15 +171,7 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 	res.Workload = w
 	runner := testcluster.NewRunner(w.Name, o.Log)
 	defer runner.Close()
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(testcluster.FatalError)
-			if !ok {
-				panic(r)
-			}
-			err = f
-		}
-	}()
+	defer testcluster.RecoverFatal(&err)
 	c, err := testcluster.Start(runner, testcluster.Options{APIServerFlags: []string{
 		"--feature-gates=" + gateList(UpstreamGates),
 		"--runtime-config=scheduling.k8s.io/v1alpha2=true",

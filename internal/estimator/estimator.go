@@ -7,6 +7,7 @@ package estimator
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"strings"
 	"time"
@@ -245,7 +246,7 @@ func podOf(namespace string, rr *karmadapb.ComponentReplicaRequirements, tmpl *T
 		},
 	}
 	if tmpl != nil {
-		p.Labels, p.Annotations = clone(tmpl.Labels), clone(tmpl.Annotations)
+		p.Labels, p.Annotations = maps.Clone(tmpl.Labels), maps.Clone(tmpl.Annotations)
 	}
 	for name, raw := range rr.GetResourceRequestBytes() {
 		var q resource.Quantity
@@ -261,7 +262,7 @@ func podOf(namespace string, rr *karmadapb.ComponentReplicaRequirements, tmpl *T
 	if nc == nil {
 		return p, nil
 	}
-	p.Spec.NodeSelector = clone(nc.GetNodeSelector())
+	p.Spec.NodeSelector = maps.Clone(nc.GetNodeSelector())
 	if raw := nc.GetNodeAffinityBytes(); len(raw) > 0 {
 		sel := &v1.NodeSelector{}
 		if err := sel.Unmarshal(raw); err != nil {
@@ -277,17 +278,6 @@ func podOf(namespace string, rr *karmadapb.ComponentReplicaRequirements, tmpl *T
 		p.Spec.Tolerations = append(p.Spec.Tolerations, t)
 	}
 	return p, nil
-}
-
-func clone(m map[string]string) map[string]string {
-	if len(m) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 func clamp(n int) int32 {

@@ -166,15 +166,7 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 	}
 	runner := testcluster.NewRunner(sc.Name, logw)
 	defer runner.Close()
-	defer func() {
-		if r := recover(); r != nil {
-			f, ok := r.(testcluster.FatalError)
-			if !ok {
-				panic(r)
-			}
-			err = f
-		}
-	}()
+	defer testcluster.RecoverFatal(&err)
 	var apiFlags []string
 	if o.Scheduler != nil {
 		apiFlags = o.Scheduler.APIServerFlags

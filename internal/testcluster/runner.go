@@ -86,3 +86,15 @@ func (r *Runner) TempDir() string {
 	r.Cleanup(func() { _ = os.RemoveAll(dir) })
 	return dir
 }
+
+// RecoverFatal, deferred by a function that runs a Runner, turns the
+// Runner's Fatalf panic into the function's error; other panics go on.
+func RecoverFatal(err *error) {
+	if r := recover(); r != nil {
+		f, ok := r.(FatalError)
+		if !ok {
+			panic(r)
+		}
+		*err = f
+	}
+}

@@ -9,6 +9,7 @@ package dryrun
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -62,7 +63,7 @@ type Planner struct {
 func New(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *scheduler.Scheduler, rt *runtime.Runtime, profileName string, outOfTree frameworkruntime.Registry) (*Planner, error) {
 	running, ok := sched.Profiles[profileName]
 	if !ok {
-		return nil, fmt.Errorf("the scheduler has no profile %q (profiles: %v)", profileName, slices.Sorted(mapsKeys(sched.Profiles)))
+		return nil, fmt.Errorf("the scheduler has no profile %q (profiles: %v)", profileName, slices.Sorted(maps.Keys(sched.Profiles)))
 	}
 	var cfg *config.KubeSchedulerProfile
 	for i := range cc.ComponentConfig.Profiles {
@@ -134,16 +135,6 @@ func New(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *
 	}
 	cc.InformerFactory.Start(ctx.Done())
 	return p, nil
-}
-
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // feed keeps the planner's node cache in step with the scheduler's
