@@ -92,6 +92,7 @@ demo:
 	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/phalanx-sim demo
 
 ## trace: a generated openb-derived trace (examples/trace) replayed with phalanx,
+## phalanx without its fragmentation score (phalanx-no-fgd),
 ## stock kube-scheduler and upstream's gang plugin in turns, time-compressed;
 ## report/trace/trace.html and the CSVs it replayed. Not part of make test
 ## (TestTraceReplayShort in make unit replays a tiny trace with phalanx).

@@ -18,6 +18,9 @@ type CoschedulingArgs struct {
 	// are held against gangs of equal or lower priority, which then only
 	// backfill around it. Bounds the wait of big gangs behind small ones.
 	ReservationAfterSeconds int64
+	// FragmentationHalfLifeSeconds is how long the GPU pod shapes seen keep
+	// half their weight in the fragmentation-aware placement; 0 turns it off.
+	FragmentationHalfLifeSeconds int64
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -19,7 +19,7 @@ func runTrace(ctx context.Context, args []string) error {
 	queues := fs.String("queues", "", "queue CSV (optional; queues named by jobs get weight 1)")
 	speed := fs.Float64("speed", 100, "time compression: trace seconds per second of the replay")
 	timeout := fs.Duration("timeout", 0, "bound each replay (default: twice the compressed horizon plus a minute)")
-	schedulers := fs.String("schedulers", "phalanx,stock,upstream-gang", "schedulers to replay with, in turns")
+	schedulers := fs.String("schedulers", "phalanx,phalanx-no-fgd,stock,upstream-gang", "schedulers to replay with, in turns")
 	kubeScheduler := fs.String("kube-scheduler", "bin/kube-scheduler", "upstream kube-scheduler binary for stock and upstream-gang (make bench-bins builds it); without it only phalanx runs")
 	htmlPath := fs.String("html", "report/trace.html", "write the HTML report here (\"\": none)")
 	logFile := fs.String("log", "", "write the control plane's log to this file")
@@ -68,7 +68,7 @@ func runTrace(ctx context.Context, args []string) error {
 		if n = strings.TrimSpace(n); n == "" {
 			continue
 		}
-		if n != sim.TracePhalanx {
+		if n != sim.TracePhalanx && n != sim.TracePhalanxNoFGD {
 			if _, err := os.Stat(*kubeScheduler); err != nil {
 				fmt.Printf("phalanx-sim trace: skipping %s: no kube-scheduler binary (%v); make bench-bins builds it\n", n, err)
 				continue

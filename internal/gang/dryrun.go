@@ -64,6 +64,9 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	}
 	m.openDevices(ctx, a)
 	req, constraint := m.request(a, m.room(a, nil), false)
+	// Copies are counted, not kept: the fragmentation tie-break between
+	// equally tight nodes would cost a fit test per shape and node per copy.
+	req.Workload = nil
 	if a.Spec == nil && a.Topology != nil {
 		// Pods of no gang yet: the caller names the constraint.
 		req.Constrain(a.Topology.Tree, a.Topology.Required, a.Topology.Preferred, nil)

@@ -1,6 +1,11 @@
 package gang
 
 import (
+	"math"
+	"sort"
+	"sync"
+	"time"
+
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -20,8 +25,11 @@ import (
 // only: phalanx schedules nvidia.com/gpu as integers, so FGD's partial-GPU
 // term does not arise.
 //
-// Nothing calls it yet; the planner's tie-break is where it belongs (see
-// docs/simulator.md and the issue).
+// The workload is what the cluster has been asked to run: ShapeHistory
+// keeps the GPU pod shapes seen, weighted by count and fading with a
+// half-life, so the score keeps room for the shapes that keep coming. The
+// planner breaks ties between equally tight nodes with it (fill), and
+// Coscheduling scores nodes with it for pods outside gangs.
 
 // WorkloadShape is one pod shape of the expected workload and its weight
 // (its frequency; weights need not sum to 1).
@@ -65,4 +73,99 @@ func FragmentationDelta(free, request resources.List, n int64, workload []Worklo
 	after := free.Clone()
 	after.AddScaled(request, -n)
 	return ExpectedFragmentation(after, workload) - ExpectedFragmentation(free, workload)
+}
+
+// MaxWorkloadShapes bounds the shapes a ShapeHistory keeps: the rarest go
+// first, and the score costs one fit test per shape and node.
+const MaxWorkloadShapes = 32
+
+// ShapeHistory is the workload's GPU pod shapes as the scheduler has seen
+// them: each observed pod adds 1 to its shape's weight, and weights halve
+// every half-life. Safe for concurrent use; a nil history, or one with no
+// half-life, is empty and observes nothing.
+type ShapeHistory struct {
+	halfLife time.Duration
+	mu       sync.Mutex
+	shapes   map[string]*seenShape
+}
+
+type seenShape struct {
+	request resources.List
+	weight  float64
+	at      time.Time
+}
+
+// NewShapeHistory returns a history whose weights halve every halfLife.
+func NewShapeHistory(halfLife time.Duration) *ShapeHistory {
+	return &ShapeHistory{halfLife: halfLife, shapes: map[string]*seenShape{}}
+}
+
+// SetHalfLife changes the half-life; not positive turns the history off and
+// forgets what it saw.
+func (h *ShapeHistory) SetHalfLife(halfLife time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.halfLife = halfLife
+	if halfLife <= 0 {
+		clear(h.shapes)
+	}
+}
+
+func (h *ShapeHistory) decayed(s *seenShape, now time.Time) float64 {
+	age := now.Sub(s.at)
+	if age <= 0 {
+		return s.weight
+	}
+	return s.weight * math.Exp2(-float64(age)/float64(h.halfLife))
+}
+
+// Observe counts one pod that asks for request. Pods without GPUs are not
+// counted: they neither fragment GPUs nor need whole GPU nodes.
+func (h *ShapeHistory) Observe(request resources.List, now time.Time) {
+	if h == nil || request[gpuResource] <= 0 {
+		return
+	}
+	key := request.String()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.halfLife <= 0 {
+		return
+	}
+	if s, ok := h.shapes[key]; ok {
+		s.weight, s.at = h.decayed(s, now)+1, now
+		return
+	}
+	if len(h.shapes) >= MaxWorkloadShapes {
+		rarest, least := "", math.Inf(1)
+		for k, s := range h.shapes {
+			if w := h.decayed(s, now); w < least || (w == least && k < rarest) {
+				rarest, least = k, w
+			}
+		}
+		delete(h.shapes, rarest)
+	}
+	h.shapes[key] = &seenShape{request: request.Clone(), weight: 1, at: now}
+}
+
+// Workload is the shapes and their weights at now, in a stable order.
+func (h *ShapeHistory) Workload(now time.Time) []WorkloadShape {
+	if h == nil {
+		return nil
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.halfLife <= 0 {
+		return nil
+	}
+	keys := make([]string, 0, len(h.shapes))
+	for k := range h.shapes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]WorkloadShape, 0, len(keys))
+	for _, k := range keys {
+		s := h.shapes[k]
+		out = append(out, WorkloadShape{Request: s.request, Weight: h.decayed(s, now)})
+	}
+	return out
 }

@@ -30,11 +30,25 @@ type Manager struct {
 	Timeout time.Duration
 	// ReserveAfter is how long a gang fails to plan before it reserves.
 	ReserveAfter time.Duration
+	// Workload is the GPU pod shapes seen, whose room plans keep whole
+	// (nil or empty: no fragmentation tie-break).
+	Workload *ShapeHistory
 }
 
 // NewManager returns a manager over lc. devices may be nil.
 func NewManager(lc *Lifecycle, dir Directory, fx Effects, dev *devices.Devices) *Manager {
 	return &Manager{Lifecycle: lc, dir: dir, fx: fx, devices: dev}
+}
+
+// FragmentationAfter is how much placing one pod of request on node raises
+// the expected GPU fragmentation for the workload (FragmentationDelta), on
+// the node's free room net of what gangs hold against priority.
+func (m *Manager) FragmentationAfter(node string, free, request resources.List, priority int32, workload []WorkloadShape) float64 {
+	if held, _ := m.Held(node, Ref{}, priority); held != nil {
+		free = free.Clone()
+		free.Sub(held)
+	}
+	return FragmentationDelta(free, request, 1, workload)
 }
 
 // Demand is a pod's request as plans and queues count it: its DRA devices
@@ -184,7 +198,8 @@ func (m *Manager) request(a *Attempt, room Capacity, relaxed bool) (Request, str
 	if a.devices != nil {
 		limiter = Limiters{a.Limiter, a.devices}
 	}
-	req := Request{Shapes: shapes, Nodes: CandidateNodes(a.groups, a.view.Nodes, a.view.Verdicts, room, relaxed, limiter)}
+	req := Request{Shapes: shapes, Nodes: CandidateNodes(a.groups, a.view.Nodes, a.view.Verdicts, room, relaxed, limiter),
+		Workload: m.Workload.Workload(m.Now())}
 	if a.Spec == nil {
 		return req, ""
 	}

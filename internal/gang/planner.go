@@ -91,6 +91,10 @@ type Request struct {
 	// Preferred names a level: the narrowest single domain from this level up
 	// that fits; otherwise as few domains of the widest level as possible.
 	Preferred string
+	// Workload, when set, breaks ties between equally tight nodes: the one
+	// whose GPUs the placement fragments least for these shapes
+	// (FragmentationDelta).
+	Workload []WorkloadShape
 }
 
 // Plan is a placement: node -> shape key -> members.
@@ -174,7 +178,7 @@ func Place(req Request) (*Plan, *Diagnosis) {
 }
 
 func placeWhole(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
-	slots, placed := fill(req.Shapes, req.Nodes)
+	slots, placed := fill(req.Shapes, req.Nodes, req.Workload)
 	if placed == diag.Needed {
 		return &Plan{Slots: slots}, nil
 	}
@@ -217,7 +221,7 @@ func placeInOneDomain(req Request, li int, diag *Diagnosis) *Plan {
 			skipped = append(skipped, gi)
 			continue
 		}
-		slots, placed := fill(req.Shapes, g.nodes)
+		slots, placed := fill(req.Shapes, g.nodes, req.Workload)
 		d := Domain{Level: req.Levels[li], Value: g.value}
 		if placed >= diag.Needed {
 			return &Plan{Slots: slots, Domains: []Domain{d}}
@@ -225,7 +229,7 @@ func placeInOneDomain(req Request, li int, diag *Diagnosis) *Plan {
 		tried = append(tried, DomainResult{Domain: d, Placed: placed, Capacity: capacity[gi]})
 	}
 	for _, gi := range skipped {
-		_, placed := fill(req.Shapes, groups[gi].nodes)
+		_, placed := fill(req.Shapes, groups[gi].nodes, req.Workload)
 		tried = append(tried, DomainResult{Domain: Domain{Level: req.Levels[li], Value: groups[gi].value}, Placed: placed, Capacity: capacity[gi]})
 	}
 	sort.SliceStable(tried, func(i, j int) bool {
@@ -267,7 +271,7 @@ func placeAcrossDomains(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
 	slots := map[string]map[string]int{}
 	var used []Domain
 	take := func(g domainGroup) {
-		s, _ := fill(remaining, g.nodes)
+		s, _ := fill(remaining, g.nodes, req.Workload)
 		for node, byShape := range s {
 			slots[node] = byShape
 			for i := range remaining {
@@ -281,7 +285,7 @@ func placeAcrossDomains(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
 		// The smallest domain that takes all that is left, if any.
 		best := -1
 		for i := len(groups) - 1; i >= 0; i-- {
-			if _, placed := fill(remaining, groups[i].nodes); placed == left {
+			if _, placed := fill(remaining, groups[i].nodes, req.Workload); placed == left {
 				best = i
 				break
 			}
@@ -296,7 +300,7 @@ func placeAcrossDomains(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
 		return &Plan{Slots: slots, Domains: used}, nil
 	}
 	// Nodes without the widest level's label still count across the cluster.
-	if s, placed := fill(req.Shapes, req.Nodes); placed == diag.Needed {
+	if s, placed := fill(req.Shapes, req.Nodes, req.Workload); placed == diag.Needed {
 		return &Plan{Slots: s}, nil
 	} else if placed > diag.Placed {
 		diag.Placed, diag.Best = placed, Domain{}
@@ -357,9 +361,11 @@ func nodeCopies(n *Node, s Shape, free resources.List, freePods int64) int {
 
 // fill places shapes in order on nodes. For each shape it prefers the smallest
 // node that takes all remaining members (best fit), else the node that takes
-// the most: few nodes per gang, little fragmentation. It returns the slots and
-// the number of members placed.
-func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
+// the most: few nodes per gang, little fragmentation. Between equally tight
+// nodes the least busy goes first, then, with a workload, the one whose GPUs
+// the placement fragments least, then the smallest name. It returns the slots
+// and the number of members placed.
+func fill(shapes []Shape, nodes []Node, workload []WorkloadShape) (map[string]map[string]int, int) {
 	free := make([]resources.List, len(nodes))
 	freePods := make([]int64, len(nodes))
 	cloned := make([]bool, len(nodes))
@@ -368,7 +374,7 @@ func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
 		freePods[i] = nodes[i].FreePods
 	}
 	slots := map[string]map[string]int{}
-	placed, bestCopies := 0, 0
+	placed := 0
 	for _, s := range shapes {
 		copiesOn := func(i int) int {
 			if cloned[i] {
@@ -376,70 +382,36 @@ func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
 			}
 			return cachedCopies(&nodes[i], s)
 		}
-		if s.Count == 1 {
-			// One member: the smallest node that takes it, least busy,
-			// smallest name — what the sort below picks, in one pass.
-			best := -1
-			for i := range nodes {
-				c := copiesOn(i)
-				if c <= 0 {
-					continue
-				}
-				if best < 0 || c < bestCopies || (c == bestCopies && (nodes[i].Busy < nodes[best].Busy ||
-					(nodes[i].Busy == nodes[best].Busy && nodes[i].Name < nodes[best].Name))) {
-					best, bestCopies = i, c
-				}
+		// fragments is what placing the members a node takes costs in
+		// fragmentation; computed only to break a tie, and only once.
+		frag := map[int]float64{}
+		fragments := func(i, c int) float64 {
+			if len(workload) == 0 || s.Request[gpuResource] <= 0 {
+				return 0
 			}
-			if best >= 0 {
-				if !cloned[best] {
-					free[best], cloned[best] = free[best].Clone(), true
-				}
-				free[best].AddScaled(s.Request, -1)
-				freePods[best]--
-				if slots[nodes[best].Name] == nil {
-					slots[nodes[best].Name] = map[string]int{}
-				}
-				slots[nodes[best].Name][s.Key]++
-				placed++
+			f, ok := frag[i]
+			if !ok {
+				f = FragmentationDelta(free[i], s.Request, int64(min(c, s.Count)), workload)
+				frag[i] = f
 			}
-			continue
+			return f
 		}
-		type cand struct{ i, c int }
-		cands := make([]cand, 0, len(nodes))
-		for i := range nodes {
-			if c := copiesOn(i); c > 0 {
-				cands = append(cands, cand{i, c})
-			}
-		}
-		// Ascending by capacity, then busy and name descending, so that the
-		// end of the slice (taken first) is the largest, least busy node with
-		// the smallest name.
-		sort.Slice(cands, func(a, b int) bool {
-			na, nb := &nodes[cands[a].i], &nodes[cands[b].i]
+		// better says whether node i (taking ci members) goes before node j
+		// (cj) among nodes that both take what is asked: tighter, less
+		// busy, less fragmenting, smaller name.
+		better := func(i, ci, j, cj int) bool {
 			switch {
-			case cands[a].c != cands[b].c:
-				return cands[a].c < cands[b].c
-			case na.Busy != nb.Busy:
-				return na.Busy > nb.Busy
+			case ci != cj:
+				return ci < cj
+			case nodes[i].Busy != nodes[j].Busy:
+				return nodes[i].Busy < nodes[j].Busy
 			}
-			return na.Name > nb.Name
-		})
-		remaining := s.Count
-		end := len(cands)
-		for remaining > 0 && end > 0 {
-			// Smallest candidate (in the unused prefix) that takes all remaining.
-			k := sort.Search(end, func(j int) bool { return cands[j].c >= remaining })
-			take := end - 1
-			n := cands[take].c
-			if k < end {
-				// Among equal capacities prefer the smallest name: the last of the run.
-				take = k
-				for take+1 < end && cands[take+1].c == cands[k].c {
-					take++
-				}
-				n = remaining
+			if fi, fj := fragments(i, ci), fragments(j, cj); fi != fj {
+				return fi < fj
 			}
-			i := cands[take].i
+			return nodes[i].Name < nodes[j].Name
+		}
+		take := func(i, n int) {
 			if !cloned[i] {
 				// Copy on first write so callers' Free lists stay untouched.
 				free[i], cloned[i] = free[i].Clone(), true
@@ -450,9 +422,56 @@ func fill(shapes []Shape, nodes []Node) (map[string]map[string]int, int) {
 				slots[nodes[i].Name] = map[string]int{}
 			}
 			slots[nodes[i].Name][s.Key] += n
-			remaining -= n
 			placed += n
-			cands = append(cands[:take], cands[take+1:]...)
+		}
+		if s.Count == 1 {
+			// One member: the best node that takes it, in one pass.
+			best, bestCopies := -1, 0
+			for i := range nodes {
+				if c := copiesOn(i); c > 0 && (best < 0 || better(i, c, best, bestCopies)) {
+					best, bestCopies = i, c
+				}
+			}
+			if best >= 0 {
+				take(best, 1)
+			}
+			continue
+		}
+		type cand struct{ i, c int }
+		cands := make([]cand, 0, len(nodes))
+		for i := range nodes {
+			if c := copiesOn(i); c > 0 {
+				cands = append(cands, cand{i, c})
+			}
+		}
+		// Ascending by capacity; equal capacities worst first, so that the
+		// last of a run (taken first) is the best of it, and the end of the
+		// slice the largest node.
+		sort.Slice(cands, func(a, b int) bool {
+			ca, cb := cands[a], cands[b]
+			if ca.c != cb.c {
+				return ca.c < cb.c
+			}
+			return better(cb.i, cb.c, ca.i, ca.c)
+		})
+		remaining := s.Count
+		end := len(cands)
+		for remaining > 0 && end > 0 {
+			// Smallest candidate (in the unused prefix) that takes all remaining.
+			k := sort.Search(end, func(j int) bool { return cands[j].c >= remaining })
+			pick := end - 1
+			n := cands[pick].c
+			if k < end {
+				// The best of the equally tight run: its last.
+				pick = k
+				for pick+1 < end && cands[pick+1].c == cands[k].c {
+					pick++
+				}
+				n = remaining
+			}
+			take(cands[pick].i, n)
+			remaining -= n
+			cands = append(cands[:pick], cands[pick+1:]...)
 			end--
 		}
 	}

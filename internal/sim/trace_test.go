@@ -232,8 +232,18 @@ func TestScaledSchedulerConfig(t *testing.T) {
 	if !strings.Contains(s, "reservationAfterSeconds: 1\n") || !strings.Contains(s, "minRuntimeSeconds: 0\n") || !strings.Contains(s, "defaultScheduleTimeoutSeconds: 60\n") {
 		t.Errorf("scaled config:\n%s", s)
 	}
+	if !strings.Contains(s, "fragmentationHalfLifeSeconds: 72\n") {
+		t.Errorf("scaled config: the fragmentation half-life (3600 s) is not 72 s at 50x:\n%s", s)
+	}
 	raw, _ = ScaledSchedulerConfig(5)
 	if s := string(raw); !strings.Contains(s, "reservationAfterSeconds: 6\n") || !strings.Contains(s, "minRuntimeSeconds: 3\n") {
 		t.Errorf("scaled config at 5x:\n%s", s)
+	}
+	off, err := WithoutFragmentation(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(off); !strings.Contains(s, "fragmentationHalfLifeSeconds: 0\n") || !strings.Contains(s, "reservationAfterSeconds: 6\n") {
+		t.Errorf("without fragmentation:\n%s", s)
 	}
 }

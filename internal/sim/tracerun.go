@@ -15,13 +15,16 @@ import (
 
 // Schedulers a trace can be replayed with.
 const (
-	TracePhalanx      = "phalanx"
+	TracePhalanx = "phalanx"
+	// TracePhalanxNoFGD is phalanx with fragmentation-aware placement off
+	// (fragmentationHalfLifeSeconds 0): its placement before the score.
+	TracePhalanxNoFGD = "phalanx-no-fgd"
 	TraceStock        = "stock"
 	TraceUpstreamGang = "upstream-gang"
 )
 
-// TraceScheduler returns how to run scheduler name: nil for phalanx (in this
-// process, with the canonical profile); stock and upstream-gang run
+// TraceScheduler returns how to run scheduler name: nil for phalanx and
+// phalanx-no-fgd (in this process, with the canonical profile); stock and upstream-gang run
 // kubeScheduler, upstream's kube-scheduler binary, as bench does (the
 // upstream gang plugin with the alpha Workload API gates on).
 func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
@@ -30,7 +33,7 @@ func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
 	}
 	gates := "--feature-gates=" + strings.Join(bench.UpstreamGates, "=true,") + "=true"
 	switch name {
-	case TracePhalanx:
+	case TracePhalanx, TracePhalanxNoFGD:
 		return nil, nil
 	case TraceStock:
 		return &SchedulerSpec{Name: name, Binary: kubeScheduler, Config: config(bench.Stock.SchedulerName()), SchedulerName: bench.Stock.SchedulerName()}, nil
@@ -42,7 +45,7 @@ func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
 			UpstreamGang:   true,
 		}, nil
 	}
-	return nil, fmt.Errorf("no scheduler %q (phalanx, stock, upstream-gang)", name)
+	return nil, fmt.Errorf("no scheduler %q (phalanx, phalanx-no-fgd, stock, upstream-gang)", name)
 }
 
 // ReplayOptions tune ReplayTrace.
@@ -62,31 +65,59 @@ type ReplayOptions struct {
 	ScaleTimers bool
 }
 
+// scaledTimers are the canonical profile's timers that shape placement, and
+// the least each may be scaled down to.
+var scaledTimers = map[string]float64{"reservationAfterSeconds": 1, "minRuntimeSeconds": 0, "fragmentationHalfLifeSeconds": 1}
+
 // ScaledSchedulerConfig is the canonical phalanx profile with its
-// reservation and minimum-runtime timers divided by speed.
+// reservation, minimum-runtime and fragmentation half-life timers divided by
+// speed.
 func ScaledSchedulerConfig(speed float64) ([]byte, error) {
+	return editArgs(manifests.SchedulerConfig, func(args map[string]any) int {
+		scaled := 0
+		for key, floor := range scaledTimers {
+			if v, ok := args[key].(float64); ok {
+				args[key] = int64(math.Max(floor, math.Round(v/speed)))
+				scaled++
+			}
+		}
+		return scaled
+	}, len(scaledTimers))
+}
+
+// WithoutFragmentation turns fragmentation-aware placement off in a
+// phalanx configuration.
+func WithoutFragmentation(config []byte) ([]byte, error) {
+	return editArgs(config, func(args map[string]any) int {
+		if _, ok := args["fragmentationHalfLifeSeconds"]; !ok {
+			return 0
+		}
+		args["fragmentationHalfLifeSeconds"] = 0
+		return 1
+	}, 1)
+}
+
+// editArgs applies edit to every plugin's args in config; edit says how many
+// settings it changed, and want is how many there must be in all.
+func editArgs(config []byte, edit func(args map[string]any) int, want int) ([]byte, error) {
 	var doc map[string]any
-	if err := yaml.Unmarshal(manifests.SchedulerConfig, &doc); err != nil {
+	if err := yaml.Unmarshal(config, &doc); err != nil {
 		return nil, err
 	}
 	profiles, _ := doc["profiles"].([]any)
-	scaled := 0
+	changed := 0
 	for _, p := range profiles {
 		pm, _ := p.(map[string]any)
 		cfgs, _ := pm["pluginConfig"].([]any)
 		for _, c := range cfgs {
 			cm, _ := c.(map[string]any)
-			args, _ := cm["args"].(map[string]any)
-			for key, floor := range map[string]float64{"reservationAfterSeconds": 1, "minRuntimeSeconds": 0} {
-				if v, ok := args[key].(float64); ok {
-					args[key] = int64(math.Max(floor, math.Round(v/speed)))
-					scaled++
-				}
+			if args, ok := cm["args"].(map[string]any); ok {
+				changed += edit(args)
 			}
 		}
 	}
-	if scaled != 2 {
-		return nil, fmt.Errorf("scaling timers: found %d of reservationAfterSeconds and minRuntimeSeconds in manifests/scheduler-config.yaml", scaled)
+	if changed != want {
+		return nil, fmt.Errorf("editing the scheduler configuration: changed %d settings, want %d (manifests/scheduler-config.yaml names each once)", changed, want)
 	}
 	return yaml.Marshal(doc)
 }
@@ -108,6 +139,15 @@ func ReplayTrace(ctx context.Context, t *Trace, schedulers []string, o ReplayOpt
 		opts.Scheduler = spec
 		if spec == nil && o.ScaleTimers {
 			if opts.SchedulerConfig, err = ScaledSchedulerConfig(o.Speed); err != nil {
+				return runs, err
+			}
+		}
+		if name == TracePhalanxNoFGD {
+			base := opts.SchedulerConfig
+			if base == nil {
+				base = manifests.SchedulerConfig
+			}
+			if opts.SchedulerConfig, err = WithoutFragmentation(base); err != nil {
 				return runs, err
 			}
 		}

@@ -7,6 +7,7 @@ package coscheduling
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -30,7 +31,10 @@ import (
 // Name is the plugin name used in the scheduler configuration.
 const Name = runtime.GangPlugin
 
-const stateKey fwk.StateKey = "phalanx.dev/" + Name
+const (
+	stateKey      fwk.StateKey = "phalanx.dev/" + Name
+	scoreStateKey fwk.StateKey = "phalanx.dev/" + Name + "-score"
+)
 
 // sweepEvery is how often partly bound gangs are looked for.
 const sweepEvery = 5 * time.Second
@@ -56,6 +60,8 @@ var (
 	_ fwk.PreBindPlugin     = &Coscheduling{}
 	_ fwk.PostBindPlugin    = &Coscheduling{}
 	_ fwk.EnqueueExtensions = &Coscheduling{}
+	_ fwk.PreScorePlugin    = &Coscheduling{}
+	_ fwk.ScorePlugin       = &Coscheduling{}
 )
 
 // Factory returns the plugin factory over the process runtime.
@@ -81,6 +87,7 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	pl := &Coscheduling{h: h, rt: rt, gangs: gangs, m: gangs.Manager}
 	pl.m.Timeout = time.Duration(args.DefaultScheduleTimeoutSeconds) * time.Second
 	pl.m.ReserveAfter = time.Duration(args.ReservationAfterSeconds) * time.Second
+	gangs.TrackWorkload(time.Duration(args.FragmentationHalfLifeSeconds) * time.Second)
 	gangs.StartSweeper(pl.m.Timeout, sweepEvery)
 	return pl, nil
 }
@@ -90,6 +97,7 @@ func decodeArgs(obj k8sruntime.Object) (*config.CoschedulingArgs, error) {
 		return &config.CoschedulingArgs{
 			DefaultScheduleTimeoutSeconds: configv1.DefaultScheduleTimeoutSeconds,
 			ReservationAfterSeconds:       configv1.DefaultReservationAfterSeconds,
+			FragmentationHalfLifeSeconds:  configv1.DefaultFragmentationHalfLifeSeconds,
 		}, nil
 	}
 	args, ok := obj.(*config.CoschedulingArgs)
@@ -407,4 +415,70 @@ func hint(queue bool) fwk.QueueingHint {
 		return fwk.Queue
 	}
 	return fwk.QueueSkip
+}
+
+// scoreState is the workload a pod outside gangs is scored against.
+type scoreState struct {
+	workload []gang.WorkloadShape
+}
+
+// Clone shares the state: it is read-only.
+func (s *scoreState) Clone() fwk.StateData { return s }
+
+// PreScore decides whether fragmentation scores the pod: only pods outside
+// gangs (a member goes to its planned node, which the planner chose with
+// the same measure), and only while the workload has GPU shapes.
+func (pl *Coscheduling) PreScore(_ context.Context, state fwk.CycleState, _ *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
+	cs := readState(state)
+	if cs == nil || cs.spec != nil || pl.m.Workload == nil {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	workload := pl.m.Workload.Workload(pl.m.Now())
+	if len(workload) == 0 {
+		return fwk.NewStatus(fwk.Skip)
+	}
+	state.Write(scoreStateKey, &scoreState{workload: workload})
+	return nil
+}
+
+// fragmentationUnit turns fragmentation deltas (GPUs) into integer scores.
+const fragmentationUnit = 1000
+
+// Score is minus how much the pod on the node would raise the expected GPU
+// fragmentation of the workload (FGD): filling a node whose leftovers fit
+// no shape costs nothing, breaking into a whole node that big shapes need
+// costs the most. NormalizeScore maps the least fragmenting node to
+// MaxScore.
+func (pl *Coscheduling) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
+	d, err := state.Read(scoreStateKey)
+	if err != nil {
+		return 0, nil
+	}
+	cs := readState(state)
+	free, _ := probe.FreeOn(nodeInfo)
+	delta := pl.m.FragmentationAfter(nodeInfo.Node().Name, free, cs.request, cs.priority, d.(*scoreState).workload)
+	return -int64(math.Round(delta * fragmentationUnit)), nil
+}
+
+// ScoreExtensions normalises the scores.
+func (pl *Coscheduling) ScoreExtensions() fwk.ScoreExtensions { return pl }
+
+// NormalizeScore maps the cycle's scores linearly onto 0..MaxScore, the
+// least fragmenting node highest; all equal scores become 0 (no preference).
+func (pl *Coscheduling) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
+	if len(scores) == 0 {
+		return nil
+	}
+	lo, hi := scores[0].Score, scores[0].Score
+	for _, s := range scores {
+		lo, hi = min(lo, s.Score), max(hi, s.Score)
+	}
+	for i := range scores {
+		if hi == lo {
+			scores[i].Score = 0
+			continue
+		}
+		scores[i].Score = (scores[i].Score - lo) * fwk.MaxScore / (hi - lo)
+	}
+	return nil
 }

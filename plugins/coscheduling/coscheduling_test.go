@@ -589,3 +589,77 @@ func TestDryRunMatchesPlans(t *testing.T) {
 		t.Fatalf("dry run with every GPU held by plans: %d copies (%q), want 0", after.Copies, after.Why)
 	}
 }
+
+// TestFragmentationScore: a plain 1-GPU pod scores the half-used node above
+// the empty one that the workload's 8-GPU pods need (LeastAllocated would
+// spread it there); gang members and a profile with the score off are not
+// scored.
+func TestFragmentationScore(t *testing.T) {
+	withHalfLife := func(seconds int64) plugintest.Plugin {
+		return plugintest.Plugin{
+			Name: Name, Extensions: []string{"QueueSort", "PreFilter", "Filter"},
+			New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
+				return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: seconds}, h, rt)
+			},
+		}
+	}
+	single := plugintest.Pod("single", "", "1", 1)
+	member := plugintest.Pod("member-a", "g", "1", 1)
+	objs := plugintest.Objects{
+		Nodes: []*v1.Node{
+			plugintest.Node("empty", "64", 8, nil),
+			plugintest.Node("half", "64", 8, nil),
+			plugintest.Node("full", "64", 8, nil),
+		},
+		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("g", 1)},
+		// The workload seen: an 8-GPU pod, a 4-GPU pod and the 1-GPU pods.
+		Pods: []*v1.Pod{
+			plugintest.OnNode(plugintest.Pod("eight", "", "1", 8), "full"),
+			plugintest.OnNode(plugintest.Pod("four", "", "1", 4), "half"),
+			single, member,
+		},
+	}
+	scores := func(pl *Coscheduling, state fwk.CycleState, e *plugintest.Env, pod *v1.Pod) map[string]int64 {
+		list := fwk.NodeScoreList{}
+		for _, n := range []string{"empty", "half"} {
+			s, st := pl.Score(e.Ctx, state, pod, e.NodeInfo(n))
+			if !st.IsSuccess() {
+				t.Fatalf("Score on %s: %v", n, st)
+			}
+			list = append(list, fwk.NodeScore{Name: n, Score: s})
+		}
+		if st := pl.NormalizeScore(e.Ctx, state, pod, list); !st.IsSuccess() {
+			t.Fatalf("NormalizeScore: %v", st)
+		}
+		out := map[string]int64{}
+		for _, s := range list {
+			out[s.Name] = s.Score
+		}
+		return out
+	}
+
+	e := plugintest.New(t, objs, withHalfLife(3600), plugintest.NodeResourcesFit)
+	pl := e.Plugins[Name].(*Coscheduling)
+	e.Eventually("the workload's shapes", func() bool { return len(pl.m.Workload.Workload(pl.m.Now())) == 3 })
+	state, _, st := e.Cycle(single)
+	if !st.IsSuccess() && !st.IsSkip() {
+		t.Fatalf("PreFilter: %v", st)
+	}
+	if st := pl.PreScore(e.Ctx, state, single, nil); !st.IsSuccess() {
+		t.Fatalf("PreScore of a plain GPU pod: %v, want it scored", st)
+	}
+	if got := scores(pl, state, e, single); got["half"] != fwk.MaxScore || got["empty"] != 0 {
+		t.Errorf("scores %v: want half %d, empty 0", got, fwk.MaxScore)
+	}
+	state, _, _ = e.Cycle(member)
+	if st := pl.PreScore(e.Ctx, state, member, nil); !st.IsSkip() {
+		t.Errorf("PreScore of a gang member: %v, want Skip (it goes to its planned node)", st)
+	}
+
+	off := plugintest.New(t, objs, withHalfLife(0), plugintest.NodeResourcesFit)
+	offPl := off.Plugins[Name].(*Coscheduling)
+	state, _, _ = off.Cycle(single)
+	if st := offPl.PreScore(off.Ctx, state, single, nil); !st.IsSkip() {
+		t.Errorf("PreScore with fragmentationHalfLifeSeconds 0: %v, want Skip", st)
+	}
+}

@@ -26,6 +26,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
@@ -76,8 +77,9 @@ type Gangs struct {
 	// nomination), so each is sent once at a time.
 	implicit map[string]bool
 	// startup: what the last check of a short gang's workload found.
-	startup     map[gang.Ref]startupVerdict
-	sweeperOnce sync.Once
+	startup      map[gang.Ref]startupVerdict
+	sweeperOnce  sync.Once
+	workloadOnce sync.Once
 	// workloads is nil unless the Workload API is served.
 	workloads schedulinglisters.WorkloadLister
 	// order caches the queue sort's keys.
@@ -110,6 +112,8 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Devices = newDevices(fw)
 	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, g.Devices)
+	// Off until a Coscheduling profile sets its half-life (TrackWorkload).
+	g.Manager.Workload = gang.NewShapeHistory(0)
 	if g.Devices != nil {
 		if err := g.watchDevices(fw); err != nil {
 			return nil, err
@@ -525,7 +529,13 @@ func (g *Gangs) onPod(obj any) {
 func (g *Gangs) onPodAdd(obj any) {
 	g.onPod(obj)
 	pod, ok := obj.(*v1.Pod)
-	if !ok || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+	if !ok || pod.DeletionTimestamp != nil {
+		return
+	}
+	// Every pod the scheduler learns of, running or new, is a sample of the
+	// workload whose shapes placement keeps room for.
+	g.Manager.Workload.Observe(resources.PodRequests(pod), g.rt.clock.Now())
+	if pod.Spec.NodeName != "" {
 		return
 	}
 	ref, ok := g.RefOf(pod)
@@ -796,6 +806,13 @@ func (g *Gangs) Evict(ctx context.Context, pods []*v1.Pod, reason, message strin
 			klog.FromContext(ctx).Error(err, "Evicting pod", "pod", klog.KObj(p), "reason", reason)
 		}
 	}
+}
+
+// TrackWorkload sets how long the GPU pod shapes seen keep half their
+// weight in fragmentation-aware placement (0: off). The first profile's
+// half-life holds.
+func (g *Gangs) TrackWorkload(halfLife time.Duration) {
+	g.workloadOnce.Do(func() { g.Manager.Workload.SetHalfLife(halfLife) })
 }
 
 // StartSweeper runs, once per process and on the runtime's context, the check for gangs left partly

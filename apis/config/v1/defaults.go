@@ -11,6 +11,8 @@ const (
 	DefaultNodesWithoutTopology          = "AdmitAll"
 	DefaultReservationAfterSeconds int64 = 30
 	DefaultMinRuntimeSeconds       int64 = 15
+	// An hour: the mix of GPU shapes a cluster runs changes over hours.
+	DefaultFragmentationHalfLifeSeconds int64 = 3600
 )
 
 // SetDefaults_CoschedulingArgs sets unset fields to their defaults.
@@ -20,6 +22,9 @@ func SetDefaults_CoschedulingArgs(obj *CoschedulingArgs) {
 	}
 	if obj.ReservationAfterSeconds == nil {
 		obj.ReservationAfterSeconds = ptr.To(DefaultReservationAfterSeconds)
+	}
+	if obj.FragmentationHalfLifeSeconds == nil {
+		obj.FragmentationHalfLifeSeconds = ptr.To(DefaultFragmentationHalfLifeSeconds)
 	}
 }
 

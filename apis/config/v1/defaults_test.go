@@ -66,7 +66,7 @@ type wantArgs struct {
 }
 
 var defaultArgs = wantArgs{
-	coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30},
+	coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: 3600},
 	capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: true, MinRuntimeSeconds: 15},
 	networkTopology: &config.NetworkTopologyArgs{TopologyName: "default", UseHyperNodes: true},
 	numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "LeastNUMANodes", NodesWithoutTopology: "AdmitAll"},
@@ -142,6 +142,7 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
     args:
       defaultScheduleTimeoutSeconds: 300
       reservationAfterSeconds: 120
+      fragmentationHalfLifeSeconds: 0
   - name: CapacityQueue
     args:
       defaultQueue: batch
@@ -157,7 +158,7 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
       nodesWithoutTopology: RejectAlignedPods
 `,
 			want: wantArgs{
-				coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 300, ReservationAfterSeconds: 120},
+				coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 300, ReservationAfterSeconds: 120, FragmentationHalfLifeSeconds: 0},
 				capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "batch", EnableReclaim: false},
 				networkTopology: &config.NetworkTopologyArgs{TopologyName: "fabric", UseHyperNodes: false},
 				numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "MostAllocated", NodesWithoutTopology: "RejectAlignedPods"},
@@ -255,12 +256,12 @@ func TestSetDefaultsFunctions(t *testing.T) {
 		{
 			name: "Coscheduling unset",
 			in:   &configv1.CoschedulingArgs{},
-			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(configv1.DefaultScheduleTimeoutSeconds), ReservationAfterSeconds: i64(configv1.DefaultReservationAfterSeconds)},
+			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(configv1.DefaultScheduleTimeoutSeconds), ReservationAfterSeconds: i64(configv1.DefaultReservationAfterSeconds), FragmentationHalfLifeSeconds: i64(configv1.DefaultFragmentationHalfLifeSeconds)},
 		},
 		{
 			name: "Coscheduling set (even zero) is kept for validation to judge",
-			in:   &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0)},
-			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0)},
+			in:   &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0), FragmentationHalfLifeSeconds: i64(0)},
+			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0), FragmentationHalfLifeSeconds: i64(0)},
 		},
 		{
 			name: "CapacityQueue unset",

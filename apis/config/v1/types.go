@@ -18,6 +18,11 @@ type CoschedulingArgs struct {
 	// in its queue's order, before the nodes it needs are reserved for it
 	// against gangs of equal or lower priority. Default 30.
 	ReservationAfterSeconds *int64 `json:"reservationAfterSeconds,omitempty"`
+	// FragmentationHalfLifeSeconds: GPU placement keeps room for the pod
+	// shapes the scheduler has seen, each weighted by how often it came;
+	// weights halve every this many seconds. 0 turns fragmentation-aware
+	// placement off. Default 3600.
+	FragmentationHalfLifeSeconds *int64 `json:"fragmentationHalfLifeSeconds,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

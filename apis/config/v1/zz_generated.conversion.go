@@ -121,6 +121,9 @@ func autoConvert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *Coscheduling
 	if err := metav1.Convert_Pointer_int64_To_int64(&in.ReservationAfterSeconds, &out.ReservationAfterSeconds, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.FragmentationHalfLifeSeconds, &out.FragmentationHalfLifeSeconds, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -134,6 +137,9 @@ func autoConvert_config_CoschedulingArgs_To_v1_CoschedulingArgs(in *config.Cosch
 		return err
 	}
 	if err := metav1.Convert_int64_To_Pointer_int64(&in.ReservationAfterSeconds, &out.ReservationAfterSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.FragmentationHalfLifeSeconds, &out.FragmentationHalfLifeSeconds, s); err != nil {
 		return err
 	}
 	return nil

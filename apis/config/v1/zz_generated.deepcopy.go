@@ -79,6 +79,11 @@ func (in *CoschedulingArgs) DeepCopyInto(out *CoschedulingArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.FragmentationHalfLifeSeconds != nil {
+		in, out := &in.FragmentationHalfLifeSeconds, &out.FragmentationHalfLifeSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 

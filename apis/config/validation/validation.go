@@ -19,6 +19,7 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 	var errs field.ErrorList
 	errs = append(errs, validateSeconds(path.Child("defaultScheduleTimeoutSeconds"), args.DefaultScheduleTimeoutSeconds, 1)...)
 	errs = append(errs, validateSeconds(path.Child("reservationAfterSeconds"), args.ReservationAfterSeconds, 1)...)
+	errs = append(errs, validateSeconds(path.Child("fragmentationHalfLifeSeconds"), args.FragmentationHalfLifeSeconds, 0)...)
 	return errs.ToAggregate()
 }
 

@@ -125,6 +125,26 @@ func TestValidateReservationAfterSeconds(t *testing.T) {
 	}
 }
 
+func TestValidateFragmentationHalfLifeSeconds(t *testing.T) {
+	const f = "pluginConfig[Coscheduling].args.fragmentationHalfLifeSeconds"
+	for _, tc := range []struct {
+		name    string
+		seconds int64
+		ok      bool
+	}{{"defaults", defaults.coscheduling.FragmentationHalfLifeSeconds, true}, {"zero turns it off", 0, true}, {"negative", -1, false}, {"over a day", 86401, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := defaults.coscheduling
+			args.FragmentationHalfLifeSeconds = tc.seconds
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &args)
+			if tc.ok {
+				checkErr(t, err, nil, nil)
+			} else {
+				checkErr(t, err, []string{f}, []string{"must be between 0 and 86400"})
+			}
+		})
+	}
+}
+
 func TestValidateCapacityQueueArgs(t *testing.T) {
 	const f = "pluginConfig[CapacityQueue].args.defaultQueue"
 	tests := []struct {
