@@ -24,6 +24,7 @@ func runTrace(ctx context.Context, args []string) error {
 	htmlPath := fs.String("html", "report/trace.html", "write the HTML report here (\"\": none)")
 	logFile := fs.String("log", "", "write the control plane's log to this file")
 	scaleTimers := fs.Bool("scale-timers", true, "divide phalanx's reservation and minimum-runtime timers by -speed, so they keep their meaning in trace time")
+	config := fs.String("config", "", "phalanx's KubeSchedulerConfiguration for phalanx and phalanx-no-fgd (default: manifests/scheduler-config.yaml); with -scale-timers it must set the three scaled timers")
 	details := fs.String("details", "", "write each replay's per-job table (the demo's text report) into this directory")
 	gen := sim.DefaultGenOptions
 	generate := fs.Bool("generate", false, "generate the trace from the openb shapes (examples/trace) instead of reading -nodes/-jobs")
@@ -79,11 +80,17 @@ func runTrace(ctx context.Context, args []string) error {
 	if len(names) == 0 {
 		return fmt.Errorf("trace: no scheduler to run")
 	}
+	var phalanxConfig []byte
+	if *config != "" {
+		if phalanxConfig, err = os.ReadFile(*config); err != nil {
+			return err
+		}
+	}
 	logw, closeLog := quietLogs(*logFile)
 	defer closeLog()
 	start := time.Now()
 	runs, err := sim.ReplayTrace(ctx, t, names, sim.ReplayOptions{
-		Options: sim.Options{Log: logw, Progress: os.Stdout},
+		Options: sim.Options{Log: logw, Progress: os.Stdout, SchedulerConfig: phalanxConfig},
 		Speed:   *speed, Timeout: *timeout, KubeScheduler: *kubeScheduler, ScaleTimers: *scaleTimers,
 	})
 	sim.WriteTraceText(os.Stdout, runs)

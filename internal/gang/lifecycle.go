@@ -798,6 +798,20 @@ func (lc *Lifecycle) FailedGangs() []Ref {
 	return out
 }
 
+// Stalled lists the gangs whose last plan failed while nothing has changed
+// since (Failed holds for each): they cannot use room that is free now.
+func (lc *Lifecycle) Stalled() []Ref {
+	lc.mu.Lock()
+	defer lc.unlock()
+	var out []Ref
+	for ref, g := range lc.gangs {
+		if g.failed && g.failedAt == lc.version {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
 // WaitingSince is when the gang started failing to plan (zero if it is not
 // waiting).
 func (lc *Lifecycle) WaitingSince(ref Ref) time.Time {

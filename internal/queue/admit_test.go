@@ -126,3 +126,39 @@ func TestAdmit(t *testing.T) {
 		})
 	}
 }
+
+// TestSnapshotAdmitBorrowsWhatStalledQueuesCannotUse: a queue above its
+// deserved share is refused while another queue waits below its own, unless
+// all that queue waits with is stalled (gangs that fit nowhere now): then
+// refusing would only leave the room idle.
+func TestSnapshotAdmitBorrowsWhatStalledQueuesCannotUse(t *testing.T) {
+	c := NewCache()
+	c.SetQueue(q("light", "", 1))
+	c.SetQueue(q("heavy", "", 2))
+	c.SetNode("n", cpuGPU(96000, 12), true)
+	// light runs 6 GPUs; heavy runs 2 and waits for 8 more: heavy deserves 8,
+	// light 4.
+	c.SetPod("light-run", Charge{Queue: "light", Request: cpuGPU(6000, 6), Placed: true})
+	c.SetPod("heavy-run", Charge{Queue: "heavy", Request: cpuGPU(2000, 2), Placed: true})
+	c.SetPod("heavy-wait", Charge{Queue: "heavy", Request: cpuGPU(8000, 8)})
+	two := cpuGPU(2000, 2)
+	for _, tc := range []struct {
+		name    string
+		stalled map[string]resources.List
+		wantOK  bool
+	}{
+		{"heavy waits with work that may start: light is refused", nil, false},
+		{"part of heavy's wait is stalled: still refused", map[string]resources.List{"heavy": cpuGPU(4000, 4)}, false},
+		{"all of heavy's wait is stalled: light borrows", map[string]resources.List{"heavy": cpuGPU(8000, 8)}, true},
+	} {
+		snap := c.Snapshot(nil, Want{Queue: "light", Need: two})
+		snap.Stalled = tc.stalled
+		ok, reason := snap.Admit("light", two)
+		if ok != tc.wantOK {
+			t.Errorf("%s: Admit = %v (%s), want %v", tc.name, ok, reason, tc.wantOK)
+		}
+		if !ok && !strings.Contains(reason, "while queue heavy waits below its share") {
+			t.Errorf("%s: reason %q does not name the waiting queue", tc.name, reason)
+		}
+	}
+}

@@ -18,13 +18,18 @@ type Snapshot struct {
 	// Allocated, Pending and Deserved are keyed by leaf queue (Deserved by
 	// every queue of the tree).
 	Allocated, Pending, Deserved map[string]resources.List
+	// Stalled is the part of Pending, by leaf queue, that cannot start on
+	// the room free now (gangs whose last plan failed, nothing changed
+	// since). It counts as demand for deserved shares, but a queue waiting
+	// only with it does not keep other queues from borrowing idle room.
+	Stalled map[string]resources.List
 }
 
 // Admit says whether a gang (or plain pod) of leaf queue q asking for need may
 // start: the queue exists and is valid, is a leaf, its capability chain and
 // other queues' guarantees allow it (Tree.Admit), and — work-conserving
 // fairness — it goes above its deserved share only while no other queue waits
-// below its own. reason explains a refusal.
+// below its own with work that could start now. reason explains a refusal.
 func (s *Snapshot) Admit(q string, need resources.List) (bool, string) {
 	if _, ok := s.Tree.Get(q); !ok {
 		for _, p := range s.Problems {
@@ -57,9 +62,12 @@ func (s *Snapshot) Exceeds(q string, need resources.List) (string, bool) {
 	return "", false
 }
 
-// starvedOther returns a leaf queue other than q that has pending demand and
-// is below its deserved share on a resource it asks for. A queue that admits
-// nothing (closed, or under a closed parent) waits for no share.
+// starvedOther returns a leaf queue other than q that has pending demand,
+// beyond what is stalled, and is below its deserved share on a resource it
+// asks for. A queue that admits nothing (closed, or under a closed parent)
+// waits for no share; a queue whose waiting gangs all fail to fit the room
+// free now would leave it idle (its gangs reserve nodes after a while, and
+// reclaim brings it up to its share).
 func (s *Snapshot) starvedOther(q string) string {
 	var names []string
 	for other, pending := range s.Pending {
@@ -67,7 +75,7 @@ func (s *Snapshot) starvedOther(q string) string {
 			continue
 		}
 		for r, v := range pending {
-			if v > 0 && s.Allocated[other][r] < s.Deserved[other][r] {
+			if v-s.Stalled[other][r] > 0 && s.Allocated[other][r] < s.Deserved[other][r] {
 				names = append(names, other)
 				break
 			}

@@ -109,6 +109,8 @@ type Sample struct {
 	// (FragmentedGPUs); JobsWaiting the submitted jobs not started yet.
 	FragGPU     int64
 	JobsWaiting int
+	// LongestWait is how long the job waiting longest has waited so far.
+	LongestWait time.Duration
 	// QueueWaitingGPU is the GPUs the queue's unbound pods ask for.
 	QueueWaitingGPU map[string]int64
 	// QueueUsed is the dominant resource (GPUs, or millicores without GPUs)
@@ -578,6 +580,7 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		}
 		if !r.Ran() {
 			sample.JobsWaiting++
+			sample.LongestWait = max(sample.LongestWait, now-r.Submitted)
 		}
 		if r.Ran() || r.Job.MinMember == 0 {
 			sample.UsefulGPU += jobGPU[r.Job.Key()]

@@ -34,28 +34,8 @@ func WriteTraceHTML(w io.Writer, runs []TraceRun) error {
 		}
 		page.Rows = append(page.Rows, r)
 	}
-	row("jobs started", func(s TraceSummary) string { return fmt.Sprintf("%d/%d", s.Started, s.Jobs) })
-	row("GPU allocation, whole run", func(s TraceSummary) string { return pct(s.Alloc) })
-	row("GPU allocation while jobs wait", func(s TraceSummary) string { return pct(s.AllocWaiting) })
-	row("useful allocation while jobs wait", func(s TraceSummary) string { return pct(s.UsefulWaiting) })
-	row("fragmentation while jobs wait", func(s TraceSummary) string { return pct(s.FragWaiting) })
-	row("job wait p50", func(s TraceSummary) string { return fmt.Sprintf("%.0fs", s.WaitP50) })
-	row("job wait p95", func(s TraceSummary) string { return fmt.Sprintf("%.0fs", s.WaitP95) })
-	row("split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) })
-	row("partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) })
-	row("pods evicted (reclaim)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) })
-	row("GPUs stranded by incomplete gangs, mean / peak", func(s TraceSummary) string {
-		return fmt.Sprintf("%.1f / %d", s.StrandedMean, s.StrandedPeak)
-	})
-	if len(sums) > 0 {
-		for qi, q := range sums[0].Queues {
-			row(fmt.Sprintf("queue %s (weight %d): share / deserved", q.Name, q.Weight), func(s TraceSummary) string {
-				if qi >= len(s.Queues) {
-					return "-"
-				}
-				return pct(s.Queues[qi].Share) + " / " + pct(s.Queues[qi].Deserved)
-			})
-		}
+	for _, r := range summaryRows(sums) {
+		row(r.label, r.cell)
 	}
 	for _, tr := range runs {
 		page.Allocation = append(page.Allocation, traceChart{Title: tr.Scheduler, SVG: allocationChart(tr)})

@@ -182,3 +182,20 @@ func TestTraceSummary(t *testing.T) {
 		t.Errorf("queues %+v", got.Queues)
 	}
 }
+
+// TestUsefulSettled: only the time when a job has waited SettleSeconds or
+// more counts for the settled useful allocation.
+func TestUsefulSettled(t *testing.T) {
+	const s = time.Second
+	r := &Result{Scenario: &Scenario{Name: "t"}, GPUs: 8, Elapsed: 10 * s,
+		Samples: []Sample{
+			// At 10x: a job waiting 10 trace seconds, then 70.
+			{At: 0, UsefulGPU: 2, JobsWaiting: 1, LongestWait: 1 * s},
+			{At: 5 * s, UsefulGPU: 6, JobsWaiting: 1, LongestWait: 7 * s},
+		},
+	}
+	got := TraceRun{Scheduler: "x", Speed: 10, Result: r}.Summary()
+	if got.UsefulWaiting != 0.5 || got.UsefulSettled != 0.75 || got.SettledSeconds != 50 {
+		t.Errorf("useful while waiting %v, settled %v over %v s; want 0.5, 0.75 over 50 s", got.UsefulWaiting, got.UsefulSettled, got.SettledSeconds)
+	}
+}

@@ -30,6 +30,11 @@ type TraceSummary struct {
 	// FragWaiting is the mean fraction of GPUs free but unusable by any
 	// waiting pod, over the time when at least one job waited.
 	FragWaiting float64
+	// UsefulSettled is UsefulWaiting over the time when a job had waited
+	// SettleSeconds or more (SettledSeconds of it): a job that arrived a
+	// moment ago waits for the scheduler's reaction, which compression
+	// stretches (0.1 s is 5 trace seconds at 50x), not for room.
+	UsefulSettled, SettledSeconds float64
 	// Waits are every job's wait until all its minMember (all its pods, for
 	// plain jobs) were bound; a job that never started counts its wait until
 	// the end of the run.
@@ -55,6 +60,11 @@ type TraceQueueShare struct {
 	Share, Deserved float64
 }
 
+// SettleSeconds is how long (trace seconds) a job waits before its wait
+// counts as the cluster keeping it out (TraceSummary.UsefulSettled): beyond
+// kube-scheduler's first backoff (1 s) at 50x.
+const SettleSeconds = 60
+
 // Summary computes the run's placement quality.
 func (tr TraceRun) Summary() TraceSummary {
 	r := tr.Result
@@ -62,10 +72,12 @@ func (tr TraceRun) Summary() TraceSummary {
 	n := len(r.Samples)
 	at := make([]time.Duration, n)
 	waiting := make([]bool, n)
+	settled := make([]bool, n)
 	all := make([]bool, n)
 	alloc, useful, frag, stranded := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
 	for i, x := range r.Samples {
 		at[i], waiting[i], all[i] = x.At, x.JobsWaiting > 0, true
+		settled[i] = x.JobsWaiting > 0 && x.LongestWait.Seconds()*tr.Speed >= SettleSeconds
 		if r.GPUs > 0 {
 			alloc[i] = float64(x.GPUUsed) / float64(r.GPUs)
 			useful[i] = float64(x.UsefulGPU) / float64(r.GPUs)
@@ -78,6 +90,8 @@ func (tr TraceRun) Summary() TraceSummary {
 	s.AllocWaiting, _ = TimeMean(at, r.Elapsed, alloc, waiting)
 	s.UsefulWaiting, _ = TimeMean(at, r.Elapsed, useful, waiting)
 	s.FragWaiting, _ = TimeMean(at, r.Elapsed, frag, waiting)
+	s.UsefulSettled, _ = TimeMean(at, r.Elapsed, useful, settled)
+	s.SettledSeconds = spanSeconds(at, r.Elapsed, settled) * tr.Speed
 	s.StrandedMean, _ = TimeMean(at, r.Elapsed, stranded, all)
 	s.WaitingSeconds = spanSeconds(at, r.Elapsed, waiting) * tr.Speed
 
@@ -161,6 +175,46 @@ func (tr TraceRun) queueShares(at []time.Duration, waiting []bool) []TraceQueueS
 	return out
 }
 
+// summaryRow is one line of the comparison, in the text and HTML reports.
+type summaryRow struct {
+	label string
+	cell  func(TraceSummary) string
+}
+
+// summaryRows are the comparison's lines (times in trace seconds).
+func summaryRows(sums []TraceSummary) []summaryRow {
+	rows := []summaryRow{
+		{"jobs started", func(s TraceSummary) string { return fmt.Sprintf("%d/%d", s.Started, s.Jobs) }},
+		{"GPU allocation, whole run", func(s TraceSummary) string { return pct(s.Alloc) }},
+		{"GPU allocation while jobs wait", func(s TraceSummary) string { return pct(s.AllocWaiting) }},
+		{"useful allocation while jobs wait", func(s TraceSummary) string { return pct(s.UsefulWaiting) }},
+		{"time with jobs waiting (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitingSeconds) }},
+		{fmt.Sprintf("useful allocation while a job waits %ds+", SettleSeconds), func(s TraceSummary) string { return pct(s.UsefulSettled) }},
+		{fmt.Sprintf("time with a job waiting %ds+ (s)", SettleSeconds), func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.SettledSeconds) }},
+		{"fragmentation while jobs wait", func(s TraceSummary) string { return pct(s.FragWaiting) }},
+		{"job wait p50 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP50) }},
+		{"job wait p95 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP95) }},
+		{"split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) }},
+		{"partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) }},
+		{"pods evicted (reclaim)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) }},
+		{"GPUs stranded by incomplete gangs, mean / peak", func(s TraceSummary) string {
+			return fmt.Sprintf("%.1f / %d", s.StrandedMean, s.StrandedPeak)
+		}},
+	}
+	if len(sums) == 0 {
+		return rows
+	}
+	for qi, q := range sums[0].Queues {
+		rows = append(rows, summaryRow{fmt.Sprintf("queue %s (weight %d): share / deserved", q.Name, q.Weight), func(s TraceSummary) string {
+			if qi >= len(s.Queues) {
+				return "-"
+			}
+			return pct(s.Queues[qi].Share) + " / " + pct(s.Queues[qi].Deserved)
+		}})
+	}
+	return rows
+}
+
 // WriteTraceText prints the replays side by side.
 func WriteTraceText(w io.Writer, runs []TraceRun) {
 	if len(runs) == 0 {
@@ -182,26 +236,8 @@ func WriteTraceText(w io.Writer, runs []TraceRun) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	row("", func(s TraceSummary) string { return s.Scheduler })
-	row("jobs started", func(s TraceSummary) string { return fmt.Sprintf("%d/%d", s.Started, s.Jobs) })
-	row("GPU allocation (whole run)", func(s TraceSummary) string { return pct(s.Alloc) })
-	row("GPU allocation while jobs wait", func(s TraceSummary) string { return pct(s.AllocWaiting) })
-	row("useful allocation while jobs wait", func(s TraceSummary) string { return pct(s.UsefulWaiting) })
-	row("fragmentation while jobs wait", func(s TraceSummary) string { return pct(s.FragWaiting) })
-	row("time with jobs waiting (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitingSeconds) })
-	row("job wait p50 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP50) })
-	row("job wait p95 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP95) })
-	row("split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) })
-	row("partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) })
-	row("pods evicted (reclaim)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) })
-	row("GPUs stranded, mean", func(s TraceSummary) string { return fmt.Sprintf("%.1f", s.StrandedMean) })
-	row("GPUs stranded, peak", func(s TraceSummary) string { return fmt.Sprint(s.StrandedPeak) })
-	for qi, q := range sums[0].Queues {
-		row(fmt.Sprintf("queue %s (weight %d): share / deserved", q.Name, q.Weight), func(s TraceSummary) string {
-			if qi >= len(s.Queues) {
-				return "-"
-			}
-			return pct(s.Queues[qi].Share) + " / " + pct(s.Queues[qi].Deserved)
-		})
+	for _, r := range summaryRows(sums) {
+		row(r.label, r.cell)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)

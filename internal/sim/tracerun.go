@@ -73,7 +73,13 @@ var scaledTimers = map[string]float64{"reservationAfterSeconds": 1, "minRuntimeS
 // reservation, minimum-runtime and fragmentation half-life timers divided by
 // speed.
 func ScaledSchedulerConfig(speed float64) ([]byte, error) {
-	return editArgs(manifests.SchedulerConfig, func(args map[string]any) int {
+	return ScaleTimers(manifests.SchedulerConfig, speed)
+}
+
+// ScaleTimers divides a phalanx configuration's reservation, minimum-runtime
+// and fragmentation half-life timers by speed; each must be set once.
+func ScaleTimers(config []byte, speed float64) ([]byte, error) {
+	return editArgs(config, func(args map[string]any) int {
 		scaled := 0
 		for key, floor := range scaledTimers {
 			if v, ok := args[key].(float64); ok {
@@ -138,7 +144,11 @@ func ReplayTrace(ctx context.Context, t *Trace, schedulers []string, o ReplayOpt
 		opts := o.Options
 		opts.Scheduler = spec
 		if spec == nil && o.ScaleTimers {
-			if opts.SchedulerConfig, err = ScaledSchedulerConfig(o.Speed); err != nil {
+			base := opts.SchedulerConfig
+			if base == nil {
+				base = manifests.SchedulerConfig
+			}
+			if opts.SchedulerConfig, err = ScaleTimers(base, o.Speed); err != nil {
 				return runs, err
 			}
 		}

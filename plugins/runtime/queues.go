@@ -17,6 +17,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/queue"
+	"github.com/phalanx-sched/phalanx/internal/resources"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxlisters "github.com/phalanx-sched/phalanx/pkg/generated/listers/scheduling/v1alpha1"
 )
@@ -268,6 +269,7 @@ func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
 		return q.QueueOfGang(spec, member), true
 	})
 	snap := q.cache.Snapshot(held, wanting...)
+	snap.Stalled = q.stalled()
 	q.mu.Lock()
 	record := time.Since(q.metricsAt) > time.Second
 	var gone []string
@@ -280,6 +282,27 @@ func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
 		recordQueueMetrics(snap.Allocated, snap.Deserved, snap.Pending, gone)
 	}
 	return snap
+}
+
+// stalled sums, by queue, the demand of pending members of gangs that
+// cannot start on the room free now (queue.Snapshot.Stalled).
+func (q *Queues) stalled() map[string]resources.List {
+	out := map[string]resources.List{}
+	for _, ref := range q.gangs.Lifecycle.Stalled() {
+		spec, err := q.gangs.Spec(ref)
+		pending := q.gangs.Pending(ref)
+		if err != nil || len(pending) == 0 {
+			continue
+		}
+		name := q.QueueOfGang(spec, pending[0])
+		if out[name] == nil {
+			out[name] = resources.List{}
+		}
+		for _, p := range pending {
+			out[name].Add(q.gangs.Manager.Demand(p))
+		}
+	}
+	return out
 }
 
 // Ordering is the snapshot QueueSort compares with: reused while the cache is
