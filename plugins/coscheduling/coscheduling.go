@@ -444,11 +444,17 @@ func (pl *Coscheduling) PreScore(_ context.Context, state fwk.CycleState, _ *v1.
 // fragmentationUnit turns fragmentation deltas (GPUs) into integer scores.
 const fragmentationUnit = 1000
 
+// pointsPerFragmentedGPU is what one GPU of expected fragmentation more than
+// on the best node costs, out of MaxScore. The scale is absolute, not
+// stretched over the cycle's range: a small difference stays small beside
+// the other scores (NetworkTopology keeping whole domains free for gangs),
+// a whole fragmented GPU outweighs the resource scores' spreading.
+const pointsPerFragmentedGPU = 50
+
 // Score is minus how much the pod on the node would raise the expected GPU
 // fragmentation of the workload (FGD): filling a node whose leftovers fit
 // no shape costs nothing, breaking into a whole node that big shapes need
-// costs the most. NormalizeScore maps the least fragmenting node to
-// MaxScore.
+// costs the most. NormalizeScore gives the least fragmenting node MaxScore.
 func (pl *Coscheduling) Score(_ context.Context, state fwk.CycleState, pod *v1.Pod, nodeInfo fwk.NodeInfo) (int64, *fwk.Status) {
 	d, err := state.Read(scoreStateKey)
 	if err != nil {
@@ -463,22 +469,19 @@ func (pl *Coscheduling) Score(_ context.Context, state fwk.CycleState, pod *v1.P
 // ScoreExtensions normalises the scores.
 func (pl *Coscheduling) ScoreExtensions() fwk.ScoreExtensions { return pl }
 
-// NormalizeScore maps the cycle's scores linearly onto 0..MaxScore, the
-// least fragmenting node highest; all equal scores become 0 (no preference).
+// NormalizeScore gives the least fragmenting node MaxScore and every other
+// pointsPerFragmentedGPU less per GPU of fragmentation more, down to 0.
 func (pl *Coscheduling) NormalizeScore(_ context.Context, _ fwk.CycleState, _ *v1.Pod, scores fwk.NodeScoreList) *fwk.Status {
 	if len(scores) == 0 {
 		return nil
 	}
-	lo, hi := scores[0].Score, scores[0].Score
+	best := scores[0].Score
 	for _, s := range scores {
-		lo, hi = min(lo, s.Score), max(hi, s.Score)
+		best = max(best, s.Score)
 	}
 	for i := range scores {
-		if hi == lo {
-			scores[i].Score = 0
-			continue
-		}
-		scores[i].Score = (scores[i].Score - lo) * fwk.MaxScore / (hi - lo)
+		behind := (best - scores[i].Score) * pointsPerFragmentedGPU / fragmentationUnit
+		scores[i].Score = max(0, fwk.MaxScore-behind)
 	}
 	return nil
 }

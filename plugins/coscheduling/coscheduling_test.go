@@ -592,8 +592,8 @@ func TestDryRunMatchesPlans(t *testing.T) {
 
 // TestFragmentationScore: a plain 1-GPU pod scores the half-used node above
 // the empty one that the workload's 8-GPU pods need (LeastAllocated would
-// spread it there); gang members and a profile with the score off are not
-// scored.
+// spread it there), by 50 points per GPU of fragmentation; gang members and
+// a profile with the score off are not scored.
 func TestFragmentationScore(t *testing.T) {
 	withHalfLife := func(seconds int64) plugintest.Plugin {
 		return plugintest.Plugin{
@@ -648,8 +648,12 @@ func TestFragmentationScore(t *testing.T) {
 	if st := pl.PreScore(e.Ctx, state, single, nil); !st.IsSuccess() {
 		t.Fatalf("PreScore of a plain GPU pod: %v, want it scored", st)
 	}
-	if got := scores(pl, state, e, single); got["half"] != fwk.MaxScore || got["empty"] != 0 {
-		t.Errorf("scores %v: want half %d, empty 0", got, fwk.MaxScore)
+	// Workload weights: 8 GPUs 1/4, 4 GPUs 1/4, 1 GPU 1/2. On the empty node
+	// the pod adds 1.75 GPUs of expected fragmentation (7 left, useless to
+	// the 8-GPU shape); on the half-used one 0.5. The empty node is 1.25
+	// GPUs behind: 62 points.
+	if got := scores(pl, state, e, single); got["half"] != fwk.MaxScore || got["empty"] != fwk.MaxScore-62 {
+		t.Errorf("scores %v: want half %d, empty %d", got, fwk.MaxScore, fwk.MaxScore-62)
 	}
 	state, _, _ = e.Cycle(member)
 	if st := pl.PreScore(e.Ctx, state, member, nil); !st.IsSkip() {
