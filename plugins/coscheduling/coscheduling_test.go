@@ -640,7 +640,14 @@ func TestFragmentationScore(t *testing.T) {
 
 	e := plugintest.New(t, objs, withHalfLife(3600), plugintest.NodeResourcesFit)
 	pl := e.Plugins[Name].(*Coscheduling)
-	e.Eventually("the workload's shapes", func() bool { return len(pl.m.Workload.Workload(pl.m.Now())) == 3 })
+	e.Eventually("the workload's four pods", func() bool {
+		total := 0.0
+		for _, w := range pl.m.Workload.Workload(pl.m.Now()) {
+			total += w.Weight
+		}
+		// A fake clock: no decay.
+		return total == 4
+	})
 	state, _, st := e.Cycle(single)
 	if !st.IsSuccess() && !st.IsSkip() {
 		t.Fatalf("PreFilter: %v", st)
