@@ -107,41 +107,38 @@ func TestValidateCoschedulingArgs(t *testing.T) {
 	}
 }
 
-func TestValidateReservationAfterSeconds(t *testing.T) {
-	const f = "pluginConfig[Coscheduling].args.reservationAfterSeconds"
-	for _, tc := range []struct {
-		name    string
-		seconds int64
-		ok      bool
-	}{{"defaults", defaults.coscheduling.ReservationAfterSeconds, true}, {"one second", 1, true}, {"zero", 0, false}, {"negative", -1, false}, {"over a day", 86401, false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: defaults.coscheduling.DefaultScheduleTimeoutSeconds, ReservationAfterSeconds: tc.seconds})
-			if tc.ok {
-				checkErr(t, err, nil, nil)
-			} else {
-				checkErr(t, err, []string{f}, []string{"must be between 1 and 86400"})
-			}
-		})
-	}
+type secondsCase struct {
+	name    string
+	seconds int64
+	ok      bool
 }
 
-func TestValidateFragmentationHalfLifeSeconds(t *testing.T) {
-	const f = "pluginConfig[Coscheduling].args.fragmentationHalfLifeSeconds"
-	for _, tc := range []struct {
-		name    string
-		seconds int64
-		ok      bool
-	}{{"defaults", defaults.coscheduling.FragmentationHalfLifeSeconds, true}, {"zero turns it off", 0, true}, {"negative", -1, false}, {"over a day", 86401, false}} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := defaults.coscheduling
-			args.FragmentationHalfLifeSeconds = tc.seconds
-			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &args)
-			if tc.ok {
-				checkErr(t, err, nil, nil)
-			} else {
-				checkErr(t, err, []string{f}, []string{"must be between 0 and 86400"})
-			}
-		})
+// TestValidateCoschedulingSeconds: each seconds field is judged on its own
+// range, the others at their defaults.
+func TestValidateCoschedulingSeconds(t *testing.T) {
+	reservation := func(a *config.CoschedulingArgs, v int64) { a.ReservationAfterSeconds = v }
+	halfLife := func(a *config.CoschedulingArgs, v int64) { a.FragmentationHalfLifeSeconds = v }
+	for _, field := range []struct {
+		name   string
+		set    func(*config.CoschedulingArgs, int64)
+		rng    string
+		values []secondsCase
+	}{
+		{"reservationAfterSeconds", reservation, "must be between 1 and 86400", []secondsCase{{"defaults", defaults.coscheduling.ReservationAfterSeconds, true}, {"one second", 1, true}, {"zero", 0, false}, {"negative", -1, false}, {"over a day", 86401, false}}},
+		{"fragmentationHalfLifeSeconds", halfLife, "must be between 0 and 86400", []secondsCase{{"defaults", defaults.coscheduling.FragmentationHalfLifeSeconds, true}, {"zero turns it off", 0, true}, {"negative", -1, false}, {"over a day", 86401, false}}},
+	} {
+		for _, tc := range field.values {
+			t.Run(field.name+"/"+tc.name, func(t *testing.T) {
+				args := defaults.coscheduling
+				field.set(&args, tc.seconds)
+				err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &args)
+				if tc.ok {
+					checkErr(t, err, nil, nil)
+				} else {
+					checkErr(t, err, []string{"pluginConfig[Coscheduling].args." + field.name}, []string{field.rng})
+				}
+			})
+		}
 	}
 }
 
