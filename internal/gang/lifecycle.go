@@ -36,6 +36,8 @@ const (
 	ReasonPlanBroken = "PlanBroken"
 	ReasonTimeout    = "ScheduleTimeout"
 	ReasonStranded   = "PartiallyBound"
+	// ReasonGroupDeleted: the gang's group object was deleted mid-plan.
+	ReasonGroupDeleted = "GroupDeleted"
 )
 
 // ReservationKind says why a gang holds nodes it cannot use yet.
@@ -53,6 +55,21 @@ type Listener interface {
 	// Released: the gang's plan ended before its quorum. The members in
 	// reserved are assumed by the scheduler and must be rejected.
 	Released(ref Ref, reserved []types.UID, reason, message string)
+}
+
+// ResumeListener is a Listener that also hears when a gang's pause after a
+// timed-out plan ends (Paused), outside the lifecycle's lock, so its members
+// can be woken to plan again. It must not block.
+type ResumeListener interface {
+	Resumed(ref Ref)
+}
+
+// FreedListener is a Listener that also hears when capacity a plan or a
+// reservation held was given up without a member taking it (a teardown, an
+// expired reservation, a forgotten gang), outside the lifecycle's lock: pods
+// turned away by the hold can be woken. It must not block.
+type FreedListener interface {
+	HoldsFreed()
 }
 
 // HoldsListener is a Listener that also hears when what a gang holds
@@ -84,17 +101,23 @@ type Lifecycle struct {
 	// heldChanged: gangs whose holds changed under the lock, told to the
 	// HoldsListener by unlock.
 	heldChanged map[Ref]struct{}
+	// freed: held capacity was given up under the lock, told to the
+	// FreedListener by unlock.
+	freed bool
 }
 
 // unlock releases the lock, then tells the listener whose holds changed.
 func (lc *Lifecycle) unlock() {
-	changed := lc.heldChanged
-	lc.heldChanged = nil
+	changed, freed := lc.heldChanged, lc.freed
+	lc.heldChanged, lc.freed = nil, false
 	lc.mu.Unlock()
 	if hl, ok := lc.listener.(HoldsListener); ok {
 		for ref := range changed {
 			hl.HoldsChanged(ref)
 		}
+	}
+	if fl, ok := lc.listener.(FreedListener); ok && freed {
+		fl.HoldsFreed()
 	}
 }
 
@@ -163,6 +186,12 @@ type gangState struct {
 	waitingSince time.Time
 	// partialSince is when the gang was last seen partly bound without a plan.
 	partialSince time.Time
+
+	// timeouts counts the plans in a row that ended at their timeout; the
+	// gang is not planned again before pausedUntil (see Paused).
+	timeouts    int
+	pausedUntil time.Time
+	pauseTimer  clock.Timer
 }
 
 // NewLifecycle returns an empty lifecycle.
@@ -543,6 +572,8 @@ func (lc *Lifecycle) Quorum(ref Ref, min int) (reached, first bool, placed int) 
 	}
 	g.phase = PhaseStarted
 	g.waitingSince, g.partialSince = time.Time{}, time.Time{}
+	lc.endPauseLocked(g)
+	g.timeouts = 0
 	return true, true, placed
 }
 
@@ -591,7 +622,75 @@ func (lc *Lifecycle) releaseLocked(g *gangState, reason, message string) *releas
 	lc.generation++
 	g.generation = lc.generation
 	lc.version++
+	if reason == ReasonTimeout {
+		lc.pauseLocked(g)
+		rel.message += "; planning again after " + g.pausedUntil.Sub(lc.clock.Now()).String() +
+			" (holding nothing meanwhile)"
+	}
 	return rel
+}
+
+// Pauses after timed-out plans: the first lasts half the plan's timeout,
+// each further one in a row twice the last, within these bounds.
+const (
+	minTimeoutPause = time.Second
+	maxTimeoutPause = 5 * time.Minute
+)
+
+// TimeoutPause is how long a gang waits before it plans again after its
+// n-th plan in a row ended at its timeout ttl: a member that cannot reach the
+// scheduler (a missing volume or claim, a wrong schedulerName) would
+// otherwise make the gang hold its nodes again at once, over and over.
+func TimeoutPause(ttl time.Duration, n int) time.Duration {
+	pause := ttl / 2
+	for i := 1; i < n && pause < maxTimeoutPause; i++ {
+		pause *= 2
+	}
+	return min(max(pause, minTimeoutPause), maxTimeoutPause)
+}
+
+func (lc *Lifecycle) pauseLocked(g *gangState) {
+	g.timeouts++
+	pause := TimeoutPause(g.ttl, g.timeouts)
+	lc.endPauseLocked(g)
+	g.pausedUntil = lc.clock.Now().Add(pause)
+	ref, until := g.ref, g.pausedUntil
+	g.pauseTimer = lc.clock.AfterFunc(pause, func() { go lc.resume(ref, until) })
+}
+
+func (lc *Lifecycle) endPauseLocked(g *gangState) {
+	if g.pauseTimer != nil {
+		g.pauseTimer.Stop()
+		g.pauseTimer = nil
+	}
+	g.pausedUntil = time.Time{}
+}
+
+// resume ends a pause that is still the gang's and tells the listener.
+func (lc *Lifecycle) resume(ref Ref, until time.Time) {
+	lc.mu.Lock()
+	g := lc.gangs[ref]
+	ended := g != nil && g.pausedUntil.Equal(until)
+	if ended {
+		g.pauseTimer = nil
+		g.pausedUntil = time.Time{}
+	}
+	lc.unlock()
+	if rl, ok := lc.listener.(ResumeListener); ended && ok {
+		rl.Resumed(ref)
+	}
+}
+
+// Paused reports whether the gang waits out a pause after a timed-out plan,
+// and until when. Its members are turned away meanwhile.
+func (lc *Lifecycle) Paused(ref Ref) (time.Time, bool) {
+	lc.mu.Lock()
+	defer lc.unlock()
+	g := lc.gangs[ref]
+	if g == nil || g.pausedUntil.IsZero() || !lc.clock.Now().Before(g.pausedUntil) {
+		return time.Time{}, false
+	}
+	return g.pausedUntil, true
 }
 
 func (lc *Lifecycle) notify(rel *release) {
@@ -682,8 +781,17 @@ func heldLocked(g *gangState) resources.List {
 	return sum
 }
 
+// clearHoldsLocked gives up every open slot of the gang: capacity no member
+// took is free again (the FreedListener hears of it).
 func (lc *Lifecycle) clearHoldsLocked(g *gangState) {
-	for node := range g.slots {
+	for node, byShape := range g.slots {
+		if lc.holds[node][g.ref] == g {
+			for _, n := range byShape {
+				if n > 0 {
+					lc.freed = true
+				}
+			}
+		}
 		lc.removeHoldLocked(g, node)
 	}
 }
@@ -799,13 +907,15 @@ func (lc *Lifecycle) FailedGangs() []Ref {
 }
 
 // Stalled lists the gangs whose last plan failed while nothing has changed
-// since (Failed holds for each): they cannot use room that is free now.
+// since (Failed holds for each), and the gangs paused after a timed-out plan:
+// they cannot use room that is free now.
 func (lc *Lifecycle) Stalled() []Ref {
 	lc.mu.Lock()
 	defer lc.unlock()
 	var out []Ref
+	now := lc.clock.Now()
 	for ref, g := range lc.gangs {
-		if g.failed && g.failedAt == lc.version {
+		if (g.failed && g.failedAt == lc.version) || now.Before(g.pausedUntil) {
 			out = append(out, ref)
 		}
 	}
@@ -832,6 +942,7 @@ func (lc *Lifecycle) Forget(ref Ref) {
 		if g.timer != nil {
 			g.timer.Stop()
 		}
+		lc.endPauseLocked(g)
 		delete(lc.gangs, ref)
 		lc.version++
 	}
@@ -846,6 +957,7 @@ func (lc *Lifecycle) ForgetIfEmpty(ref Ref) {
 		if g.timer != nil {
 			g.timer.Stop()
 		}
+		lc.endPauseLocked(g)
 		delete(lc.gangs, ref)
 	}
 }

@@ -280,3 +280,143 @@ func TestLifecycleStranded(t *testing.T) {
 		t.Fatalf("a complete gang is stranded: %v", got)
 	}
 }
+
+// pauseRecorder also hears resumes and freed holds.
+type pauseRecorder struct {
+	recorder
+	resumed []Ref
+	freed   int
+}
+
+func (r *pauseRecorder) Resumed(ref Ref) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.resumed = append(r.resumed, ref)
+}
+
+func (r *pauseRecorder) HoldsFreed() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.freed++
+}
+
+func (r *pauseRecorder) state() (resumed, freed int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.resumed), r.freed
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestLifecyclePauseAfterTimeout: a plan that ends at its timeout pauses the
+// gang (it holds nothing and is not planned again) for half the timeout, then
+// twice as long after each further timeout in a row; the listener hears when
+// a pause ends; a gang that starts forgets its timeouts.
+func TestLifecyclePauseAfterTimeout(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	rec := &pauseRecorder{}
+	lc := NewLifecycle(clk, rec)
+	lc.SetSpec(g1, 3, 10*time.Second)
+
+	expire := func(n int) {
+		t.Helper()
+		lc.CommitPlan(g1, twoNodePlan(), cpuShapes, 10*time.Second)
+		lc.MemberReserved(g1, "u1", "a", "w")
+		clk.Step(10 * time.Second)
+		waitFor(t, "the plan's timeout", func() bool { return rec.count() == n })
+		lc.MemberUnreserved(g1, "u1", "m1")
+	}
+	for i, want := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second} {
+		expire(i + 1)
+		until, paused := lc.Paused(g1)
+		if !paused || until.Sub(clk.Now()) != want {
+			t.Fatalf("timeout %d: paused %v for %v, want %v", i+1, paused, until.Sub(clk.Now()), want)
+		}
+		if lc.HoldsAnywhere() {
+			t.Fatalf("timeout %d: a paused gang holds capacity", i+1)
+		}
+		if stalled := lc.Stalled(); len(stalled) != 1 || stalled[0] != g1 {
+			t.Fatalf("timeout %d: Stalled = %v, want the paused gang", i+1, stalled)
+		}
+		clk.Step(want - time.Millisecond)
+		if _, paused := lc.Paused(g1); !paused {
+			t.Fatalf("timeout %d: pause ended early", i+1)
+		}
+		clk.Step(time.Millisecond)
+		waitFor(t, "the pause's end", func() bool { r, _ := rec.state(); return r == i+1 })
+		if _, paused := lc.Paused(g1); paused {
+			t.Fatalf("timeout %d: still paused after %v", i+1, want)
+		}
+	}
+	if msg := rec.released[0].message; msg != "only 1 of 3 members were placed within 10s; all members released; planning again after 5s (holding nothing meanwhile)" {
+		t.Fatalf("timeout message %q", msg)
+	}
+	// Starting resets the count: the next timeout pauses for half the timeout again.
+	lc.CommitPlan(g1, twoNodePlan(), cpuShapes, 10*time.Second)
+	for i, node := range []string{"a", "a", "b"} {
+		lc.MemberReserved(g1, types.UID(rune('1'+i)), node, "w")
+	}
+	if reached, _, _ := lc.Quorum(g1, 3); !reached {
+		t.Fatal("quorum not reached")
+	}
+	for i := range 3 {
+		lc.MemberUnreserved(g1, types.UID(rune('1'+i)), "m")
+	}
+	lc.Quorum(g1, 3)
+	expire(4)
+	if until, _ := lc.Paused(g1); until.Sub(clk.Now()) != 5*time.Second {
+		t.Fatalf("after a start the pause is %v, want 5s", until.Sub(clk.Now()))
+	}
+	if got := TimeoutPause(time.Hour, 1); got != maxTimeoutPause {
+		t.Fatalf("TimeoutPause(1h, 1) = %v, want the cap %v", got, maxTimeoutPause)
+	}
+	if got := TimeoutPause(time.Second, 1); got != minTimeoutPause {
+		t.Fatalf("TimeoutPause(1s, 1) = %v, want the floor %v", got, minTimeoutPause)
+	}
+}
+
+// TestLifecycleHoldsFreed: the listener hears when held capacity is given up
+// (a teardown, an expired or dropped reservation), not when members take
+// their slots.
+func TestLifecycleHoldsFreed(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Unix(1000, 0))
+	rec := &pauseRecorder{}
+	lc := NewLifecycle(clk, rec)
+	lc.SetSpec(g1, 3, time.Minute)
+	freed := func() int { _, f := rec.state(); return f }
+
+	lc.CommitPlan(g1, twoNodePlan(), cpuShapes, time.Minute)
+	for i, node := range []string{"a", "a", "b"} {
+		lc.MemberReserved(g1, types.UID(rune('1'+i)), node, "w")
+	}
+	lc.Quorum(g1, 3)
+	if freed() != 0 {
+		t.Fatalf("members taking every slot freed capacity %d times", freed())
+	}
+
+	g2 := Ref{Namespace: "ns", Name: "g2"}
+	lc.SetSpec(g2, 3, time.Minute)
+	lc.CommitPlan(g2, twoNodePlan(), cpuShapes, time.Minute)
+	lc.MemberReserved(g2, "v1", "a", "w")
+	lc.Release(g2, ReasonPlanBroken, "broken")
+	if freed() != 1 {
+		t.Fatalf("a teardown with open slots: freed %d times, want 1", freed())
+	}
+
+	if granted, _ := lc.Reserve(g2, ReservationRequest{Kind: ReservationStarved, Plan: twoNodePlan(), Shapes: cpuShapes}); !granted {
+		t.Fatal("reservation not granted")
+	}
+	lc.DropReservation(g2)
+	if freed() != 2 {
+		t.Fatalf("a dropped reservation: freed %d times, want 2", freed())
+	}
+}

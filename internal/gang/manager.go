@@ -346,14 +346,19 @@ type Route struct {
 
 // Route decides a member's cycle: a gang with its quorum schedules further
 // members as capacity allows; a planned gang steers the member to its next
-// slot (or lets an extra member of another shape pass); a gang whose plan
-// failed is turned away until capacity changes; any other gang is planned.
+// slot (or lets an extra member of another shape pass); a gang paused after
+// a timed-out plan, or whose plan failed, is turned away until the pause ends
+// or capacity changes; any other gang is planned.
 func (m *Manager) Route(ref Ref, spec *Spec, shape string) Route {
 	if m.Placed(ref) >= Quorum(spec) {
 		return Route{}
 	}
 	if node, live := m.NextSlot(ref, shape); live {
 		return Route{Node: node}
+	}
+	if until, paused := m.Paused(ref); paused {
+		return Route{Refusal: fmt.Sprintf("the gang's last plan ended at its timeout; it plans again at %s and holds nothing until then",
+			until.UTC().Format(time.RFC3339))}
 	}
 	if reason, failed := m.Failed(ref); failed {
 		return Route{Refusal: reason}

@@ -38,6 +38,8 @@ type TB = ktesting.TB
 
 // Cluster is a running in-process control plane.
 type Cluster struct {
+	// tb is the test (or runner) the cluster reports to.
+	tb TB
 	// Config is an admin client config; CRDConfig speaks JSON for CRDs.
 	Config    *rest.Config
 	CRDConfig *rest.Config
@@ -72,7 +74,7 @@ func Start(tb TB, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Dir: dir}
+	c := &Cluster{Dir: dir, tb: tb}
 	c.onStop(func() { _ = os.RemoveAll(dir) })
 	tb.Cleanup(c.Stop)
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/component-base/configz"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app"
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
@@ -121,7 +122,8 @@ func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
 		return nil, err
 	}
 	configzMu.Lock()
-	ctx, cancel := context.WithCancel(context.Background())
+	guard := &logGuard{}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), guard.logger(klog.Background())))
 	rt := runtime.New(ctx, nil)
 	cc, sched, err := app.Setup(ctx, opts, plugins.OptionsWith(rt)...)
 	if err != nil {
@@ -137,6 +139,7 @@ func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
 		s.Profiles[name] = fw
 	}
 	s.stop = func() error {
+		c.reportForbidden("the in-process scheduler", guard.stop())
 		cancel()
 		var err error
 		select {
@@ -176,7 +179,11 @@ func (c *Cluster) StartSchedulerBinary(binary string, config []byte, args ...str
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait(); logFile.Close() }()
+	checkLog := func() {
+		c.reportForbidden("phalanx-scheduler "+filepath.Base(logFile.Name()), forbiddenInFile(logFile.Name()))
+	}
 	s := &Scheduler{Log: logFile.Name(), kill: func() {
+		checkLog()
 		_ = cmd.Process.Kill()
 		<-done
 	}, dump: func() {
@@ -188,6 +195,7 @@ func (c *Cluster) StartSchedulerBinary(binary string, config []byte, args ...str
 		}
 	}}
 	s.stop = func() error {
+		checkLog()
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-done:

@@ -255,7 +255,10 @@ func (pl *Coscheduling) Filter(ctx context.Context, state fwk.CycleState, pod *v
 		}
 	}
 	if !pl.m.Fits(name, cs.ref, cs.priority, cs.request, func() (resources.List, int64) { return probe.FreeOn(nodeInfo) }) {
-		// Unresolvable: evicting pods here would not release a hold.
+		// Unresolvable: evicting pods here would not release a hold. The
+		// hold's end is no event the scheduling queue sees: the runtime
+		// wakes the pod when held capacity is given up.
+		pl.gangs.TurnedAway(pod)
 		return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "capacity on the node is held for a planned or reserved gang")
 	}
 	return nil

@@ -2,6 +2,7 @@ package coscheduling
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -149,8 +150,10 @@ func TestPlanSteersMembers(t *testing.T) {
 
 // TestArrivalCompletingQuorumWakesSiblings: members that PreEnqueue turned
 // away for lack of members are woken by the member that completes the
-// quorum, even one that cannot be scheduled itself (a scheduling gate):
-// the scheduling queue does not replay a pod's arrival to its siblings.
+// quorum: the scheduling queue does not replay a pod's arrival to its
+// siblings. A member with a scheduling gate does not count (it cannot be
+// placed, so the gang would hold capacity it cannot use): the siblings are
+// woken when its gate is removed.
 func TestArrivalCompletingQuorumWakesSiblings(t *testing.T) {
 	early := members("g", 2, "1", 0)
 	e, pl := env(t, plugintest.Objects{
@@ -172,15 +175,37 @@ func TestArrivalCompletingQuorumWakesSiblings(t *testing.T) {
 
 	last := plugintest.Pod("g-c", "g", "1", 0)
 	last.Spec.SchedulingGates = []v1.PodSchedulingGate{{Name: "example.com/hold"}}
-	if _, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, last, metav1.CreateOptions{}); err != nil {
+	last, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, last, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the third member indexed", func() bool { return len(pl.gangs.Members(ref)) == 3 })
+	spec, err := pl.gangs.Spec(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := pl.gangs.CountMembers(spec)
+	if count.Ready != 2 || count.Gated != 1 || !slices.Equal(count.Gates, []string{"example.com/hold"}) {
+		t.Fatalf("members counted %+v, want 2 ready and 1 gated by example.com/hold", count)
+	}
+	// (PreEnqueue is not called before the gate goes: its condition write
+	// would wake the members too.)
+	if msg := pl.gangs.MembersShort(spec, count, 3).Message; !strings.Contains(msg, "1 more wait on scheduling gates (example.com/hold)") {
+		t.Fatalf("condition %q does not name the gate", msg)
+	}
+	if woken := sets.New(e.Activated()...); woken.Has("default/g-a") || woken.Has("default/g-b") {
+		t.Fatalf("a gated member woke its siblings: %v", sets.List(woken))
+	}
+
+	last.Spec.SchedulingGates = nil
+	if _, err := e.Client.CoreV1().Pods("default").Update(e.Ctx, last, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	woken = sets.New[string]()
-	e.Eventually("the first members woken by the third", func() bool {
+	e.Eventually("the first members woken by the third's ungating", func() bool {
 		woken = woken.Union(sets.New(e.Activated()...))
 		return woken.HasAll("default/g-a", "default/g-b")
 	})
-	e.Eventually("the third member indexed", func() bool { return len(pl.gangs.Members(ref)) == 3 })
 	if st := pl.PreEnqueue(e.Ctx, early[0]); !st.IsSuccess() {
 		t.Fatalf("PreEnqueue after the quorum arrived = %v, want success", st)
 	}
@@ -498,7 +523,7 @@ func TestOrderedStartupReported(t *testing.T) {
 	ref := gang.Ref{Namespace: "default", Name: "db"}
 	e.Eventually("PodGroup and member in the listers", func() bool {
 		spec, err := pl.gangs.Spec(ref)
-		return err == nil && pl.gangs.MemberCount(spec) == 1
+		return err == nil && pl.gangs.CountMembers(spec).Ready == 1
 	})
 	if st := pl.PreEnqueue(e.Ctx, pod); !strings.Contains(st.Message(), "1 of 3 members exist") {
 		t.Fatalf("PreEnqueue = %q, want members pending", st.Message())

@@ -14,6 +14,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1alpha2"
 	"k8s.io/client-go/tools/cache"
@@ -132,7 +133,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	g.podIndex = podInformer.GetIndexer()
 	r.addPodHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    g.onPodAdd,
-		UpdateFunc: func(_, newObj any) { g.onPod(newObj) },
+		UpdateFunc: g.onPodUpdate,
 		DeleteFunc: g.onPodDelete,
 	})
 	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -450,12 +451,13 @@ func (g *Gangs) Members(ref gang.Ref) []*v1.Pod {
 }
 
 // Pending lists the gang's members that wait for a node: not bound, not
-// reserved by this scheduler, not terminating.
+// reserved by this scheduler, not terminating, and free of scheduling gates
+// (a gated member cannot be placed, so no plan counts on it).
 func (g *Gangs) Pending(ref gang.Ref) []*v1.Pod {
 	placed := g.Lifecycle.PlacedUIDs(ref)
 	var out []*v1.Pod
 	for _, m := range g.Members(ref) {
-		if m.Spec.NodeName == "" && m.DeletionTimestamp == nil && !placed.Has(m.UID) {
+		if m.Spec.NodeName == "" && m.DeletionTimestamp == nil && len(m.Spec.SchedulingGates) == 0 && !placed.Has(m.UID) {
 			out = append(out, m)
 		}
 	}
@@ -524,8 +526,8 @@ func (g *Gangs) onPod(obj any) {
 // replays an unscheduled pod's arrival to other pods only under the alpha
 // GangScheduling gate, so without this they would wait for the queue's
 // periodic flush (minutes) when the completing member cannot be scheduled
-// itself (a scheduling gate, say). Counting starts from the index, which
-// already holds every pod added so far, so a burst of adds still wakes.
+// itself. Counting starts from the index, which already holds every pod
+// added so far, so a burst of adds still wakes.
 func (g *Gangs) onPodAdd(obj any) {
 	g.onPod(obj)
 	pod, ok := obj.(*v1.Pod)
@@ -535,9 +537,26 @@ func (g *Gangs) onPodAdd(obj any) {
 	// Every pod the scheduler learns of, running or new, is a sample of the
 	// workload whose shapes placement keeps room for.
 	g.Manager.Workload.Observe(resources.PodRequests(pod), g.rt.clock.Now())
-	if pod.Spec.NodeName != "" {
-		return
+	if pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) == 0 {
+		g.wakeIfComplete(pod)
 	}
+}
+
+// onPodUpdate: a member whose last scheduling gate is removed counts toward
+// its gang's quorum from now on, and may complete it, as an added member does.
+func (g *Gangs) onPodUpdate(oldObj, newObj any) {
+	g.onPod(newObj)
+	old, ok1 := oldObj.(*v1.Pod)
+	pod, ok2 := newObj.(*v1.Pod)
+	if ok1 && ok2 && len(old.Spec.SchedulingGates) > 0 && len(pod.Spec.SchedulingGates) == 0 &&
+		pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+		g.wakeIfComplete(pod)
+	}
+}
+
+// wakeIfComplete wakes the gang of a new or newly ungated member when its
+// members now reach the quorum and nothing of it is placed yet.
+func (g *Gangs) wakeIfComplete(pod *v1.Pod) {
 	ref, ok := g.RefOf(pod)
 	if !ok || g.Lifecycle.Phase(ref) != gang.PhaseIdle || g.Lifecycle.Placed(ref) > 0 {
 		return
@@ -546,7 +565,7 @@ func (g *Gangs) onPodAdd(obj any) {
 	if err != nil {
 		return
 	}
-	if g.MemberCount(spec) < max(spec.MinMember, 1) {
+	if g.CountMembers(spec).Ready < max(spec.MinMember, 1) {
 		return
 	}
 	g.forgetStartup(ref)
@@ -571,16 +590,39 @@ func (g *Gangs) PriorityOf(pod *v1.Pod) int32 {
 	return spec.PriorityOf(pod)
 }
 
-// MemberCount is the members that count toward the gang's quorum: those
-// that exist and are not terminating, and those that finished.
-func (g *Gangs) MemberCount(spec *gang.Spec) int {
-	n := spec.Succeeded
+// MemberCount is a gang's members as its quorum sees them.
+type MemberCount struct {
+	// Ready: members that exist, are not terminating and carry no
+	// scheduling gate, plus those that finished.
+	Ready int
+	// Gated: members held back by scheduling gates; Gates: the gates' names.
+	Gated int
+	Gates []string
+}
+
+// CountMembers counts the gang's members toward its quorum: a member with a
+// scheduling gate cannot be placed, so it counts only once its gates are
+// removed, and until then the gang holds nothing.
+func (g *Gangs) CountMembers(spec *gang.Spec) MemberCount {
+	c := MemberCount{Ready: spec.Succeeded}
+	seen := map[string]bool{}
 	for _, m := range g.Members(spec.Ref) {
-		if m.DeletionTimestamp == nil {
-			n++
+		switch {
+		case m.DeletionTimestamp != nil:
+		case len(m.Spec.SchedulingGates) > 0 && m.Spec.NodeName == "":
+			c.Gated++
+			for _, gate := range m.Spec.SchedulingGates {
+				if !seen[gate.Name] {
+					seen[gate.Name] = true
+					c.Gates = append(c.Gates, gate.Name)
+				}
+			}
+		default:
+			c.Ready++
 		}
 	}
-	return n
+	sort.Strings(c.Gates)
+	return c
 }
 
 // inBackground runs f in a goroutine unless a run under the same key is
@@ -687,6 +729,9 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	if spec == nil {
 		return
 	}
+	// Members waiting in Permit are released with the plan: without their
+	// group they would hold their nodes until Permit's own timeout.
+	g.Lifecycle.Release(spec.Ref, gang.ReasonGroupDeleted, "the gang's group object was deleted; its members were released")
 	g.Lifecycle.Forget(spec.Ref)
 	g.order.changed()
 	g.Status.Forget(spec.Ref)
@@ -787,12 +832,57 @@ func (g *Gangs) Released(ref gang.Ref, reserved []types.UID, reason, message str
 			g.fw.Waiting.Reject(uid, GangPlugin, message)
 		}
 	}
+	if reason == gang.ReasonTimeout {
+		message += g.unplacedNote(ref, reserved)
+	}
 	if spec, err := g.Spec(ref); err == nil {
 		g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
 	}
 	PlanOutcomes.WithLabelValues(reason).Inc()
 	g.rt.Changed()
 }
+
+// maxUnplacedNamed bounds the members a timeout message names.
+const maxUnplacedNamed = 3
+
+// unplacedNote names the members a timed-out plan waited for in vain (not
+// bound, not among the released reserved ones), with what the scheduler last
+// said of each, so the user sees what kept the gang from completing.
+func (g *Gangs) unplacedNote(ref gang.Ref, reserved []types.UID) string {
+	was := sets.New(reserved...)
+	var names []string
+	for _, m := range g.Members(ref) {
+		if m.Spec.NodeName != "" || m.DeletionTimestamp != nil || was.Has(m.UID) {
+			continue
+		}
+		name := m.Name
+		for _, c := range m.Status.Conditions {
+			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Message != "" {
+				name += " (" + c.Message + ")"
+			}
+		}
+		names = append(names, name)
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	sort.Strings(names)
+	more := ""
+	if len(names) > maxUnplacedNamed {
+		more = fmt.Sprintf(" and %d more", len(names)-maxUnplacedNamed)
+		names = names[:maxUnplacedNamed]
+	}
+	return "; never placed: " + strings.Join(names, ", ") + more
+}
+
+// Resumed implements gang.ResumeListener: a gang paused after a timed-out
+// plan may plan again.
+func (g *Gangs) Resumed(ref gang.Ref) { g.wake(ref) }
+
+// HoldsFreed implements gang.FreedListener: capacity a plan or reservation
+// held was given up, so the pods its hold turned away, and the gangs whose
+// plans failed for it, are woken.
+func (g *Gangs) HoldsFreed() { go g.wakeFailed() }
 
 // Evict deletes pods — always every pod of a whole gang — and says why on
 // each. It deletes rather than evicts through the Eviction API: a

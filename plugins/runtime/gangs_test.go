@@ -98,7 +98,7 @@ func TestGangStatePruned(t *testing.T) {
 			gangs.PodEvent(member, runtime.ReasonQueue, "queue q is full")
 		}
 		if i < 100 {
-			gangs.Status.Set(spec, gangs.MembersShort(spec, 1, 2))
+			gangs.Status.Set(spec, gangs.MembersShort(spec, runtime.MemberCount{Ready: 1}, 2))
 		} else {
 			gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: runtime.ReasonQueue, Message: "queue q is full"})
 		}

@@ -29,8 +29,8 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 	if msg, ok := g.dependenciesReady(spec); !ok {
 		return msg, false
 	}
-	members := g.MemberCount(spec)
-	if members < gang.Quorum(spec) {
+	members := g.CountMembers(spec)
+	if members.Ready < gang.Quorum(spec) {
 		cond := g.MembersShort(spec, members, gang.Quorum(spec))
 		// A member the informer shows late must not put a gang that already
 		// started (or is being placed) back to MembersPending.

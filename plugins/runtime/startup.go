@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,12 +33,12 @@ type startupVerdict struct {
 	blocker *workload.OrderedStartup
 }
 
-// MembersShort is the condition of a gang that waits for members to exist:
-// MembersPending, or OrderedStartup when the workload that creates them
-// starts its pods in order and so will never create the rest. Checking the
-// workload reads it from the API server, in the background and at most once
-// per gang at a time.
-func (g *Gangs) MembersShort(spec *gang.Spec, members, quorum int) Condition {
+// MembersShort is the condition of a gang that waits for members to exist
+// or to lose their scheduling gates: MembersPending, or OrderedStartup when
+// the workload that creates them starts its pods in order and so will never
+// create the rest. Checking the workload reads it from the API server, in
+// the background and at most once per gang at a time.
+func (g *Gangs) MembersShort(spec *gang.Spec, members MemberCount, quorum int) Condition {
 	g.mu.Lock()
 	v, ok := g.startup[spec.Ref]
 	g.mu.Unlock()
@@ -45,10 +46,15 @@ func (g *Gangs) MembersShort(spec *gang.Spec, members, quorum int) Condition {
 		g.checkStartupLater(spec.Ref)
 	}
 	if ok && v.uid == spec.UID && v.blocker != nil {
-		return Condition{Status: metav1.ConditionFalse, Reason: ReasonOrderedStartup, Message: v.blocker.Message(members, quorum)}
+		return Condition{Status: metav1.ConditionFalse, Reason: ReasonOrderedStartup, Message: v.blocker.Message(members.Ready, quorum)}
+	}
+	if members.Gated > 0 {
+		return Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonMembersPending,
+			Message: fmt.Sprintf("%d of %d members can be scheduled; %d more wait on scheduling gates (%s); nothing is held until enough are released",
+				members.Ready, quorum, members.Gated, strings.Join(members.Gates, ", "))}
 	}
 	return Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonMembersPending,
-		Message: fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members, quorum)}
+		Message: fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members.Ready, quorum)}
 }
 
 func (g *Gangs) checkStartupLater(ref gang.Ref) {
@@ -70,8 +76,8 @@ func (g *Gangs) checkStartup(ctx context.Context, ref gang.Ref) {
 	if err != nil {
 		return
 	}
-	members, quorum := g.MemberCount(spec), max(spec.MinMember, 1)
-	if members >= quorum || g.Lifecycle.Placed(ref) > 0 || g.Lifecycle.Phase(ref) != gang.PhaseIdle {
+	members, quorum := g.CountMembers(spec), max(spec.MinMember, 1)
+	if members.Ready+members.Gated >= quorum || g.Lifecycle.Placed(ref) > 0 || g.Lifecycle.Phase(ref) != gang.PhaseIdle {
 		g.forgetStartup(ref)
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 )
 
@@ -285,9 +286,9 @@ func TestGangRestartMidGang(t *testing.T) {
 	if err := c.CreatePodGroup(ctx, pg); err != nil {
 		t.Fatal(err)
 	}
-	// The third member exists but is gated: the other two are planned,
-	// reserved and wait in Permit for it.
-	gated := createLastGated(t, c, pods)
+	// The third member cannot pass the volume filter: the other two are
+	// planned, reserved and wait in Permit for it.
+	blocked := createLastBlocked(t, c, pods)
 	// The scheduler runs in this process: its plan counter shows the gang
 	// was planned, so its two members are reserved and wait in Permit.
 	err := testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
@@ -303,20 +304,17 @@ func TestGangRestartMidGang(t *testing.T) {
 	assertBound(t, c, "default", "r", 0)
 
 	startScheduler(t, c)
-	ungated, err := c.Client.CoreV1().Pods("default").Get(ctx, gated.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ungated.Spec.SchedulingGates = nil
-	if _, err := c.Client.CoreV1().Pods("default").Update(ctx, ungated, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The workload replaces the broken member with one that can run.
+	replaceMember(t, c, blocked, pods[len(pods)-1])
 	waitBoundCount(t, c, "default", "r", 3)
 }
 
 // TestGangScheduleTimeout: members wait in Permit for a sibling that never
-// comes; at the PodGroup's timeout they are all released (nothing bound,
-// nothing held) and the condition says so.
+// comes (it names a volume claim that does not exist); at the PodGroup's
+// timeout they are all released (nothing bound), the condition names the
+// member and says when the gang plans again, and the gang holds nothing
+// meanwhile: a plain pod turned away by its hold takes the whole node
+// within seconds of the timeout.
 func TestGangScheduleTimeout(t *testing.T) {
 	c := startCluster(t, nodes("n", 1, testcluster.NodeSpec{CPU: "4", Memory: "16Gi"})...)
 	startScheduler(t, c)
@@ -326,15 +324,100 @@ func TestGangScheduleTimeout(t *testing.T) {
 	if err := c.CreatePodGroup(ctx, pg); err != nil {
 		t.Fatal(err)
 	}
-	createLastGated(t, c, gangPods("default", "slow", 3, testcluster.PodSpec{CPU: "1"}))
-	waitCondition(t, c, "default", "slow", "ScheduleTimeout", "of 3 members were placed within 3s")
+	createLastBlocked(t, c, gangPods("default", "slow", 3, testcluster.PodSpec{CPU: "1"}))
+	waitPlanned(t, c, "slow")
+	// While the plan holds the node, a plain pod that needs all of it is
+	// turned away by the hold.
+	if err := c.CreatePods(ctx, testcluster.PodSpec{Name: "whole-node", CPU: "4"}); err != nil {
+		t.Fatal(err)
+	}
+	waitCondition(t, c, "default", "slow", "ScheduleTimeout", "of 3 members were placed within 3s",
+		`never placed: slow-2 (`, `"missing-slow-2" not found`, "planning again after")
+	waitBoundWithin(t, c, "default", "whole-node", holdEndWake)
 	assertBound(t, c, "default", "slow", 0)
-	// Nothing stays held: a plain pod takes the whole node.
+}
+
+// TestGangGatedMemberHoldsNothing: a member with a scheduling gate does not
+// count toward the quorum: the gang waits as MembersPending, naming the
+// gate, and holds nothing (a plain pod takes the whole node). Once the gate
+// is removed and the room is free, the gang binds whole.
+func TestGangGatedMemberHoldsNothing(t *testing.T) {
+	c := startCluster(t, nodes("n", 1, testcluster.NodeSpec{CPU: "4", Memory: "16Gi"})...)
+	startScheduler(t, c)
+	ctx := ctxFor(t)
+	if err := c.CreatePodGroup(ctx, testcluster.PodGroup("default", "gated", 3)); err != nil {
+		t.Fatal(err)
+	}
+	gated := createLastGated(t, c, gangPods("default", "gated", 3, testcluster.PodSpec{CPU: "1"}))
+	waitCondition(t, c, "default", "gated", "MembersPending", "2 of 3 members can be scheduled", "1 more wait on scheduling gates (example.com/hold)")
 	if err := c.CreatePods(ctx, testcluster.PodSpec{Name: "whole-node", CPU: "4"}); err != nil {
 		t.Fatal(err)
 	}
 	waitBound(t, c, "default", "whole-node")
-	assertBound(t, c, "default", "slow", 0)
+	assertBound(t, c, "default", "gated", 0)
+
+	if err := c.Client.CoreV1().Pods("default").Delete(ctx, "whole-node", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ungated, err := c.Client.CoreV1().Pods("default").Get(ctx, gated.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ungated.Spec.SchedulingGates = nil
+	if _, err := c.Client.CoreV1().Pods("default").Update(ctx, ungated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitBoundCount(t, c, "default", "gated", 3)
+}
+
+// TestHoldEndWakesTurnedAway: a plain pod turned away by a gang's hold binds
+// within seconds of the hold's end, for a plan broken by a lost member and
+// for a gang torn down by its PodGroup's deletion (its waiting members are
+// released with it).
+func TestHoldEndWakesTurnedAway(t *testing.T) {
+	c := startCluster(t, nodes("n", 1, testcluster.NodeSpec{CPU: "4", Memory: "16Gi"})...)
+	startScheduler(t, c)
+	ctx := ctxFor(t)
+	for _, end := range []string{"broken", "teardown"} {
+		t.Run(end, func(t *testing.T) {
+			name, plain := "hold-"+end, "turned-away-"+end
+			pg := testcluster.PodGroup("default", name, 3)
+			pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](600)
+			if err := c.CreatePodGroup(ctx, pg); err != nil {
+				t.Fatal(err)
+			}
+			pods := gangPods("default", name, 3, testcluster.PodSpec{CPU: "1"})
+			blocked := createLastBlocked(t, c, pods)
+			waitPlanned(t, c, name)
+			// Two members are reserved (2 CPU) and the plan holds the third
+			// slot: 3 CPU would fit the node's free room but not the hold.
+			if err := c.CreatePods(ctx, testcluster.PodSpec{Name: plain, CPU: "3"}); err != nil {
+				t.Fatal(err)
+			}
+			waitPodMessage(t, c, "default", plain, "held for a planned or reserved gang")
+			switch end {
+			case "broken":
+				// A reserved member deleted: the plan breaks, the other
+				// member is released, and two members cannot replan.
+				if err := c.Client.CoreV1().Pods("default").Delete(ctx, pods[0].Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			case "teardown":
+				if err := c.PodGroups.SchedulingV1alpha1().PodGroups("default").Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitBoundWithin(t, c, "default", plain, holdEndWake)
+			assertBound(t, c, "default", name, 0)
+			// Clean up for the next case.
+			for _, p := range append(pods, testcluster.PodSpec{Name: plain}) {
+				_ = c.Client.CoreV1().Pods("default").Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			}
+			_ = c.Client.CoreV1().Pods("default").Delete(ctx, blocked.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)})
+			_ = c.PodGroups.SchedulingV1alpha1().PodGroups("default").Delete(ctx, name, metav1.DeleteOptions{})
+			waitGone(t, c, "default", append(pods, testcluster.PodSpec{Name: plain}))
+		})
+	}
 }
 
 // TestPodGroupStatusFromController: phalanx-controller keeps phase and counts.
@@ -405,8 +488,7 @@ func planOutcomes(t *testing.T, outcome string) float64 {
 }
 
 // createLastGated creates the pods, the last one with a scheduling gate, so
-// that its siblings are planned and wait in Permit for it. It returns the
-// gated pod.
+// the gang's quorum cannot be met until the gate is removed.
 func createLastGated(t *testing.T, c *testcluster.Cluster, pods []testcluster.PodSpec) *v1.Pod {
 	t.Helper()
 	ctx := ctxFor(t)
@@ -419,4 +501,121 @@ func createLastGated(t *testing.T, c *testcluster.Cluster, pods []testcluster.Po
 		t.Fatal(err)
 	}
 	return gated
+}
+
+// createLastBlocked creates the pods, the last one mounting a volume claim
+// that does not exist ("missing-<name>"): the volume filter turns it away
+// before any gang plugin sees it, so it counts toward the quorum but never
+// reaches Permit, and its siblings wait there for it.
+func createLastBlocked(t *testing.T, c *testcluster.Cluster, pods []testcluster.PodSpec) *v1.Pod {
+	t.Helper()
+	ctx := ctxFor(t)
+	blocked := pods[len(pods)-1].Pod()
+	blocked.Spec.Volumes = []v1.Volume{{Name: "data", VolumeSource: v1.VolumeSource{
+		PersistentVolumeClaim: &v1.PersistentVolumeClaimVolumeSource{ClaimName: "missing-" + blocked.Name},
+	}}}
+	if err := c.CreatePods(ctx, pods[:len(pods)-1]...); err != nil {
+		t.Fatal(err)
+	}
+	created, err := c.Client.CoreV1().Pods(blocked.Namespace).Create(ctx, blocked, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created
+}
+
+// replaceMember deletes a member and creates it again from spec.
+func replaceMember(t *testing.T, c *testcluster.Cluster, old *v1.Pod, spec testcluster.PodSpec) {
+	t.Helper()
+	ctx := ctxFor(t)
+	if err := c.Client.CoreV1().Pods(old.Namespace).Delete(ctx, old.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitGone(t, c, old.Namespace, []testcluster.PodSpec{spec})
+	if err := c.CreatePods(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// holdEndWake is how soon a pod turned away by a hold must bind once the
+// hold ends: a wake, not the scheduling queue's periodic flush (minutes).
+const holdEndWake = 10 * time.Second
+
+// waitBoundWithin waits for a pod to be bound, for at most d.
+func waitBoundWithin(t *testing.T, c *testcluster.Cluster, ns, name string, d time.Duration) {
+	t.Helper()
+	var last *v1.Pod
+	err := testcluster.Eventually(ctxFor(t), d, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		last = p
+		return err == nil && p.Spec.NodeName != "", err
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s not bound within %v (last status %+v): %v", ns, name, d, podScheduledCondition(last), err)
+	}
+}
+
+// waitPodMessage waits until a pod's PodScheduled condition says part.
+func waitPodMessage(t *testing.T, c *testcluster.Cluster, ns, name, part string) {
+	t.Helper()
+	var last *v1.Pod
+	err := testcluster.Eventually(ctxFor(t), 60*time.Second, func(ctx context.Context) (bool, error) {
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		last = p
+		if err != nil {
+			return false, err
+		}
+		cond := podScheduledCondition(p)
+		return cond != nil && strings.Contains(cond.Message, part), nil
+	})
+	if err != nil {
+		t.Fatalf("pod %s/%s never said %q (last %+v): %v", ns, name, part, podScheduledCondition(last), err)
+	}
+}
+
+func podScheduledCondition(p *v1.Pod) *v1.PodCondition {
+	if p == nil {
+		return nil
+	}
+	for i := range p.Status.Conditions {
+		if p.Status.Conditions[i].Type == v1.PodScheduled {
+			return &p.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// waitPlanned waits until the gang's plan holds its nodes (the held
+// annotation the scheduler publishes on the PodGroup).
+func waitPlanned(t *testing.T, c *testcluster.Cluster, name string) {
+	t.Helper()
+	err := testcluster.Eventually(ctxFor(t), 60*time.Second, func(ctx context.Context) (bool, error) {
+		return gangPlanned(t, c, name), nil
+	})
+	if err != nil {
+		t.Fatalf("gang %s never planned: %v", name, err)
+	}
+}
+
+// gangPlanned reports whether the gang's PodGroup says it holds capacity.
+func gangPlanned(t *testing.T, c *testcluster.Cluster, name string) bool {
+	t.Helper()
+	pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups("default").Get(ctxFor(t), name, metav1.GetOptions{})
+	return err == nil && pg.Annotations[phalanxv1alpha1.HeldAnnotation] != ""
+}
+
+// waitGone waits until the pods no longer exist.
+func waitGone(t *testing.T, c *testcluster.Cluster, ns string, pods []testcluster.PodSpec) {
+	t.Helper()
+	err := testcluster.Eventually(ctxFor(t), 60*time.Second, func(ctx context.Context) (bool, error) {
+		for _, p := range pods {
+			if _, err := c.Client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{}); err == nil {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("pods not gone: %v", err)
+	}
 }
