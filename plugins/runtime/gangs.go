@@ -537,8 +537,8 @@ func (g *Gangs) onPodAdd(obj any) {
 	// Every pod the scheduler learns of, running or new, is a sample of the
 	// workload whose shapes placement keeps room for.
 	g.Manager.Workload.Observe(resources.PodRequests(pod), g.rt.clock.Now())
-	if pod.Spec.NodeName == "" && len(pod.Spec.SchedulingGates) == 0 {
-		g.wakeIfComplete(pod)
+	if pod.Spec.NodeName == "" {
+		g.memberArrived(pod)
 	}
 }
 
@@ -550,13 +550,16 @@ func (g *Gangs) onPodUpdate(oldObj, newObj any) {
 	pod, ok2 := newObj.(*v1.Pod)
 	if ok1 && ok2 && len(old.Spec.SchedulingGates) > 0 && len(pod.Spec.SchedulingGates) == 0 &&
 		pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
-		g.wakeIfComplete(pod)
+		g.memberArrived(pod)
 	}
 }
 
-// wakeIfComplete wakes the gang of a new or newly ungated member when its
-// members now reach the quorum and nothing of it is placed yet.
-func (g *Gangs) wakeIfComplete(pod *v1.Pod) {
+// memberArrived runs when a pending member is added or loses its last
+// scheduling gate, while nothing of its gang is placed yet: a gang whose
+// members now reach the quorum is woken; a gang still short says so anew
+// (its members wait in PreEnqueue, which would not run again to update the
+// count, e.g. for a member that arrives with a gate).
+func (g *Gangs) memberArrived(pod *v1.Pod) {
 	ref, ok := g.RefOf(pod)
 	if !ok || g.Lifecycle.Phase(ref) != gang.PhaseIdle || g.Lifecycle.Placed(ref) > 0 {
 		return
@@ -565,7 +568,11 @@ func (g *Gangs) wakeIfComplete(pod *v1.Pod) {
 	if err != nil {
 		return
 	}
-	if g.CountMembers(spec).Ready < max(spec.MinMember, 1) {
+	count, quorum := g.CountMembers(spec), gang.Quorum(spec)
+	if count.Ready < quorum {
+		if c, ok := g.Status.Get(ref); ok && c.Reason == gang.ReasonMembersPending {
+			g.Status.Set(spec, g.MembersShort(spec, count, quorum))
+		}
 		return
 	}
 	g.forgetStartup(ref)

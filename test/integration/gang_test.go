@@ -331,10 +331,47 @@ func TestGangScheduleTimeout(t *testing.T) {
 	if err := c.CreatePods(ctx, testcluster.PodSpec{Name: "whole-node", CPU: "4"}); err != nil {
 		t.Fatal(err)
 	}
-	waitCondition(t, c, "default", "slow", "ScheduleTimeout", "of 3 members were placed within 3s",
+	// The condition moves on once the gang plans again (it no longer fits:
+	// Unschedulable, later Reserving); the event stays.
+	waitGroupEvent(t, c, "default", "slow", "ScheduleTimeout", "of 3 members were placed within 3s",
 		`never placed: slow-2 (`, `"missing-slow-2" not found`, "planning again after")
-	waitBoundWithin(t, c, "default", "whole-node", holdEndWake)
+	// The hold ended at most the 3 s timeout after whole-node was created.
+	waitBoundWithin(t, c, "default", "whole-node", 3*time.Second+holdEndWake)
 	assertBound(t, c, "default", "slow", 0)
+}
+
+// waitGroupEvent waits for an event on a gang's group object with reason
+// and a note containing each of parts.
+func waitGroupEvent(t *testing.T, c *testcluster.Cluster, ns, group, reason string, parts ...string) {
+	t.Helper()
+	var seen []string
+	err := testcluster.Eventually(ctxFor(t), 60*time.Second, func(ctx context.Context) (bool, error) {
+		events, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		seen = seen[:0]
+	next:
+		for _, e := range events.Items {
+			if e.Regarding.Name != group || e.Regarding.Kind != "PodGroup" {
+				continue
+			}
+			seen = append(seen, e.Reason+": "+e.Note)
+			if e.Reason != reason {
+				continue
+			}
+			for _, part := range parts {
+				if !strings.Contains(e.Note, part) {
+					continue next
+				}
+			}
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no %s event on PodGroup %s/%s saying %q (events: %q): %v", reason, ns, group, parts, seen, err)
+	}
 }
 
 // TestGangGatedMemberHoldsNothing: a member with a scheduling gate does not

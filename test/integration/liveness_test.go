@@ -96,7 +96,7 @@ func pendingSmall(ctx context.Context, c *testcluster.Cluster) (int, error) {
 }
 
 // TestBigGangNotStarved (issue #14, case 2): small 4-GPU gangs that arrive
-// every 300 ms (while fewer than 16 of their pods wait) and run 5 s keep
+// every 100 ms (while fewer than 16 of their pods wait) and run 15 s keep
 // most of 64 single-GPU nodes busy; a 56-GPU
 // gang of the same queue and priority would never find 56 free GPUs by
 // chance. After reservationAfterSeconds it reserves the nodes it needs,
@@ -114,7 +114,10 @@ func TestBigGangNotStarved(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		small := testcluster.PodSpec{CPU: "1", GPUs: 1, Annotations: map[string]string{testcluster.RunForAnnotation: "5s"}}
+		// 15 s runs free about 4 GPUs a second: even a loaded machine's
+		// stream (and scheduler) refills them faster, so 56 never come
+		// free by chance (with 5 s runs, 13 a second, they once did).
+		small := testcluster.PodSpec{CPU: "1", GPUs: 1, Annotations: map[string]string{testcluster.RunForAnnotation: "15s"}}
 		for i := 0; streamCtx.Err() == nil; i++ {
 			// Keep a backlog of small gangs waiting, however fast the
 			// machine schedules and runs them: freed GPUs are always
@@ -135,7 +138,7 @@ func TestBigGangNotStarved(t *testing.T) {
 			if err := c.CreatePods(streamCtx, pods...); err != nil {
 				return
 			}
-			// Paced, but faster than the 12.8 pods/s that 64 five-second
+			// Paced, but faster than the 4.3 pods/s that 64 fifteen-second
 			// GPUs free up: the backlog bound above keeps it in check.
 			select {
 			case <-streamCtx.Done():
