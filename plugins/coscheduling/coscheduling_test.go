@@ -8,7 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -369,7 +369,7 @@ func TestLessKeepsGangsTogether(t *testing.T) {
 		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "newer"})
 		return err == nil
 	})
-	qp := func(p *v1.Pod) fwk.QueuedPodInfo {
+	qp := func(p *v1.Pod) fwk.QueuedEntityInfo {
 		pi, _ := framework.NewPodInfo(p)
 		return &framework.QueuedPodInfo{PodInfo: pi}
 	}
@@ -444,11 +444,11 @@ func TestPreBindBoundsGangBinds(t *testing.T) {
 // the older gang would go first by age; the newer gang's PodGroup priority
 // puts it first, and PreFilter charges its holds at that priority.
 func TestLessUsesWorkloadPriority(t *testing.T) {
-	upstream := func(name string, created time.Time, priority *int32) *schedulingv1alpha2.PodGroup {
-		return &schedulingv1alpha2.PodGroup{
+	upstream := func(name string, created time.Time, priority *int32) *schedulingv1beta1.PodGroup {
+		return &schedulingv1beta1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("pg-" + name), CreationTimestamp: metav1.NewTime(created)},
-			Spec: schedulingv1alpha2.PodGroupSpec{
-				SchedulingPolicy: schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 1}},
+			Spec: schedulingv1beta1.PodGroupSpec{
+				SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 1}},
 				Priority:         priority,
 			},
 		}
@@ -456,7 +456,7 @@ func TestLessUsesWorkloadPriority(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	older := upstream("older", t0, nil)
 	newer := upstream("newer", t0.Add(time.Second), ptr.To[int32](1000))
-	e, pl := env(t, plugintest.Objects{UpstreamPodGroups: []*schedulingv1alpha2.PodGroup{older, newer}})
+	e, pl := env(t, plugintest.Objects{UpstreamPodGroups: []*schedulingv1beta1.PodGroup{older, newer}})
 	e.Eventually("upstream PodGroups in the lister", func() bool {
 		_, err := pl.gangs.Spec(gang.Ref{Source: gang.SourceWorkload, Namespace: "default", Name: "newer"})
 		return err == nil
@@ -466,7 +466,7 @@ func TestLessUsesWorkloadPriority(t *testing.T) {
 		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
 		return p
 	}
-	qp := func(p *v1.Pod) fwk.QueuedPodInfo {
+	qp := func(p *v1.Pod) fwk.QueuedEntityInfo {
 		pi, _ := framework.NewPodInfo(p)
 		return &framework.QueuedPodInfo{PodInfo: pi}
 	}
