@@ -79,9 +79,9 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if defaultQueue == "" {
 		defaultQueue = phalanxv1alpha1.DefaultQueueName
 	}
-	// The upstream Workload API, where served (alpha in 1.36: most clusters
-	// do not serve it, and then nothing watches it). Asked once, as the
-	// scheduler does.
+	// The upstream Workload API, where served (beta in 1.37 but off by
+	// default: most clusters do not serve it, and then nothing watches it).
+	// Asked once, as the scheduler does.
 	upstream := served(mgr.GetRESTMapper(), schedulingv1beta1.SchemeGroupVersion.WithKind("PodGroup"))
 	workloads := upstream && served(mgr.GetRESTMapper(), schedulingv1beta1.SchemeGroupVersion.WithKind("Workload"))
 	// DRA (resource.k8s.io/v1), where served: claims' devices count in

@@ -15,7 +15,7 @@ type UpstreamGang struct {
 	// MinCount is spec.schedulingPolicy.gang.minCount: the gang's minMember.
 	MinCount int32
 	// TopologyKeys are spec.schedulingConstraints.topology[].key: node label
-	// keys whose value every member must share (required). Kubernetes 1.36
+	// keys whose value every member must share (required). Kubernetes 1.37
 	// allows one. TopologyLevelFor maps a key onto a phalanx level.
 	TopologyKeys []string
 	// TopologyRequired and TopologyPreferred are phalanx's topology
