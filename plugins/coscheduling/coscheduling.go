@@ -176,8 +176,8 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 
 // queuedPod is the pod a queued entity is ordered by: the pod of a pod
 // entity (what 1.36's QueuedPodInfo.GetPodInfo gave), else the first
-// unscheduled member of a pod group entity (depth first through a composite
-// group's children); nil if there is none.
+// unscheduled member of a pod group entity (GetUnscheduledPods gathers a
+// composite group's from its leaves); nil if there is none.
 func queuedPod(e fwk.QueuedEntityInfo) *v1.Pod {
 	if p, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok {
 		if pi := p.GetPodInfo(); pi != nil {
@@ -186,18 +186,8 @@ func queuedPod(e fwk.QueuedEntityInfo) *v1.Pod {
 		return nil
 	}
 	if g, ok := e.(fwk.PodGroupInfo); ok {
-		return firstUnscheduled(g)
-	}
-	return nil
-}
-
-func firstUnscheduled(g fwk.PodGroupInfo) *v1.Pod {
-	if pods := g.GetUnscheduledPods(); len(pods) > 0 {
-		return pods[0]
-	}
-	for _, c := range g.GetChildren() {
-		if p := firstUnscheduled(c); p != nil {
-			return p
+		if pods := g.GetUnscheduledPods(); len(pods) > 0 {
+			return pods[0]
 		}
 	}
 	return nil
