@@ -236,7 +236,7 @@ func (w Workload) perfObjects(s Scheduler) ([]perfObject, error) {
 		wl.Name, wl.Namespace = gang, ""
 		pg := w.UpstreamPodGroup("", 0)
 		pg.Name, pg.Namespace = gang, ""
-		pg.Spec.PodGroupTemplateRef.Workload.WorkloadName = gang
+		pg.Spec.WorkloadRef.WorkloadName = gang
 		if err := add(wl, w.Gangs, true); err != nil {
 			return nil, err
 		}

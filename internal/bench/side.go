@@ -174,7 +174,7 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 	defer testcluster.RecoverFatal(&err)
 	c, err := testcluster.Start(runner, testcluster.Options{APIServerFlags: []string{
 		"--feature-gates=" + gateList(UpstreamGates),
-		"--runtime-config=scheduling.k8s.io/v1alpha2=true",
+		"--runtime-config=scheduling.k8s.io/v1beta1=true",
 	}})
 	if err != nil {
 		return res, err
@@ -459,10 +459,10 @@ func createObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 					return err
 				}
 			case UpstreamGang:
-				if _, err := c.Client.SchedulingV1alpha2().Workloads(ns).Create(ctx, w.UpstreamWorkload(ns, g), metav1.CreateOptions{}); err != nil {
+				if _, err := c.Client.SchedulingV1beta1().Workloads(ns).Create(ctx, w.UpstreamWorkload(ns, g), metav1.CreateOptions{}); err != nil {
 					return fmt.Errorf("creating upstream Workload: %w", err)
 				}
-				if _, err := c.Client.SchedulingV1alpha2().PodGroups(ns).Create(ctx, w.UpstreamPodGroup(ns, g), metav1.CreateOptions{}); err != nil {
+				if _, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, w.UpstreamPodGroup(ns, g), metav1.CreateOptions{}); err != nil {
 					return fmt.Errorf("creating upstream PodGroup: %w", err)
 				}
 			}
@@ -545,8 +545,8 @@ func deleteObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 		case Phalanx:
 			errs = append(errs, c.PodGroups.SchedulingV1alpha1().PodGroups(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
 		case UpstreamGang:
-			errs = append(errs, c.Client.SchedulingV1alpha2().PodGroups(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
-			errs = append(errs, c.Client.SchedulingV1alpha2().Workloads(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
+			errs = append(errs, c.Client.SchedulingV1beta1().PodGroups(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
+			errs = append(errs, c.Client.SchedulingV1beta1().Workloads(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
 		}
 	}
 	errs = append(errs, testcluster.Eventually(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {

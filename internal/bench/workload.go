@@ -11,7 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -27,9 +27,9 @@ const (
 	// Stock is the upstream kube-scheduler binary with its default profile;
 	// gang members are plain pods to it.
 	Stock Scheduler = "stock"
-	// UpstreamGang is the same binary with the alpha Workload API gates on:
+	// UpstreamGang is the same binary with the Workload API gates on:
 	// the in-tree GangScheduling (and, for topology, TopologyPlacementGenerator)
-	// plugins, pods in scheduling.k8s.io/v1alpha2 PodGroups.
+	// plugins, pods in scheduling.k8s.io/v1beta1 PodGroups.
 	UpstreamGang Scheduler = "upstream-gang"
 	// Phalanx is phalanx-scheduler with the canonical profile.
 	Phalanx Scheduler = "phalanx"
@@ -46,10 +46,12 @@ func (s Scheduler) SchedulerName() string {
 	return "phalanx-scheduler"
 }
 
-// UpstreamGates are the alpha feature gates of upstream's workload-aware
-// scheduling, set on the API server (to serve scheduling.k8s.io/v1alpha2 and
-// keep pods' spec.schedulingGroup) and on the UpstreamGang scheduler.
-var UpstreamGates = []string{"GenericWorkload", "GangScheduling", "TopologyAwareWorkloadScheduling"}
+// UpstreamGates are the feature gates of upstream's workload-aware
+// scheduling, set on the API server (to serve scheduling.k8s.io/v1beta1 and
+// keep pods' spec.schedulingGroup) and on the UpstreamGang scheduler. In
+// Kubernetes 1.37 GenericWorkload (beta, off by default) also turns on the
+// in-tree GangScheduling plugin; 1.36's GangScheduling gate is gone.
+var UpstreamGates = []string{"GenericWorkload", "TopologyAwareWorkloadScheduling"}
 
 // Node topology of the topology workload: IB clusters of IBSize nodes, leaf
 // switches of LeafSize nodes, then hosts.
@@ -232,7 +234,7 @@ func (w Workload) PodName(i int) string {
 
 // Pod is pod i for scheduler s. Every scheduler gets the same pod (gang
 // members carry the PodGroup label, which the stock scheduler ignores); the
-// upstream gang scheduler's pods also name their v1alpha2 PodGroup. Pods of
+// upstream gang scheduler's pods also name their v1beta1 PodGroup. Pods of
 // the DRA workload claim a device through the claim template.
 func (w Workload) Pod(s Scheduler, ns string, i int) *v1.Pod {
 	spec := testcluster.PodSpec{Name: w.PodName(i), Namespace: ns, SchedulerName: s.SchedulerName(), CPU: w.CPU, GPUs: w.GPUs}
@@ -267,11 +269,11 @@ const upstreamTemplate = "workers"
 
 // UpstreamWorkload is gang g as the upstream Workload a job controller
 // would create: one gang template of GangSize.
-func (w Workload) UpstreamWorkload(ns string, g int) *schedulingv1alpha2.Workload {
-	return &schedulingv1alpha2.Workload{
-		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1alpha2.SchemeGroupVersion.String(), Kind: "Workload"},
+func (w Workload) UpstreamWorkload(ns string, g int) *schedulingv1beta1.Workload {
+	return &schedulingv1beta1.Workload{
+		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "Workload"},
 		ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
-		Spec: schedulingv1alpha2.WorkloadSpec{PodGroupTemplates: []schedulingv1alpha2.PodGroupTemplate{{
+		Spec: schedulingv1beta1.WorkloadSpec{PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{
 			Name:                  upstreamTemplate,
 			SchedulingPolicy:      w.upstreamPolicy(),
 			SchedulingConstraints: w.upstreamConstraints(),
@@ -282,27 +284,27 @@ func (w Workload) UpstreamWorkload(ns string, g int) *schedulingv1alpha2.Workloa
 // UpstreamPodGroup is gang g as the upstream runtime PodGroup of its Workload.
 // A required topology level becomes the group's one topology key (the
 // in-tree plugin has no hierarchy: one label key, one placement per value).
-func (w Workload) UpstreamPodGroup(ns string, g int) *schedulingv1alpha2.PodGroup {
-	return &schedulingv1alpha2.PodGroup{
-		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1alpha2.SchemeGroupVersion.String(), Kind: "PodGroup"},
+func (w Workload) UpstreamPodGroup(ns string, g int) *schedulingv1beta1.PodGroup {
+	return &schedulingv1beta1.PodGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"},
 		ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
-		Spec: schedulingv1alpha2.PodGroupSpec{
-			PodGroupTemplateRef: &schedulingv1alpha2.PodGroupTemplateReference{Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{
-				WorkloadName: GangName(g), PodGroupTemplateName: upstreamTemplate,
-			}},
+		Spec: schedulingv1beta1.PodGroupSpec{
+			WorkloadRef: &schedulingv1beta1.WorkloadReference{
+				WorkloadName: GangName(g), TemplateName: upstreamTemplate,
+			},
 			SchedulingPolicy:      w.upstreamPolicy(),
 			SchedulingConstraints: w.upstreamConstraints(),
 		},
 	}
 }
 
-func (w Workload) upstreamPolicy() schedulingv1alpha2.PodGroupSchedulingPolicy {
-	return schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: int32(w.GangSize)}}
+func (w Workload) upstreamPolicy() schedulingv1beta1.PodGroupSchedulingPolicy {
+	return schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(w.GangSize)}}
 }
 
-func (w Workload) upstreamConstraints() *schedulingv1alpha2.PodGroupSchedulingConstraints {
+func (w Workload) upstreamConstraints() *schedulingv1beta1.PodGroupSchedulingConstraints {
 	if w.RequiredLevel != "ib-cluster" {
 		return nil
 	}
-	return &schedulingv1alpha2.PodGroupSchedulingConstraints{Topology: []schedulingv1alpha2.TopologyConstraint{{Key: IBLabel}}}
+	return &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: IBLabel}}}
 }

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -79,11 +79,11 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if defaultQueue == "" {
 		defaultQueue = phalanxv1alpha1.DefaultQueueName
 	}
-	// The upstream Workload API, where served (alpha in 1.36: most clusters
-	// do not serve it, and then nothing watches it). Asked once, as the
-	// scheduler does.
-	upstream := served(mgr.GetRESTMapper(), schedulingv1alpha2.SchemeGroupVersion.WithKind("PodGroup"))
-	workloads := upstream && served(mgr.GetRESTMapper(), schedulingv1alpha2.SchemeGroupVersion.WithKind("Workload"))
+	// The upstream Workload API, where served (beta in 1.37 but off by
+	// default: most clusters do not serve it, and then nothing watches it).
+	// Asked once, as the scheduler does.
+	upstream := served(mgr.GetRESTMapper(), schedulingv1beta1.SchemeGroupVersion.WithKind("PodGroup"))
+	workloads := upstream && served(mgr.GetRESTMapper(), schedulingv1beta1.SchemeGroupVersion.WithKind("Workload"))
 	// DRA (resource.k8s.io/v1), where served: claims' devices count in
 	// queues, as in the scheduler.
 	dra := !o.SkipDevices && served(mgr.GetRESTMapper(), resourceapi.SchemeGroupVersion.WithKind("ResourceClaim"))

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,7 +39,7 @@ type QueueStatusUpdater struct {
 	// MinInterval spaces status writes under a stream of events.
 	MinInterval time.Duration
 	// UpstreamPodGroups and Workloads say whether the API server serves the
-	// Workload API's PodGroups and Workloads (scheduling.k8s.io/v1alpha2),
+	// Workload API's PodGroups and Workloads (scheduling.k8s.io/v1beta1),
 	// as discovery found at start; what is not served is not watched, and
 	// its pods' group labels are unknown, as in the scheduler.
 	UpstreamPodGroups, Workloads bool
@@ -174,15 +174,15 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 		// An upstream PodGroup's queue label (or its Workload's) moves its
 		// pods between queues.
 		rechargeGroup := func(obj any) {
-			if pg, ok := unwrap(obj).(*schedulingv1alpha2.PodGroup); ok {
+			if pg, ok := unwrap(obj).(*schedulingv1beta1.PodGroup); ok {
 				u.recharge(ctx, client.InNamespace(pg.Namespace), client.MatchingFields{upstreamGangField: pg.Name})
 			}
 		}
-		handlers = append(handlers, watchHandler{&schedulingv1alpha2.PodGroup{}, toolscache.ResourceEventHandlerFuncs{
+		handlers = append(handlers, watchHandler{&schedulingv1beta1.PodGroup{}, toolscache.ResourceEventHandlerFuncs{
 			AddFunc: rechargeGroup,
 			UpdateFunc: func(oldObj, obj any) {
-				o, ok1 := oldObj.(*schedulingv1alpha2.PodGroup)
-				n, ok2 := obj.(*schedulingv1alpha2.PodGroup)
+				o, ok1 := oldObj.(*schedulingv1beta1.PodGroup)
+				n, ok2 := obj.(*schedulingv1beta1.PodGroup)
 				if ok1 && ok2 && (o.Labels[queue.Label] != n.Labels[queue.Label] || workload.WorkloadOf(o) != workload.WorkloadOf(n)) {
 					rechargeGroup(n)
 				}
@@ -198,15 +198,15 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 	}
 	if u.UpstreamPodGroups && u.Workloads {
 		rechargeWorkload := func(obj any) {
-			if wl, ok := unwrap(obj).(*schedulingv1alpha2.Workload); ok {
+			if wl, ok := unwrap(obj).(*schedulingv1beta1.Workload); ok {
 				u.rechargeWorkload(ctx, wl)
 			}
 		}
-		handlers = append(handlers, watchHandler{&schedulingv1alpha2.Workload{}, toolscache.ResourceEventHandlerFuncs{
+		handlers = append(handlers, watchHandler{&schedulingv1beta1.Workload{}, toolscache.ResourceEventHandlerFuncs{
 			AddFunc: rechargeWorkload,
 			UpdateFunc: func(oldObj, obj any) {
-				o, ok1 := oldObj.(*schedulingv1alpha2.Workload)
-				n, ok2 := obj.(*schedulingv1alpha2.Workload)
+				o, ok1 := oldObj.(*schedulingv1beta1.Workload)
+				n, ok2 := obj.(*schedulingv1beta1.Workload)
 				if ok1 && ok2 && o.Labels[queue.Label] != n.Labels[queue.Label] {
 					rechargeWorkload(n)
 				}
@@ -270,13 +270,13 @@ func (u *QueueStatusUpdater) groupLabels(ctx context.Context, p *v1.Pod) map[str
 		if !u.UpstreamPodGroups {
 			return nil
 		}
-		pg := &schedulingv1alpha2.PodGroup{}
+		pg := &schedulingv1beta1.PodGroup{}
 		if err := u.Cache.Get(ctx, key, pg); err != nil {
 			return nil
 		}
-		var wl *schedulingv1alpha2.Workload
+		var wl *schedulingv1beta1.Workload
 		if name := workload.WorkloadOf(pg); name != "" && u.Workloads {
-			w := &schedulingv1alpha2.Workload{}
+			w := &schedulingv1beta1.Workload{}
 			if err := u.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, w); err == nil {
 				wl = w
 			}
@@ -288,8 +288,8 @@ func (u *QueueStatusUpdater) groupLabels(ctx context.Context, p *v1.Pod) map[str
 
 // rechargeWorkload resolves again the queue of the pods of a Workload's
 // upstream PodGroups (its queue label changed, or it came or went).
-func (u *QueueStatusUpdater) rechargeWorkload(ctx context.Context, wl *schedulingv1alpha2.Workload) {
-	var groups schedulingv1alpha2.PodGroupList
+func (u *QueueStatusUpdater) rechargeWorkload(ctx context.Context, wl *schedulingv1beta1.Workload) {
+	var groups schedulingv1beta1.PodGroupList
 	if err := u.Cache.List(ctx, &groups, client.InNamespace(wl.Namespace)); err != nil {
 		return
 	}
@@ -434,7 +434,7 @@ func (u *QueueStatusUpdater) held(ctx context.Context, groups []pgv1alpha1.PodGr
 		add(&heldGang{namespace: pg.Namespace, name: pg.Name, labels: pg.Labels}, pg.Annotations)
 	}
 	if u.UpstreamPodGroups {
-		var upstream schedulingv1alpha2.PodGroupList
+		var upstream schedulingv1beta1.PodGroupList
 		if err := u.Cache.List(ctx, &upstream); err != nil {
 			return nil, err
 		}
@@ -443,9 +443,9 @@ func (u *QueueStatusUpdater) held(ctx context.Context, groups []pgv1alpha1.PodGr
 			if _, ok := pg.Annotations[queue.HeldAnnotation]; !ok {
 				continue
 			}
-			var wl *schedulingv1alpha2.Workload
+			var wl *schedulingv1beta1.Workload
 			if name := workload.WorkloadOf(pg); name != "" && u.Workloads {
-				w := &schedulingv1alpha2.Workload{}
+				w := &schedulingv1beta1.Workload{}
 				if err := u.Cache.Get(ctx, types.NamespacedName{Namespace: pg.Namespace, Name: name}, w); err == nil {
 					wl = w
 				}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -42,14 +42,14 @@ func (c readerCache) List(ctx context.Context, list client.ObjectList, opts ...c
 func TestQueueOfWorkloadAPIGang(t *testing.T) {
 	ctx := context.Background()
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{queue.Label: "ns-queue"}}}
-	wl := &schedulingv1alpha2.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train",
+	wl := &schedulingv1beta1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train",
 		Labels: map[string]string{queue.Label: "wl-queue"}}}
-	pg := &schedulingv1alpha2.PodGroup{
+	pg := &schedulingv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train-workers"},
-		Spec: schedulingv1alpha2.PodGroupSpec{
-			PodGroupTemplateRef: &schedulingv1alpha2.PodGroupTemplateReference{Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{
-				WorkloadName: "train", PodGroupTemplateName: "workers"}},
-			SchedulingPolicy: schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 1}},
+		Spec: schedulingv1beta1.PodGroupSpec{
+			WorkloadRef: &schedulingv1beta1.WorkloadReference{
+				WorkloadName: "train", TemplateName: "workers"},
+			SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 1}},
 		},
 	}
 	pod := &v1.Pod{

@@ -55,7 +55,7 @@ type SchedulerSpec struct {
 	Args []string
 	// APIServerFlags are extra kube-apiserver flags the scheduler needs.
 	APIServerFlags []string
-	// UpstreamGang: gangs become scheduling.k8s.io/v1alpha2 Workloads and
+	// UpstreamGang: gangs become scheduling.k8s.io/v1beta1 Workloads and
 	// PodGroups, and their pods name their PodGroup in spec.schedulingGroup.
 	UpstreamGang bool
 }

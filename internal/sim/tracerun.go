@@ -41,7 +41,7 @@ func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
 		return &SchedulerSpec{
 			Name: name, Binary: kubeScheduler, Config: config(bench.UpstreamGang.SchedulerName()), SchedulerName: bench.UpstreamGang.SchedulerName(),
 			Args:           []string{gates},
-			APIServerFlags: []string{gates, "--runtime-config=scheduling.k8s.io/v1alpha2=true"},
+			APIServerFlags: []string{gates, "--runtime-config=scheduling.k8s.io/v1beta1=true"},
 			UpstreamGang:   true,
 		}, nil
 	}

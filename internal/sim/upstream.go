@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -17,34 +17,34 @@ const upstreamTemplate = "workers"
 // level becomes the group's topology constraint on that level's node label
 // (the in-tree plugin has no hierarchy: one key, one placement per value).
 func (d *driver) createUpstreamGang(ctx context.Context, j Job) error {
-	policy := schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: j.MinMember}}
-	var constraints *schedulingv1alpha2.PodGroupSchedulingConstraints
+	policy := schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: j.MinMember}}
+	var constraints *schedulingv1beta1.PodGroupSchedulingConstraints
 	if level := j.requiredLevel(); level != "" {
 		if l := d.sc.level(level); l != nil {
-			constraints = &schedulingv1alpha2.PodGroupSchedulingConstraints{Topology: []schedulingv1alpha2.TopologyConstraint{{Key: l.NodeLabel}}}
+			constraints = &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: l.NodeLabel}}}
 		}
 	}
 	ns := j.namespace()
-	wl := &schedulingv1alpha2.Workload{
+	wl := &schedulingv1beta1.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: j.Name, Namespace: ns},
-		Spec: schedulingv1alpha2.WorkloadSpec{PodGroupTemplates: []schedulingv1alpha2.PodGroupTemplate{{
+		Spec: schedulingv1beta1.WorkloadSpec{PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{
 			Name: upstreamTemplate, SchedulingPolicy: policy, SchedulingConstraints: constraints,
 		}}},
 	}
-	if _, err := d.c.Client.SchedulingV1alpha2().Workloads(ns).Create(ctx, wl, metav1.CreateOptions{}); err != nil {
+	if _, err := d.c.Client.SchedulingV1beta1().Workloads(ns).Create(ctx, wl, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating upstream Workload %s: %w", j.Name, err)
 	}
-	pg := &schedulingv1alpha2.PodGroup{
+	pg := &schedulingv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: j.Name, Namespace: ns},
-		Spec: schedulingv1alpha2.PodGroupSpec{
-			PodGroupTemplateRef: &schedulingv1alpha2.PodGroupTemplateReference{Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{
-				WorkloadName: j.Name, PodGroupTemplateName: upstreamTemplate,
-			}},
+		Spec: schedulingv1beta1.PodGroupSpec{
+			WorkloadRef: &schedulingv1beta1.WorkloadReference{
+				WorkloadName: j.Name, TemplateName: upstreamTemplate,
+			},
 			SchedulingPolicy:      policy,
 			SchedulingConstraints: constraints,
 		},
 	}
-	if _, err := d.c.Client.SchedulingV1alpha2().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+	if _, err := d.c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("creating upstream PodGroup %s: %w", j.Name, err)
 	}
 	return nil

@@ -94,7 +94,7 @@ func (c *Cluster) StartJobController() error {
 			var err error
 			if utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) {
 				jc, err = jobcontroller.NewController(ctx, client, inf.Core().V1().Pods(), inf.Batch().V1().Jobs(),
-					inf.Scheduling().V1alpha2().Workloads(), inf.Scheduling().V1alpha2().PodGroups())
+					inf.Scheduling().V1beta1().Workloads(), inf.Scheduling().V1beta1().PodGroups())
 			} else {
 				jc, err = jobcontroller.NewController(ctx, client, inf.Core().V1().Pods(), inf.Batch().V1().Jobs(), nil, nil)
 			}
@@ -112,11 +112,11 @@ func (c *Cluster) StartJobController() error {
 func (c *Cluster) StartResourceClaimController() error {
 	return c.startController("resource-claim-controller", func(m *kcm) *bool { return &m.claims },
 		func(ctx context.Context, client kubernetes.Interface, inf informers.SharedInformerFactory) (func(), error) {
-			rc, err := resourceclaim.NewController(klog.FromContext(ctx), resourceclaim.Features{
-				AdminAccess:            utilfeature.DefaultFeatureGate.Enabled(features.DRAAdminAccess),
-				PrioritizedList:        utilfeature.DefaultFeatureGate.Enabled(features.DRAPrioritizedList),
-				WorkloadResourceClaims: utilfeature.DefaultFeatureGate.Enabled(features.DRAWorkloadResourceClaims),
-			}, client, inf.Core().V1().Pods(), inf.Scheduling().V1alpha2().PodGroups(),
+			// Since 1.37 the controller reads its features (DRAAdminAccess,
+			// DRAPrioritizedList, DRAWorkloadResourceClaims, GenericWorkload)
+			// from the process's feature gates itself, as phalanx passed them.
+			rc, err := resourceclaim.NewController(klog.FromContext(ctx), client,
+				inf.Core().V1().Pods(), inf.Scheduling().V1beta1().PodGroups(),
 				inf.Resource().V1().ResourceClaims(), inf.Resource().V1().ResourceClaimTemplates())
 			if err != nil {
 				return nil, err

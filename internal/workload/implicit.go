@@ -1,7 +1,7 @@
 // Package workload finds the gang of a pod from what the workloads people run
 // put on their pods: the implicit-gang annotations (gang-size, gang-name,
 // gang-scope) grouped by the owning workload, and the upstream Workload API
-// (scheduling.k8s.io/v1alpha2 PodGroup). It is pure logic over API objects;
+// (scheduling.k8s.io/v1beta1 PodGroup). It is pure logic over API objects;
 // the scheduler and the controller call it so both group pods the same way.
 //
 // Grouping rules of an implicit gang (pod annotation gang-size: "<n>"):

@@ -3,19 +3,19 @@ package workload
 import (
 	"fmt"
 
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
 // UpstreamGang is what phalanx's gang core needs from an upstream Workload
-// API PodGroup (scheduling.k8s.io/v1alpha2).
+// API PodGroup (scheduling.k8s.io/v1beta1).
 type UpstreamGang struct {
 	Namespace, Name string
 	// MinCount is spec.schedulingPolicy.gang.minCount: the gang's minMember.
 	MinCount int32
 	// TopologyKeys are spec.schedulingConstraints.topology[].key: node label
-	// keys whose value every member must share (required). Kubernetes 1.36
+	// keys whose value every member must share (required). Kubernetes 1.37
 	// allows one. TopologyLevelFor maps a key onto a phalanx level.
 	TopologyKeys []string
 	// TopologyRequired and TopologyPreferred are phalanx's topology
@@ -36,7 +36,7 @@ type UpstreamGang struct {
 // into a gang. ok is false when the PodGroup has no gang policy (the basic
 // policy schedules its pods one by one). A gang with minCount below 1 is an
 // error naming the field.
-func FromUpstream(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workload) (UpstreamGang, bool, error) {
+func FromUpstream(pg *schedulingv1beta1.PodGroup, wl *schedulingv1beta1.Workload) (UpstreamGang, bool, error) {
 	gang := pg.Spec.SchedulingPolicy.Gang
 	if gang == nil {
 		return UpstreamGang{}, false, nil
@@ -53,12 +53,12 @@ func FromUpstream(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Worklo
 			}
 		}
 	}
-	var template *schedulingv1alpha2.PodGroupTemplate
+	var template *schedulingv1beta1.PodGroupTemplate
 	g.Workload = WorkloadOf(pg)
 	if wl = referenced(pg, wl); wl != nil {
-		ref := pg.Spec.PodGroupTemplateRef.Workload
+		ref := pg.Spec.WorkloadRef
 		for i := range wl.Spec.PodGroupTemplates {
-			if wl.Spec.PodGroupTemplates[i].Name == ref.PodGroupTemplateName {
+			if wl.Spec.PodGroupTemplates[i].Name == ref.TemplateName {
 				template = &wl.Spec.PodGroupTemplates[i]
 			}
 		}
@@ -84,15 +84,15 @@ func FromUpstream(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Worklo
 
 // WorkloadOf is the name of the Workload an upstream PodGroup was made from,
 // "" if none.
-func WorkloadOf(pg *schedulingv1alpha2.PodGroup) string {
-	if ref := pg.Spec.PodGroupTemplateRef; ref != nil && ref.Workload != nil {
-		return ref.Workload.WorkloadName
+func WorkloadOf(pg *schedulingv1beta1.PodGroup) string {
+	if ref := pg.Spec.WorkloadRef; ref != nil {
+		return ref.WorkloadName
 	}
 	return ""
 }
 
 // referenced is wl if it is the Workload pg was made from, else nil.
-func referenced(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workload) *schedulingv1alpha2.Workload {
+func referenced(pg *schedulingv1beta1.PodGroup, wl *schedulingv1beta1.Workload) *schedulingv1beta1.Workload {
 	if name := WorkloadOf(pg); wl != nil && name != "" && wl.Name == name && wl.Namespace == pg.Namespace {
 		return wl
 	}
@@ -103,7 +103,7 @@ func referenced(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workload
 // the Workload it was made from (wl may be nil: the Workload is unknown or
 // not served); "" when neither names a queue. It holds for every scheduling
 // policy, gang or basic.
-func UpstreamQueue(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workload) string {
+func UpstreamQueue(pg *schedulingv1beta1.PodGroup, wl *schedulingv1beta1.Workload) string {
 	if q := pg.Labels[phalanxv1alpha1.QueueLabel]; q != "" {
 		return q
 	}
@@ -115,7 +115,7 @@ func UpstreamQueue(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workl
 
 // UpstreamGroupLabels are the group labels queue.Of takes for a pod of an
 // upstream PodGroup: the queue label UpstreamQueue finds, nil for none.
-func UpstreamGroupLabels(pg *schedulingv1alpha2.PodGroup, wl *schedulingv1alpha2.Workload) map[string]string {
+func UpstreamGroupLabels(pg *schedulingv1beta1.PodGroup, wl *schedulingv1beta1.Workload) map[string]string {
 	if q := UpstreamQueue(pg, wl); q != "" {
 		return map[string]string{phalanxv1alpha1.QueueLabel: q}
 	}

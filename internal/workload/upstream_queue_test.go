@@ -3,7 +3,7 @@ package workload
 import (
 	"testing"
 
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -12,28 +12,28 @@ import (
 // TestUpstreamQueue: an upstream PodGroup's queue label, else the one of the
 // Workload it references (only that one), whatever its scheduling policy.
 func TestUpstreamQueue(t *testing.T) {
-	pg := func(queue, workload string, basic bool) *schedulingv1alpha2.PodGroup {
-		p := &schedulingv1alpha2.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg"}}
+	pg := func(queue, workload string, basic bool) *schedulingv1beta1.PodGroup {
+		p := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "pg"}}
 		if queue != "" {
 			p.Labels = map[string]string{phalanxv1alpha1.QueueLabel: queue}
 		}
 		if workload != "" {
-			p.Spec.PodGroupTemplateRef = &schedulingv1alpha2.PodGroupTemplateReference{Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{
-				WorkloadName: workload, PodGroupTemplateName: "t"}}
+			p.Spec.WorkloadRef = &schedulingv1beta1.WorkloadReference{
+				WorkloadName: workload, TemplateName: "t"}
 		}
 		if basic {
-			p.Spec.SchedulingPolicy.Basic = &schedulingv1alpha2.BasicSchedulingPolicy{}
+			p.Spec.SchedulingPolicy.Basic = &schedulingv1beta1.BasicSchedulingPolicy{}
 		} else {
-			p.Spec.SchedulingPolicy.Gang = &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 2}
+			p.Spec.SchedulingPolicy.Gang = &schedulingv1beta1.GangSchedulingPolicy{MinCount: 2}
 		}
 		return p
 	}
-	wl := &schedulingv1alpha2.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train",
+	wl := &schedulingv1beta1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "train",
 		Labels: map[string]string{phalanxv1alpha1.QueueLabel: "wl-q"}}}
 	tests := []struct {
 		name string
-		pg   *schedulingv1alpha2.PodGroup
-		wl   *schedulingv1alpha2.Workload
+		pg   *schedulingv1beta1.PodGroup
+		wl   *schedulingv1beta1.Workload
 		want string
 	}{
 		{"PodGroup's label first", pg("pg-q", "train", false), wl, "pg-q"},

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -441,13 +441,13 @@ func TestGangOf(t *testing.T) {
 }
 
 func TestFromUpstream(t *testing.T) {
-	podGroup := func(mod func(*schedulingv1alpha2.PodGroup)) *schedulingv1alpha2.PodGroup {
-		pg := &schedulingv1alpha2.PodGroup{
+	podGroup := func(mod func(*schedulingv1beta1.PodGroup)) *schedulingv1beta1.PodGroup {
+		pg := &schedulingv1beta1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Name: "train-workers", Namespace: "team-a"},
-			Spec: schedulingv1alpha2.PodGroupSpec{
-				PodGroupTemplateRef: &schedulingv1alpha2.PodGroupTemplateReference{Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{
-					WorkloadName: "train", PodGroupTemplateName: "workers"}},
-				SchedulingPolicy: schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 5}},
+			Spec: schedulingv1beta1.PodGroupSpec{
+				WorkloadRef: &schedulingv1beta1.WorkloadReference{
+					WorkloadName: "train", TemplateName: "workers"},
+				SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 5}},
 			},
 		}
 		if mod != nil {
@@ -455,19 +455,19 @@ func TestFromUpstream(t *testing.T) {
 		}
 		return pg
 	}
-	wl := &schedulingv1alpha2.Workload{
+	wl := &schedulingv1beta1.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a",
 			Labels:      map[string]string{phalanxv1alpha1.QueueLabel: "wl-queue"},
 			Annotations: map[string]string{phalanxv1alpha1.TopologyPreferredAnnotation: "leaf"}},
-		Spec: schedulingv1alpha2.WorkloadSpec{PodGroupTemplates: []schedulingv1alpha2.PodGroupTemplate{
+		Spec: schedulingv1beta1.WorkloadSpec{PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{
 			{Name: "driver", Priority: ptr.To[int32](1)},
 			{Name: "workers", Priority: ptr.To[int32](100)},
 		}},
 	}
 	tests := []struct {
 		name    string
-		pg      *schedulingv1alpha2.PodGroup
-		wl      *schedulingv1alpha2.Workload
+		pg      *schedulingv1beta1.PodGroup
+		wl      *schedulingv1beta1.Workload
 		want    UpstreamGang
 		wantOK  bool
 		wantErr string
@@ -480,19 +480,19 @@ func TestFromUpstream(t *testing.T) {
 		},
 		{
 			name: "basic policy is not a gang",
-			pg: podGroup(func(pg *schedulingv1alpha2.PodGroup) {
-				pg.Spec.SchedulingPolicy = schedulingv1alpha2.PodGroupSchedulingPolicy{Basic: &schedulingv1alpha2.BasicSchedulingPolicy{}}
+			pg: podGroup(func(pg *schedulingv1beta1.PodGroup) {
+				pg.Spec.SchedulingPolicy = schedulingv1beta1.PodGroupSchedulingPolicy{Basic: &schedulingv1beta1.BasicSchedulingPolicy{}}
 			}),
 			wantOK: false,
 		},
 		{
 			name: "topology key, queue, priority and annotations of the PodGroup",
-			pg: podGroup(func(pg *schedulingv1alpha2.PodGroup) {
+			pg: podGroup(func(pg *schedulingv1beta1.PodGroup) {
 				pg.Labels = map[string]string{phalanxv1alpha1.QueueLabel: "pg-queue"}
 				pg.Annotations = map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: "ib-cluster"}
 				pg.Spec.Priority = ptr.To[int32](7)
-				pg.Spec.SchedulingConstraints = &schedulingv1alpha2.PodGroupSchedulingConstraints{
-					Topology: []schedulingv1alpha2.TopologyConstraint{{Key: "network.example.com/ib-cluster"}}}
+				pg.Spec.SchedulingConstraints = &schedulingv1beta1.PodGroupSchedulingConstraints{
+					Topology: []schedulingv1beta1.TopologyConstraint{{Key: "network.example.com/ib-cluster"}}}
 			}),
 			wl:     wl,
 			wantOK: true,
@@ -510,8 +510,8 @@ func TestFromUpstream(t *testing.T) {
 		},
 		{
 			name: "a Workload the PodGroup does not reference is ignored",
-			pg: podGroup(func(pg *schedulingv1alpha2.PodGroup) {
-				pg.Spec.PodGroupTemplateRef.Workload.WorkloadName = "other"
+			pg: podGroup(func(pg *schedulingv1beta1.PodGroup) {
+				pg.Spec.WorkloadRef.WorkloadName = "other"
 			}),
 			wl:     wl,
 			wantOK: true,
@@ -519,7 +519,7 @@ func TestFromUpstream(t *testing.T) {
 		},
 		{
 			name: "minCount 0",
-			pg: podGroup(func(pg *schedulingv1alpha2.PodGroup) {
+			pg: podGroup(func(pg *schedulingv1beta1.PodGroup) {
 				pg.Spec.SchedulingPolicy.Gang.MinCount = 0
 			}),
 			wantOK:  true,

@@ -155,11 +155,42 @@ func readState(state fwk.CycleState) *cycleState {
 // CapacityQueue is enabled in the profile, then incomplete gangs, priority
 // and gang age, keeping each gang's members together. Keys come from the
 // runtime's cache; nothing here writes to the API.
-func (pl *Coscheduling) Less(a, b fwk.QueuedPodInfo) bool {
+//
+// Since Kubernetes 1.37 the queue sorts entities, not pods: a pod, or, only
+// when the scheduler runs with the GenericWorkload gate (off by default, and
+// phalanx sets none), a whole Workload API pod group. A group is ordered by
+// the key of one of its queued members (queuedPod): every member of a gang
+// has the same gang key.
+func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
+	pa, pb := queuedPod(a), queuedPod(b)
+	if pa == nil || pb == nil {
+		// An entity without a pod (an empty group): PrioritySort's order.
+		return a.GetPriority() > b.GetPriority() ||
+			(a.GetPriority() == b.GetPriority() && a.GetTimestamp().Before(b.GetTimestamp()))
+	}
 	queues := pl.rt.QueuesOrdering(pl.h.ProfileName())
-	ka := pl.gangs.OrderKey(a.GetPodInfo().GetPod(), a.GetTimestamp(), queues)
-	kb := pl.gangs.OrderKey(b.GetPodInfo().GetPod(), b.GetTimestamp(), queues)
+	ka := pl.gangs.OrderKey(pa, a.GetTimestamp(), queues)
+	kb := pl.gangs.OrderKey(pb, b.GetTimestamp(), queues)
 	return runtime.Less(ka, kb, queues)
+}
+
+// queuedPod is the pod a queued entity is ordered by: the pod of a pod
+// entity (what 1.36's QueuedPodInfo.GetPodInfo gave), else the first
+// unscheduled member of a pod group entity (GetUnscheduledPods gathers a
+// composite group's from its leaves); nil if there is none.
+func queuedPod(e fwk.QueuedEntityInfo) *v1.Pod {
+	if p, ok := e.(interface{ GetPodInfo() fwk.PodInfo }); ok {
+		if pi := p.GetPodInfo(); pi != nil {
+			return pi.GetPod()
+		}
+		return nil
+	}
+	if g, ok := e.(fwk.PodGroupInfo); ok {
+		if pods := g.GetUnscheduledPods(); len(pods) > 0 {
+			return pods[0]
+		}
+	}
+	return nil
 }
 
 // PreEnqueue keeps a gang's pods out of the active queue until its group

@@ -9,7 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -394,7 +394,7 @@ func TestLessKeepsGangsTogether(t *testing.T) {
 		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "newer"})
 		return err == nil
 	})
-	qp := func(p *v1.Pod) fwk.QueuedPodInfo {
+	qp := func(p *v1.Pod) fwk.QueuedEntityInfo {
 		pi, _ := framework.NewPodInfo(p)
 		return &framework.QueuedPodInfo{PodInfo: pi}
 	}
@@ -416,6 +416,60 @@ func TestLessKeepsGangsTogether(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestLessOrdersPodGroupEntities: since 1.37 the queue may hold a whole pod
+// group as one entity (a scheduler run with the GenericWorkload gate); Less
+// orders it as its first unscheduled member (through a composite group's
+// children), so a group and a pod compare as their pods do. A group with no
+// pod falls back to priority, then queue time.
+func TestLessOrdersPodGroupEntities(t *testing.T) {
+	older := plugintest.PodGroup("older", 1)
+	newer := plugintest.PodGroup("newer", 1)
+	newer.CreationTimestamp = metav1.NewTime(older.CreationTimestamp.Add(1e9))
+	e, pl := env(t, plugintest.Objects{PodGroups: []*pgv1alpha1.PodGroup{older, newer}})
+	e.Eventually("PodGroups in the lister", func() bool {
+		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "newer"})
+		return err == nil
+	})
+	pod := func(p *v1.Pod) fwk.QueuedEntityInfo {
+		pi, _ := framework.NewPodInfo(p)
+		return &framework.QueuedPodInfo{PodInfo: pi}
+	}
+	leaf := func(name string, pods ...*v1.Pod) *framework.PodGroupInfo {
+		return &framework.PodGroupInfo{Namespace: "default", Name: name, Type: fwk.PodGroupKeyType, UnscheduledPods: pods,
+			PodGroup: &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}}}
+	}
+	group := func(p *v1.Pod) fwk.QueuedEntityInfo {
+		return &framework.QueuedPodGroupInfo{PodGroupInfo: leaf("g", p)}
+	}
+	composite := func(p *v1.Pod) fwk.QueuedEntityInfo {
+		return &framework.QueuedPodGroupInfo{PodGroupInfo: &framework.PodGroupInfo{
+			Namespace: "default", Name: "c", Type: fwk.CompositePodGroupKeyType,
+			Children: []*framework.PodGroupInfo{leaf("empty"), leaf("g", p)}}}
+	}
+	o, n := plugintest.Pod("o", "older", "1", 0), plugintest.Pod("n", "newer", "1", 0)
+	for name, wrap := range map[string]func(*v1.Pod) fwk.QueuedEntityInfo{"pod group": group, "composite pod group": composite} {
+		t.Run(name, func(t *testing.T) {
+			if !pl.Less(wrap(o), pod(n)) || pl.Less(wrap(n), pod(o)) || !pl.Less(pod(o), wrap(n)) || !pl.Less(wrap(o), wrap(n)) {
+				t.Fatal("the older gang's entity does not go before the newer gang's")
+			}
+		})
+	}
+	t.Run("empty group", func(t *testing.T) {
+		empty := func(priority int32, queued time.Time) fwk.QueuedEntityInfo {
+			pg := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "e"},
+				Spec: schedulingv1beta1.PodGroupSpec{Priority: &priority}}
+			return &framework.QueuedPodGroupInfo{
+				PodGroupInfo:   &framework.PodGroupInfo{Namespace: "default", Name: "e", Type: fwk.PodGroupKeyType, PodGroup: pg},
+				QueueingParams: framework.QueueingParams{Timestamp: queued},
+			}
+		}
+		now := time.Now()
+		if !pl.Less(empty(10, now), empty(0, now.Add(-time.Second))) || !pl.Less(empty(0, now), empty(0, now.Add(time.Second))) {
+			t.Fatal("empty groups are not ordered by priority, then queue time")
+		}
+	})
 }
 
 // TestPreBindBoundsGangBinds: gang members take a bind slot from PreBind to
@@ -469,11 +523,11 @@ func TestPreBindBoundsGangBinds(t *testing.T) {
 // the older gang would go first by age; the newer gang's PodGroup priority
 // puts it first, and PreFilter charges its holds at that priority.
 func TestLessUsesWorkloadPriority(t *testing.T) {
-	upstream := func(name string, created time.Time, priority *int32) *schedulingv1alpha2.PodGroup {
-		return &schedulingv1alpha2.PodGroup{
+	upstream := func(name string, created time.Time, priority *int32) *schedulingv1beta1.PodGroup {
+		return &schedulingv1beta1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("pg-" + name), CreationTimestamp: metav1.NewTime(created)},
-			Spec: schedulingv1alpha2.PodGroupSpec{
-				SchedulingPolicy: schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 1}},
+			Spec: schedulingv1beta1.PodGroupSpec{
+				SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 1}},
 				Priority:         priority,
 			},
 		}
@@ -481,7 +535,7 @@ func TestLessUsesWorkloadPriority(t *testing.T) {
 	t0 := time.Unix(1_000_000, 0)
 	older := upstream("older", t0, nil)
 	newer := upstream("newer", t0.Add(time.Second), ptr.To[int32](1000))
-	e, pl := env(t, plugintest.Objects{UpstreamPodGroups: []*schedulingv1alpha2.PodGroup{older, newer}})
+	e, pl := env(t, plugintest.Objects{UpstreamPodGroups: []*schedulingv1beta1.PodGroup{older, newer}})
 	e.Eventually("upstream PodGroups in the lister", func() bool {
 		_, err := pl.gangs.Spec(gang.Ref{Source: gang.SourceWorkload, Namespace: "default", Name: "newer"})
 		return err == nil
@@ -491,7 +545,7 @@ func TestLessUsesWorkloadPriority(t *testing.T) {
 		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
 		return p
 	}
-	qp := func(p *v1.Pod) fwk.QueuedPodInfo {
+	qp := func(p *v1.Pod) fwk.QueuedEntityInfo {
 		pi, _ := framework.NewPodInfo(p)
 		return &framework.QueuedPodInfo{PodInfo: pi}
 	}

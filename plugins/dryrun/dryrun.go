@@ -101,7 +101,7 @@ func New(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *
 	if err := registry.Merge(outOfTree); err != nil {
 		return nil, err
 	}
-	p := &Planner{rt: rt, cache: internalcache.New(ctx, nil, false), snap: internalcache.NewEmptySnapshot(), profile: profileName}
+	p := &Planner{rt: rt, cache: internalcache.New(ctx, nil, false, false), snap: internalcache.NewEmptySnapshot(), profile: profileName}
 	recorder := cc.EventBroadcaster.NewRecorder(profileName)
 	fw, err := frameworkruntime.NewFramework(ctx, registry, &private,
 		frameworkruntime.WithClientSet(cc.Client),

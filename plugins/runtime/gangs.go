@@ -9,14 +9,14 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	schedulinglisters "k8s.io/client-go/listers/scheduling/v1alpha2"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
@@ -58,7 +58,7 @@ type Gangs struct {
 	podGroups pglisters.PodGroupLister
 	pgIndexer cache.Indexer
 	pgClient  pgclientset.Interface
-	// upstream is nil unless the API server serves scheduling.k8s.io/v1alpha2.
+	// upstream is nil unless the API server serves scheduling.k8s.io/v1beta1.
 	upstream schedulinglisters.PodGroupLister
 	pods     corelisters.PodLister
 	podIndex cache.Indexer
@@ -164,20 +164,20 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		return nil, err
 	}
 
-	// The upstream Workload API, where served (alpha in 1.36: most clusters
-	// do not serve it, and then nothing watches it).
-	if served, err := r.clients.Served(schedulingv1alpha2.SchemeGroupVersion.String(), "podgroups"); err != nil {
+	// The upstream Workload API, where served (beta in 1.37 but off by
+	// default: most clusters do not serve it, and then nothing watches it).
+	if served, err := r.clients.Served(schedulingv1beta1.SchemeGroupVersion.String(), "podgroups"); err != nil {
 		klog.FromContext(ctx).Info("Could not tell whether the Workload API is served; pods' schedulingGroup is ignored", "err", err)
 	} else if served {
-		inf := fw.Informers.Scheduling().V1alpha2().PodGroups()
+		inf := fw.Informers.Scheduling().V1beta1().PodGroups()
 		g.upstream = inf.Lister()
-		if ok, _ := r.clients.Served(schedulingv1alpha2.SchemeGroupVersion.String(), "workloads"); ok {
-			g.workloads = fw.Informers.Scheduling().V1alpha2().Workloads().Lister()
+		if ok, _ := r.clients.Served(schedulingv1beta1.SchemeGroupVersion.String(), "workloads"); ok {
+			g.workloads = fw.Informers.Scheduling().V1beta1().Workloads().Lister()
 		}
 		if _, err := inf.Informer().AddEventHandler(groupEvents); err != nil {
 			return nil, err
 		}
-		klog.FromContext(ctx).Info("Reading gangs from the Workload API (scheduling.k8s.io/v1alpha2 PodGroups)")
+		klog.FromContext(ctx).Info("Reading gangs from the Workload API (scheduling.k8s.io/v1beta1 PodGroups)")
 	}
 	g.clearStaleHeld() // held annotations of an earlier incarnation
 	go g.Status.Run(ctx)
@@ -252,7 +252,7 @@ func indexByDependency(obj any) ([]string, error) {
 func (g *Gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
 	if ref.Source == gang.SourceWorkload {
 		if g.upstream == nil {
-			return nil, apierrors.NewNotFound(schedulingv1alpha2.Resource("podgroups"), ref.Name)
+			return nil, apierrors.NewNotFound(schedulingv1beta1.Resource("podgroups"), ref.Name)
 		}
 		pg, err := g.upstream.PodGroups(ref.Namespace).Get(ref.Name)
 		if err != nil {
@@ -275,10 +275,10 @@ func (g *Gangs) WatchesWorkloadAPI() bool { return g.upstream != nil }
 // from) with workload.FromUpstream: a gang policy's minCount is the quorum, a
 // basic policy places pods one by one (a quorum of one); the topology key, the
 // queue label and phalanx's topology annotations come along.
-func (g *Gangs) specFromUpstream(pg *schedulingv1alpha2.PodGroup) (*gang.Spec, error) {
-	var wl *schedulingv1alpha2.Workload
-	if ref := pg.Spec.PodGroupTemplateRef; ref != nil && ref.Workload != nil && g.workloads != nil {
-		wl, _ = g.workloads.Workloads(pg.Namespace).Get(ref.Workload.WorkloadName)
+func (g *Gangs) specFromUpstream(pg *schedulingv1beta1.PodGroup) (*gang.Spec, error) {
+	var wl *schedulingv1beta1.Workload
+	if ref := pg.Spec.WorkloadRef; ref != nil && g.workloads != nil {
+		wl, _ = g.workloads.Workloads(pg.Namespace).Get(ref.WorkloadName)
 	}
 	up, isGang, err := workload.FromUpstream(pg, wl)
 	if err != nil {
@@ -317,7 +317,7 @@ func (g *Gangs) specOf(obj any) *gang.Spec {
 	switch pg := obj.(type) {
 	case *pgv1alpha1.PodGroup:
 		return gang.SpecFromPodGroup(pg)
-	case *schedulingv1alpha2.PodGroup:
+	case *schedulingv1beta1.PodGroup:
 		if s, err := g.specFromUpstream(pg); err == nil {
 			return s
 		}
@@ -523,8 +523,9 @@ func (g *Gangs) onPod(obj any) {
 
 // onPodAdd: a member that completes its gang's quorum wakes the siblings
 // that PreEnqueue turned away for lack of members. The scheduling queue
-// replays an unscheduled pod's arrival to other pods only under the alpha
-// GangScheduling gate, so without this they would wait for the queue's
+// replays an unscheduled pod's arrival to other pods only under the
+// GenericWorkload gate (1.37; 1.36's GangScheduling, now folded into it),
+// off by default, so without this they would wait for the queue's
 // periodic flush (minutes) when the completing member cannot be scheduled
 // itself. Counting starts from the index, which already holds every pod
 // added so far, so a burst of adds still wakes.

@@ -121,7 +121,7 @@ func (w *StatusWriter) patchHeld(ctx context.Context, ref gang.Ref, want string)
 		return err
 	}
 	if ref.Source == gang.SourceWorkload {
-		_, err = w.client.SchedulingV1alpha2().PodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{})
+		_, err = w.client.SchedulingV1beta1().PodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{})
 	} else {
 		_, err = w.pgClient.SchedulingV1alpha1().PodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{})
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -52,20 +52,20 @@ func build(t *testing.T, objs plugintest.Objects) (*plugintest.Env, *runtime.Gan
 // the PodGroup's own when it has one.
 func TestQueueOfWorkloadAPIGang(t *testing.T) {
 	ns := &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", Labels: map[string]string{phalanxv1alpha1.QueueLabel: "ns-queue"}}}
-	wl := &schedulingv1alpha2.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train",
+	wl := &schedulingv1beta1.Workload{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "train",
 		Labels: map[string]string{phalanxv1alpha1.QueueLabel: "wl-queue"}}}
-	group := func(name string, labels map[string]string, policy schedulingv1alpha2.PodGroupSchedulingPolicy) *schedulingv1alpha2.PodGroup {
-		return &schedulingv1alpha2.PodGroup{
+	group := func(name string, labels map[string]string, policy schedulingv1beta1.PodGroupSchedulingPolicy) *schedulingv1beta1.PodGroup {
+		return &schedulingv1beta1.PodGroup{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name, Labels: labels},
-			Spec: schedulingv1alpha2.PodGroupSpec{
-				PodGroupTemplateRef: &schedulingv1alpha2.PodGroupTemplateReference{Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{
-					WorkloadName: "train", PodGroupTemplateName: "workers"}},
+			Spec: schedulingv1beta1.PodGroupSpec{
+				WorkloadRef: &schedulingv1beta1.WorkloadReference{
+					WorkloadName: "train", TemplateName: "workers"},
 				SchedulingPolicy: policy,
 			},
 		}
 	}
-	gangPolicy := schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 1}}
-	basicPolicy := schedulingv1alpha2.PodGroupSchedulingPolicy{Basic: &schedulingv1alpha2.BasicSchedulingPolicy{}}
+	gangPolicy := schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 1}}
+	basicPolicy := schedulingv1beta1.PodGroupSchedulingPolicy{Basic: &schedulingv1beta1.BasicSchedulingPolicy{}}
 	member := func(group string) *v1.Pod {
 		p := plugintest.Pod("m-"+group, "", "1", 0)
 		p.Namespace = "team-a"
@@ -74,8 +74,8 @@ func TestQueueOfWorkloadAPIGang(t *testing.T) {
 	}
 	_, _, queues := build(t, plugintest.Objects{
 		Namespaces: []*v1.Namespace{ns},
-		Workloads:  []*schedulingv1alpha2.Workload{wl},
-		UpstreamPodGroups: []*schedulingv1alpha2.PodGroup{
+		Workloads:  []*schedulingv1beta1.Workload{wl},
+		UpstreamPodGroups: []*schedulingv1beta1.PodGroup{
 			group("workers", nil, gangPolicy),
 			group("labelled", map[string]string{phalanxv1alpha1.QueueLabel: "pg-queue"}, gangPolicy),
 			group("basic", nil, basicPolicy),

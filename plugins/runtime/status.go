@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,8 +41,17 @@ const (
 )
 
 // upstreamCondition is the condition of upstream (scheduling.k8s.io)
-// PodGroups that says whether the group is scheduled.
-const upstreamCondition = "PodGroupScheduled"
+// PodGroups that says whether the group is scheduled. v1alpha2 (1.36) named
+// it PodGroupScheduled; v1beta1 (1.37) names it PodGroupInitiallyScheduled.
+//
+// TODO(k137): v1beta1 documents PodGroupInitiallyScheduled as terminal: once
+// True it never reverts to False. phalanx writes its current Scheduled
+// condition here as it did in 1.36, so a gang that loses its placement (its
+// members evicted or preempted) can still flip it back to False. The API
+// server does not enforce the rule (ValidatePodGroupStatusUpdate checks only
+// the conditions' shape), so behaviour is unchanged; whether to keep True once
+// reached is a product decision.
+const upstreamCondition = schedulingv1beta1.PodGroupInitiallyScheduled
 
 // Condition is what the scheduler says about one gang.
 type Condition struct {
@@ -150,7 +160,7 @@ func (w *StatusWriter) event(obj *v1.ObjectReference, c Condition) {
 
 func objectRef(spec *gang.Spec) *v1.ObjectReference {
 	if spec.Ref.Source == gang.SourceWorkload {
-		return &v1.ObjectReference{APIVersion: "scheduling.k8s.io/v1alpha2", Kind: "PodGroup",
+		return &v1.ObjectReference{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup",
 			Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
 	}
 	return &v1.ObjectReference{APIVersion: pgv1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
@@ -329,9 +339,9 @@ func (w *StatusWriter) patchPodGroup(ctx context.Context, ref gang.Ref, cond met
 	return err
 }
 
-// patchUpstream sets the PodGroupScheduled condition of an upstream PodGroup.
+// patchUpstream sets the PodGroupInitiallyScheduled condition of an upstream PodGroup.
 func (w *StatusWriter) patchUpstream(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
-	pg, err := w.client.SchedulingV1alpha2().PodGroups(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	pg, err := w.client.SchedulingV1beta1().PodGroups(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
@@ -340,7 +350,7 @@ func (w *StatusWriter) patchUpstream(ctx context.Context, ref gang.Ref, cond met
 	if !setCondition(&pg.Status.Conditions, cond) {
 		return nil
 	}
-	_, err = w.client.SchedulingV1alpha2().PodGroups(ref.Namespace).UpdateStatus(ctx, pg, metav1.UpdateOptions{})
+	_, err = w.client.SchedulingV1beta1().PodGroups(ref.Namespace).UpdateStatus(ctx, pg, metav1.UpdateOptions{})
 	return err
 }
 

@@ -206,7 +206,7 @@ func TestVersion(t *testing.T) {
 	if err != nil {
 		t.Fatalf("--version: %v\n%s", err, out)
 	}
-	if !strings.HasPrefix(string(out), "phalanx-scheduler ") || !strings.Contains(string(out), "(Kubernetes v1.36.") {
+	if !strings.HasPrefix(string(out), "phalanx-scheduler ") || !strings.Contains(string(out), "(Kubernetes v1.37.") {
 		t.Fatalf("--version printed %q", out)
 	}
 	help, err := exec.Command(schedulerBinary, "--help").CombinedOutput()

@@ -10,7 +10,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -221,7 +221,7 @@ func TestWorkloadIndexedJobGang(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(log), "\n") {
-		if strings.Contains(line, "scheduling.k8s.io") || strings.Contains(line, "v1alpha2.PodGroup") || strings.Contains(line, "v1alpha2.Workload") {
+		if strings.Contains(line, "scheduling.k8s.io") || strings.Contains(line, "v1beta1.PodGroup") || strings.Contains(line, "v1beta1.Workload") {
 			t.Errorf("scheduler logged about the unserved Workload API: %s", line)
 		}
 	}
@@ -256,13 +256,13 @@ func waitJobBound(t *testing.T, c *testcluster.Cluster, ns, selector string, wan
 // it. A Workload with a gang template of minCount 5 and a topology constraint
 // on the IB cluster label, its PodGroup and 5 pods naming it in
 // spec.schedulingGroup, on room for 4 in IB cluster ib-a (and 2 in ib-b):
-// none binds, and the PodGroup's PodGroupScheduled condition says
+// none binds, and the PodGroup's PodGroupInitiallyScheduled condition says
 // Unschedulable; a fifth node appears in ib-a and all 5 bind there. No
 // NetworkTopology exists: the key is a level of its own. The scheduler is
 // the binary with the canonical config (no feature gates of its own).
 func TestWorkloadAPIGang(t *testing.T) {
 	c, err := testcluster.Start(t, testcluster.Options{APIServerFlags: []string{
-		"--runtime-config=scheduling.k8s.io/v1alpha2=true",
+		"--runtime-config=scheduling.k8s.io/v1beta1=true",
 		"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
 	}})
 	if err != nil {
@@ -278,27 +278,27 @@ func TestWorkloadAPIGang(t *testing.T) {
 		t.Fatal(err)
 	}
 	const ns = "default"
-	gang := &schedulingv1alpha2.GangSchedulingPolicy{MinCount: 5}
-	topology := &schedulingv1alpha2.PodGroupSchedulingConstraints{Topology: []schedulingv1alpha2.TopologyConstraint{{Key: ibLabel}}}
-	wl := &schedulingv1alpha2.Workload{
+	gang := &schedulingv1beta1.GangSchedulingPolicy{MinCount: 5}
+	topology := &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: ibLabel}}}
+	wl := &schedulingv1beta1.Workload{
 		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns},
-		Spec: schedulingv1alpha2.WorkloadSpec{PodGroupTemplates: []schedulingv1alpha2.PodGroupTemplate{{
-			Name: "workers", SchedulingPolicy: schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: gang}, SchedulingConstraints: topology,
+		Spec: schedulingv1beta1.WorkloadSpec{PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{
+			Name: "workers", SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: gang}, SchedulingConstraints: topology,
 		}}},
 	}
-	if _, err := c.Client.SchedulingV1alpha2().Workloads(ns).Create(ctx, wl, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.SchedulingV1beta1().Workloads(ns).Create(ctx, wl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pg := &schedulingv1alpha2.PodGroup{
+	pg := &schedulingv1beta1.PodGroup{
 		ObjectMeta: metav1.ObjectMeta{Name: "train-workers", Namespace: ns},
-		Spec: schedulingv1alpha2.PodGroupSpec{
-			PodGroupTemplateRef: &schedulingv1alpha2.PodGroupTemplateReference{Workload: &schedulingv1alpha2.WorkloadPodGroupTemplateReference{
-				WorkloadName: "train", PodGroupTemplateName: "workers"}},
-			SchedulingPolicy:      schedulingv1alpha2.PodGroupSchedulingPolicy{Gang: gang},
+		Spec: schedulingv1beta1.PodGroupSpec{
+			WorkloadRef: &schedulingv1beta1.WorkloadReference{
+				WorkloadName: "train", TemplateName: "workers"},
+			SchedulingPolicy:      schedulingv1beta1.PodGroupSchedulingPolicy{Gang: gang},
 			SchedulingConstraints: topology,
 		},
 	}
-	if _, err := c.Client.SchedulingV1alpha2().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+	if _, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 5; i++ {
@@ -316,21 +316,21 @@ func TestWorkloadAPIGang(t *testing.T) {
 	// Room for 4 of 5: none binds, and the upstream PodGroup says why.
 	var cond *metav1.Condition
 	if err := testcluster.Eventually(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
-		got, err := c.Client.SchedulingV1alpha2().PodGroups(ns).Get(ctx, pg.Name, metav1.GetOptions{})
+		got, err := c.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, pg.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		cond = nil
 		for i := range got.Status.Conditions {
-			if got.Status.Conditions[i].Type == schedulingv1alpha2.PodGroupScheduled {
+			if got.Status.Conditions[i].Type == schedulingv1beta1.PodGroupInitiallyScheduled {
 				cond = &got.Status.Conditions[i]
 			}
 		}
-		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == schedulingv1alpha2.PodGroupReasonUnschedulable, nil
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == schedulingv1beta1.PodGroupReasonUnschedulable, nil
 	}); err != nil {
 		bound, _ := c.BoundPods(ctx, ns, "app=train")
 		t.Fatalf("PodGroup %s never got %s=False reason %s (last: %+v; %d of 5 pods bound): %v", pg.Name,
-			schedulingv1alpha2.PodGroupScheduled, schedulingv1alpha2.PodGroupReasonUnschedulable, cond, len(bound), err)
+			schedulingv1beta1.PodGroupInitiallyScheduled, schedulingv1beta1.PodGroupReasonUnschedulable, cond, len(bound), err)
 	}
 	assertJobBound(t, c, ns, "app=train", 0)
 

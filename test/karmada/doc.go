@@ -7,7 +7,7 @@
 // apiserver does not compile) and with Karmada's own build tag
 // kubernetes_protomessage_one_more_release (hack/build.sh; without it
 // karmada-scheduler-estimator v1.18.2 panics decoding its first request).
-// This module links phalanx's in-process harness (k8s.io/* v0.36) and
+// This module links phalanx's in-process harness (k8s.io/* v0.37) and
 // uses Karmada's API types, clientset and PyTorchJob interpreter.
 //
 // What runs (TestKarmadaScheduler):

@@ -282,7 +282,7 @@ func (p *plane) syncClusterStatus(ctx context.Context, m *member) error {
 	if err != nil {
 		return err
 	}
-	cl.Status.KubernetesVersion = "v1.36.3"
+	cl.Status.KubernetesVersion = "v1.37.2"
 	cl.Status.APIEnablements = enablements
 	cl.Status.ResourceSummary = summary
 	now := metav1.Now()

@@ -26,7 +26,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	perf "k8s.io/kubernetes/test/integration/scheduler_perf"
-	"k8s.io/kubernetes/test/utils/ktesting"
+	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 
 	"github.com/phalanx-sched/phalanx/internal/bench"
 	"github.com/phalanx-sched/phalanx/plugins"

@@ -44,7 +44,7 @@ var referenced = map[string]bool{"Workload": true}
 // object must fail, which shows each schema is strict.
 func TestExamplesValidate(t *testing.T) {
 	c, err := testcluster.Start(t, testcluster.Options{APIServerFlags: []string{
-		"--runtime-config=scheduling.k8s.io/v1alpha2=true",
+		"--runtime-config=scheduling.k8s.io/v1beta1=true",
 		"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true",
 	}})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	nrtv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
 	nrtfake "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned/fake"
 	v1 "k8s.io/api/core/v1"
-	schedulingv1alpha2 "k8s.io/api/scheduling/v1alpha2"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -58,11 +58,11 @@ type Objects struct {
 	Queues     []*phalanxv1alpha1.Queue
 	Topologies []*phalanxv1alpha1.NetworkTopology
 	NRTs       []*nrtv1alpha2.NodeResourceTopology
-	// UpstreamPodGroups (scheduling.k8s.io/v1alpha2): the env serves the
+	// UpstreamPodGroups (scheduling.k8s.io/v1beta1): the env serves the
 	// Workload API when there are any.
-	UpstreamPodGroups []*schedulingv1alpha2.PodGroup
-	// Workloads (scheduling.k8s.io/v1alpha2) are served with the PodGroups.
-	Workloads []*schedulingv1alpha2.Workload
+	UpstreamPodGroups []*schedulingv1beta1.PodGroup
+	// Workloads (scheduling.k8s.io/v1beta1) are served with the PodGroups.
+	Workloads []*schedulingv1beta1.Workload
 }
 
 // Plugin registers one plugin of the profile. Order matters as in a
@@ -163,7 +163,7 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 			switch gv {
 			case pgv1alpha1.SchemeGroupVersion.String(), phalanxv1alpha1.SchemeGroupVersion.String(), nrtv1alpha2.SchemeGroupVersion.String():
 				return true, nil
-			case schedulingv1alpha2.SchemeGroupVersion.String():
+			case schedulingv1beta1.SchemeGroupVersion.String():
 				return len(objs.UpstreamPodGroups) > 0 && (resource == "podgroups" || resource == "workloads" && len(objs.Workloads) > 0), nil
 			}
 			return false, nil
