@@ -623,9 +623,8 @@ func (lc *Lifecycle) releaseLocked(g *gangState, reason, message string) *releas
 	g.generation = lc.generation
 	lc.version++
 	if reason == ReasonTimeout {
-		lc.pauseLocked(g)
-		rel.message += "; planning again after " + g.pausedUntil.Sub(lc.clock.Now()).String() +
-			" (holding nothing meanwhile)"
+		pause := lc.pauseLocked(g)
+		rel.message += "; planning again after " + pause.String() + " (holding nothing meanwhile)"
 	}
 	return rel
 }
@@ -646,16 +645,17 @@ func TimeoutPause(ttl time.Duration, n int) time.Duration {
 	for i := 1; i < n && pause < maxTimeoutPause; i++ {
 		pause *= 2
 	}
-	return min(max(pause, minTimeoutPause), maxTimeoutPause)
+	return min(max(pause, minTimeoutPause), maxTimeoutPause).Round(100 * time.Millisecond)
 }
 
-func (lc *Lifecycle) pauseLocked(g *gangState) {
+func (lc *Lifecycle) pauseLocked(g *gangState) time.Duration {
 	g.timeouts++
 	pause := TimeoutPause(g.ttl, g.timeouts)
 	lc.endPauseLocked(g)
 	g.pausedUntil = lc.clock.Now().Add(pause)
 	ref, until := g.ref, g.pausedUntil
 	g.pauseTimer = lc.clock.AfterFunc(pause, func() { go lc.resume(ref, until) })
+	return pause
 }
 
 func (lc *Lifecycle) endPauseLocked(g *gangState) {

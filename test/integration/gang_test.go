@@ -333,8 +333,9 @@ func TestGangScheduleTimeout(t *testing.T) {
 	}
 	// The condition moves on once the gang plans again (it no longer fits:
 	// Unschedulable, later Reserving); the event stays.
+	// (On a loaded machine a schedulable member may miss the 3 s too.)
 	waitGroupEvent(t, c, "default", "slow", "ScheduleTimeout", "of 3 members were placed within 3s",
-		`never placed: slow-2 (`, `"missing-slow-2" not found`, "planning again after")
+		"never placed: ", `slow-2 (`, `"missing-slow-2" not found`, "planning again after 1.5s")
 	// The hold ended at most the 3 s timeout after whole-node was created.
 	waitBoundWithin(t, c, "default", "whole-node", 3*time.Second+holdEndWake)
 	assertBound(t, c, "default", "slow", 0)
