@@ -68,7 +68,27 @@ type Spec struct {
 	// Priority is the group object's own priority (the upstream PodGroup's
 	// spec.priority, else its Workload template's); nil: the pods' priority.
 	Priority *int32
+	// NeverPreempts: the group object's preemptionPolicy is Never (an
+	// upstream PodGroup's spec.preemptionPolicy); the gang makes no room by
+	// preemption. A member's own preemptionPolicy Never counts too.
+	NeverPreempts bool
+	// Disruption is how preemption and reclaim may take the gang as a
+	// victim (an upstream PodGroup's spec.disruptionMode).
+	Disruption DisruptionMode
 }
+
+// DisruptionMode is how a running gang may be disrupted to make room.
+type DisruptionMode string
+
+const (
+	// DisruptAll: the gang is evicted whole or not at all. phalanx's own
+	// PodGroups and implicit gangs always are.
+	DisruptAll DisruptionMode = ""
+	// DisruptSingle: members above the gang's minimum may be evicted one
+	// by one; the gang is never left below its minimum, so taking more
+	// than its surplus evicts it whole.
+	DisruptSingle DisruptionMode = "Single"
+)
 
 // PriorityOf is the priority a member counts with in ordering, holds and
 // preemption: the gang's own, else the pod's.

@@ -88,7 +88,7 @@ func TestPreEnqueue(t *testing.T) {
 		{name: "dependency running below quorum", pod: objs.Pods[5], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "waiting for gang dep: 0 of 2"},
 		{name: "dependency missing", pod: objs.Pods[6], wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "dependency PodGroup default/nope does not exist"},
 		{name: "invalid gang-size", pod: badSize, wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: `scheduling.phalanx.dev/gang-size`},
-		{name: "Workload API not watched", pod: workloadMember, wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "restart phalanx-scheduler"},
+		{name: "Workload API not watched", pod: workloadMember, wantCode: fwk.UnschedulableAndUnresolvable, wantMsg: "looks for it again every"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := pl.PreEnqueue(e.Ctx, tc.pod)

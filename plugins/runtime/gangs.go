@@ -6,23 +6,22 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
-	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
@@ -55,13 +54,18 @@ type Gangs struct {
 	Manager *gang.Manager
 	Status  *StatusWriter
 
-	podGroups pglisters.PodGroupLister
+	// podGroups reads scheduler-plugins PodGroups (labelled and implicit
+	// gangs); upstream the Workload API's PodGroups, nil while the API
+	// server does not serve them (workloadAPI follows it at run time).
+	podGroups workload.PodGroups
+	upstream  atomic.Pointer[workload.Upstream]
 	pgIndexer cache.Indexer
 	pgClient  pgclientset.Interface
-	// upstream is nil unless the API server serves scheduling.k8s.io/v1beta1.
-	upstream schedulinglisters.PodGroupLister
-	pods     corelisters.PodLister
-	podIndex cache.Indexer
+	pods      corelisters.PodLister
+	podIndex  cache.Indexer
+	// groupEvents handles every adapter's group-object events.
+	groupEvents cache.ResourceEventHandlerFuncs
+	workloadAPI *workloadAPI
 
 	// Devices is the DRA device view plans allocate from; nil without DRA.
 	Devices *devices.Devices
@@ -81,8 +85,6 @@ type Gangs struct {
 	startup      map[gang.Ref]startupVerdict
 	sweeperOnce  sync.Once
 	workloadOnce sync.Once
-	// workloads is nil unless the Workload API is served.
-	workloads schedulinglisters.WorkloadLister
 	// order caches the queue sort's keys.
 	order orderKeys
 }
@@ -149,13 +151,13 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	if err := pgInformer.Informer().AddIndexers(cache.Indexers{dependsOnIndex: indexByDependency}); err != nil {
 		return nil, err
 	}
-	g.podGroups, g.pgIndexer = pgInformer.Lister(), pgInformer.Informer().GetIndexer()
-	groupEvents := cache.ResourceEventHandlerFuncs{
+	g.podGroups, g.pgIndexer = workload.PodGroups{Lister: pgInformer.Lister()}, pgInformer.Informer().GetIndexer()
+	g.groupEvents = cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { g.onGroup(nil, g.specOf(obj)) },
 		UpdateFunc: func(oldObj, obj any) { g.onGroup(g.specOf(oldObj), g.specOf(obj)) },
 		DeleteFunc: func(obj any) { g.onGroupDelete(g.specOf(obj)) },
 	}
-	if _, err := pgInformer.Informer().AddEventHandler(groupEvents); err != nil {
+	if _, err := pgInformer.Informer().AddEventHandler(g.groupEvents); err != nil {
 		return nil, err
 	}
 	if err := startAndSync(ctx, "PodGroups", factory.Start, func(stop <-chan struct{}) []string {
@@ -165,20 +167,11 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	}
 
 	// The upstream Workload API, where served (beta in 1.37 but off by
-	// default: most clusters do not serve it, and then nothing watches it).
-	if served, err := r.clients.Served(schedulingv1beta1.SchemeGroupVersion.String(), "podgroups"); err != nil {
-		klog.FromContext(ctx).Info("Could not tell whether the Workload API is served; pods' schedulingGroup is ignored", "err", err)
-	} else if served {
-		inf := fw.Informers.Scheduling().V1beta1().PodGroups()
-		g.upstream = inf.Lister()
-		if ok, _ := r.clients.Served(schedulingv1beta1.SchemeGroupVersion.String(), "workloads"); ok {
-			g.workloads = fw.Informers.Scheduling().V1beta1().Workloads().Lister()
-		}
-		if _, err := inf.Informer().AddEventHandler(groupEvents); err != nil {
-			return nil, err
-		}
-		klog.FromContext(ctx).Info("Reading gangs from the Workload API (scheduling.k8s.io/v1beta1 PodGroups)")
-	}
+	// default): looked for now and every WorkloadAPIRecheck.
+	g.workloadAPI = newWorkloadAPI(g)
+	g.workloadAPI.check(ctx)
+	go g.workloadAPI.run(ctx)
+	r.OnLead(g.ensureAllImplicit)
 	g.clearStaleHeld() // held annotations of an earlier incarnation
 	go g.Status.Run(ctx)
 	return g, nil
@@ -248,109 +241,78 @@ func indexByDependency(obj any) ([]string, error) {
 }
 
 // Spec returns the gang's definition; a NotFound error when its group object
-// does not exist (yet).
+// does not exist (yet), or its API is not served.
 func (g *Gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
-	if ref.Source == gang.SourceWorkload {
-		if g.upstream == nil {
-			return nil, apierrors.NewNotFound(schedulingv1beta1.Resource("podgroups"), ref.Name)
-		}
-		pg, err := g.upstream.PodGroups(ref.Namespace).Get(ref.Name)
-		if err != nil {
-			return nil, err
-		}
-		return g.specFromUpstream(pg)
-	}
-	pg, err := g.podGroups.PodGroups(ref.Namespace).Get(ref.Name)
-	if err != nil {
-		return nil, err
-	}
-	return gang.SpecFromPodGroup(pg), nil
+	return g.adapter(ref.Source).Spec(ref.Namespace, ref.Name)
 }
 
-// WatchesWorkloadAPI reports whether the API server served the upstream
-// Workload API when the scheduler started (it is not looked for again).
-func (g *Gangs) WatchesWorkloadAPI() bool { return g.upstream != nil }
-
-// specFromUpstream reads an upstream PodGroup (and the Workload it comes
-// from) with workload.FromUpstream: a gang policy's minCount is the quorum, a
-// basic policy places pods one by one (a quorum of one); the topology key, the
-// queue label and phalanx's topology annotations come along.
-func (g *Gangs) specFromUpstream(pg *schedulingv1beta1.PodGroup) (*gang.Spec, error) {
-	var wl *schedulingv1beta1.Workload
-	if ref := pg.Spec.WorkloadRef; ref != nil && g.workloads != nil {
-		wl, _ = g.workloads.Workloads(pg.Namespace).Get(ref.WorkloadName)
+// adapter reads the gangs of a source.
+func (g *Gangs) adapter(source gang.Source) workload.Adapter {
+	if source == gang.SourceWorkload {
+		if up := g.upstream.Load(); up != nil {
+			return *up
+		}
+		return workload.Upstream{}
 	}
-	up, isGang, err := workload.FromUpstream(pg, wl)
-	if err != nil {
-		return nil, err
-	}
-	s := &gang.Spec{
-		Ref:        gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name},
-		UID:        pg.UID,
-		Generation: pg.Generation,
-		MinMember:  1,
-		Created:    pg.CreationTimestamp.Time,
-		Labels:     map[string]string{},
-		Annotations: map[string]string{
-			phalanxv1alpha1.TopologyRequiredAnnotation:  up.TopologyRequired,
-			phalanxv1alpha1.TopologyPreferredAnnotation: up.TopologyPreferred,
-		},
-	}
-	s.Priority = up.Priority
-	// The queue label holds for basic policies too (up is empty for them).
-	for k, v := range workload.UpstreamGroupLabels(pg, wl) {
-		s.Labels[k] = v
-	}
-	if isGang {
-		s.MinMember = int(up.MinCount)
-	}
-	if len(up.TopologyKeys) > 0 {
-		s.TopologyKey = up.TopologyKeys[0]
-	}
-	return s, nil
+	return g.podGroups
 }
 
+// WatchesWorkloadAPI reports whether the API server serves the upstream
+// Workload API now (as far as the last look found: see workloadAPI).
+func (g *Gangs) WatchesWorkloadAPI() bool { return g.upstream.Load() != nil }
+
+// specOf reads a group object any adapter's informer delivered.
 func (g *Gangs) specOf(obj any) *gang.Spec {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	switch pg := obj.(type) {
-	case *pgv1alpha1.PodGroup:
-		return gang.SpecFromPodGroup(pg)
-	case *schedulingv1beta1.PodGroup:
-		if s, err := g.specFromUpstream(pg); err == nil {
+	for _, source := range []gang.Source{gang.SourcePodGroup, gang.SourceWorkload} {
+		if s := g.adapter(source).SpecOf(obj); s != nil {
 			return s
 		}
-		return &gang.Spec{Ref: gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, MinMember: 1}
 	}
 	return nil
 }
 
 // GangOf returns a pod's gang and its definition. ok is false for pods
 // outside gangs; err is set when the group object is missing (NotFound) —
-// for an implicit gang it is being created — or the pod's gang annotations
-// are invalid.
+// for an implicit gang it is being made, outside the scheduling cycle — or
+// the pod's gang annotations are invalid. It never writes to the API: the
+// queue sort, PreEnqueue, PreFilter and Filter call it.
 func (g *Gangs) GangOf(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err error) {
-	ref, implicit, ok, err := g.resolve(pod)
-	if !ok || err != nil {
-		return ref, nil, ok, err
-	}
-	spec, err = g.Spec(ref)
-	if implicit != nil {
-		g.ensureImplicit(pod, *implicit, err == nil)
-	}
-	return ref, spec, true, err
-}
-
-// Lookup is GangOf without side effects: it never writes to the API (the
-// queue sort and queue resolution call it).
-func (g *Gangs) Lookup(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err error) {
 	ref, _, ok, err = g.resolve(pod)
 	if !ok || err != nil {
 		return ref, nil, ok, err
 	}
 	spec, err = g.Spec(ref)
 	return ref, spec, true, err
+}
+
+// ensureImplicitFor makes (or gives an owner to) the PodGroup of a pending
+// implicit-gang member, when this replica leads. It runs from the pod
+// informer's handler, never from a scheduling cycle.
+func (g *Gangs) ensureImplicitFor(pod *v1.Pod) {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !g.rt.Leading() {
+		return
+	}
+	ref, implicit, ok, err := g.resolve(pod)
+	if !ok || err != nil || implicit == nil {
+		return
+	}
+	_, err = g.Spec(ref)
+	g.ensureImplicit(pod, *implicit, err == nil)
+}
+
+// ensureAllImplicit makes the PodGroups of implicit gangs whose members
+// arrived while this replica stood by.
+func (g *Gangs) ensureAllImplicit() {
+	pods, err := g.pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, p := range pods {
+		g.ensureImplicitFor(p)
+	}
 }
 
 // ensureImplicit creates the PodGroup of an implicit gang, owned by the
@@ -385,34 +347,43 @@ func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
 	go func() {
 		ctx := g.rt.ctx
 		client := g.pgClient.SchedulingV1alpha1().PodGroups(pod.Namespace)
-		if exists {
-			if owner == nil {
-				return
+		if !exists {
+			pg := workload.PodGroupFor(pod, im)
+			if owner != nil {
+				pg.OwnerReferences = []metav1.OwnerReference{*owner}
 			}
-			pg, err := g.podGroups.PodGroups(pod.Namespace).Get(im.Name)
-			if err != nil {
+			_, err := client.Create(ctx, pg, metav1.CreateOptions{})
+			switch {
+			case err == nil:
+				klog.FromContext(ctx).V(2).Info("Created the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload, "minMember", im.MinMember)
+				return
+			case !apierrors.IsAlreadyExists(err):
+				klog.FromContext(ctx).Error(err, "Creating the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload)
+				g.PodEvent(pod, ReasonPodGroupMissing, fmt.Sprintf("creating PodGroup %s for %s: %v", im.Name, im.Workload, err))
 				retry()
 				return
 			}
-			pg = pg.DeepCopy()
-			if workload.AddOwner(pg, *owner) {
-				if _, err := client.Update(ctx, pg, metav1.UpdateOptions{}); err != nil {
-					retry()
-				}
-			}
+			// Made meanwhile, for a member of another workload of the same
+			// gang-name: this workload becomes an owner too.
+		}
+		if owner == nil {
 			return
 		}
-		pg := workload.PodGroupFor(pod, im)
-		if owner != nil {
-			pg.OwnerReferences = []metav1.OwnerReference{*owner}
+		pg, err := g.podGroups.Lister.PodGroups(pod.Namespace).Get(im.Name)
+		if err != nil {
+			// The informer may not have it yet.
+			pg, err = client.Get(ctx, im.Name, metav1.GetOptions{})
 		}
-		if _, err := client.Create(ctx, pg, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			klog.FromContext(ctx).Error(err, "Creating the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload)
-			g.PodEvent(pod, ReasonPodGroupMissing, fmt.Sprintf("creating PodGroup %s for %s: %v", im.Name, im.Workload, err))
+		if err != nil {
 			retry()
 			return
 		}
-		klog.FromContext(ctx).V(2).Info("Created the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload, "minMember", im.MinMember)
+		pg = pg.DeepCopy()
+		if workload.AddOwner(pg, *owner) {
+			if _, err := client.Update(ctx, pg, metav1.UpdateOptions{}); err != nil {
+				retry()
+			}
+		}
 	}()
 }
 
@@ -539,6 +510,7 @@ func (g *Gangs) onPodAdd(obj any) {
 	// workload whose shapes placement keeps room for.
 	g.Manager.Workload.Observe(resources.PodRequests(pod), g.rt.clock.Now())
 	if pod.Spec.NodeName == "" {
+		g.ensureImplicitFor(pod)
 		g.memberArrived(pod)
 	}
 }
@@ -745,6 +717,10 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.Status.Forget(spec.Ref)
 	g.forgetStartup(spec.Ref)
 	g.forgetImplicit(spec.Ref)
+	// An implicit gang's PodGroup deleted while members remain is made again.
+	for _, m := range g.Members(spec.Ref) {
+		g.ensureImplicitFor(m)
+	}
 	if q := g.rt.queues.Load(); q != nil {
 		q.Unblock(spec.Ref, nil)
 	}

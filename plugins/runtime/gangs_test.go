@@ -5,22 +5,31 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
+	"k8s.io/utils/ptr"
 )
 
-// TestImplicitPodGroupRecreated: the PodGroup of an implicit gang is created
-// once however often its members ask while the create is in flight or the
-// informer lags; deleted while its pods remain, the next GangOf creates it
+// TestImplicitPodGroupRecreated: the PodGroup of an implicit gang is made
+// from the pod informer's events, never by GangOf (which scheduling cycles
+// call): once however many of its members arrive while the create is in
+// flight or the informer lags; deleted while its pods remain, it is made
 // again (once).
 func TestImplicitPodGroupRecreated(t *testing.T) {
 	e, gangs, _ := build(t, plugintest.Objects{})
-	pod := plugintest.Pod("w-0", "", "1", 0)
-	pod.Annotations = map[string]string{phalanxv1alpha1.GangSizeAnnotation: "2", phalanxv1alpha1.GangNameAnnotation: "train"}
+	member := func(name string) *v1.Pod {
+		pod := plugintest.Pod(name, "", "1", 0)
+		pod.Annotations = map[string]string{phalanxv1alpha1.GangSizeAnnotation: "2"}
+		pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "train", UID: "job-uid", Controller: ptr.To(true)}}
+		return pod
+	}
+	pod := member("w-0")
 	creates := func() int {
 		n := 0
 		for _, a := range e.PG.Actions() {
@@ -30,6 +39,12 @@ func TestImplicitPodGroupRecreated(t *testing.T) {
 		}
 		return n
 	}
+	if _, _, ok, err := gangs.GangOf(pod); !ok || !apierrors.IsNotFound(err) {
+		t.Fatalf("GangOf before the members arrived = %v, %v; want the missing PodGroup", ok, err)
+	}
+	if n := creates(); n != 0 {
+		t.Fatalf("GangOf made the PodGroup (%d creates): it must only read", n)
+	}
 	// ask repeats GangOf until the informer has (or has not) the PodGroup.
 	ask := func(what string, exists bool) {
 		t.Helper()
@@ -38,15 +53,18 @@ func TestImplicitPodGroupRecreated(t *testing.T) {
 			return ok && (err == nil) == exists
 		})
 	}
+	gangs.PodAdded(pod)
+	gangs.PodAdded(member("w-1"))
 	ask("the implicit PodGroup", true)
 	if n := creates(); n != 1 {
 		t.Fatalf("%d creates of the implicit PodGroup, want 1", n)
 	}
-	if err := e.PG.SchedulingV1alpha1().PodGroups("default").Delete(e.Ctx, "train", metav1.DeleteOptions{}); err != nil {
+	ref, _, _, _ := gangs.GangOf(pod)
+	if err := e.PG.SchedulingV1alpha1().PodGroups("default").Delete(e.Ctx, ref.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ask("the PodGroup's deletion", false)
-	ask("the implicit PodGroup made again", true)
+	e.Eventually("the implicit PodGroup made again", func() bool { return creates() == 2 })
+	ask("the made-again PodGroup", true)
 	if n := creates(); n != 2 {
 		t.Fatalf("%d creates of the implicit PodGroup, want 2 (once more after its deletion)", n)
 	}

@@ -140,15 +140,15 @@ func (g *Gangs) clearStaleHeld() {
 			}
 		}
 	}
-	if g.podGroups != nil {
-		if pgs, err := g.podGroups.List(labels.Everything()); err == nil {
+	if g.podGroups.Lister != nil {
+		if pgs, err := g.podGroups.Lister.List(labels.Everything()); err == nil {
 			for _, pg := range pgs {
 				stale(gang.Ref{Namespace: pg.Namespace, Name: pg.Name}, pg.Annotations)
 			}
 		}
 	}
-	if g.upstream != nil {
-		if pgs, err := g.upstream.List(labels.Everything()); err == nil {
+	if up := g.upstream.Load(); up != nil {
+		if pgs, err := up.PodGroups.List(labels.Everything()); err == nil {
 			for _, pg := range pgs {
 				stale(gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, pg.Annotations)
 			}

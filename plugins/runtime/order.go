@@ -119,7 +119,7 @@ func (g *Gangs) OrderKey(pod *v1.Pod, queued time.Time, queues *Queues) OrderKey
 func (g *Gangs) orderKey(pod *v1.Pod, gen uint64, queues *Queues) cachedKey {
 	c := cachedKey{gen: gen, resourceVersion: pod.ResourceVersion, byQueue: queues != nil}
 	c.key = OrderKey{Priority: corev1helpers.PodPriority(pod), Namespace: pod.Namespace, Name: pod.Name}
-	ref, spec, ok, err := g.Lookup(pod)
+	ref, spec, ok, err := g.GangOf(pod)
 	c.member, c.ref = ok, ref
 	if ok && err == nil {
 		c.hasSpec = true

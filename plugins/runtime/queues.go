@@ -141,7 +141,7 @@ func (q *Queues) QueueOf(pod *v1.Pod) string {
 		return name
 	}
 	var groupLabels, nsLabels map[string]string
-	if _, spec, ok, err := q.gangs.Lookup(pod); ok && err == nil {
+	if _, spec, ok, err := q.gangs.GangOf(pod); ok && err == nil {
 		groupLabels = spec.Labels
 	}
 	if ns, err := q.namespaces.Get(pod.Namespace); err == nil {

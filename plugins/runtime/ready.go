@@ -47,7 +47,9 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 func (g *Gangs) Missing(ref gang.Ref, err error) string {
 	if apierrors.IsNotFound(err) {
 		if ref.Source == gang.SourceWorkload && !g.WatchesWorkloadAPI() {
-			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io): phalanx-scheduler does not watch the Workload API, which the API server did not serve when it started; restart phalanx-scheduler", ref.Namespace, ref.Name)
+			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io): the API server does not serve the Workload API "+
+				"(scheduling.k8s.io/v1beta1 needs --runtime-config and the GenericWorkload gate); phalanx-scheduler looks for it again every %v",
+				ref.Namespace, ref.Name, WorkloadAPIRecheck)
 		}
 		if ref.Source == gang.SourceWorkload {
 			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io) does not exist; the pod waits until it is created", ref.Namespace, ref.Name)
@@ -120,7 +122,7 @@ func (g *Gangs) DependencyProgressed(pod, old, updated *v1.Pod) bool {
 		return false
 	}
 	depRef, ok1 := g.RefOf(updated)
-	_, spec, ok2, err := g.Lookup(pod)
+	_, spec, ok2, err := g.GangOf(pod)
 	if !ok1 || !ok2 || err != nil || updated.Namespace != pod.Namespace {
 		return false
 	}
