@@ -23,6 +23,27 @@ type Victim struct {
 	OnNode map[string]Usage
 	// Total is what it uses in all.
 	Total resources.List
+	// Of is set on a member evicted alone: the key of its gang (whose
+	// disruptionMode is single), which is a victim of its own too.
+	Of string
+}
+
+// withoutCovered drops members evicted alone whose whole gang is among the
+// victims too: it frees them already.
+func withoutCovered(victims []Victim) []Victim {
+	whole := map[string]bool{}
+	for _, v := range victims {
+		if v.Of == "" {
+			whole[v.Key] = true
+		}
+	}
+	out := victims[:0:0]
+	for _, v := range victims {
+		if v.Of == "" || !whole[v.Of] {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // Usage is what some pods use on one node.
@@ -34,7 +55,7 @@ type Usage struct {
 // Freed sums what a set of victims frees on each node.
 func Freed(victims []Victim) map[string]Usage {
 	out := map[string]Usage{}
-	for _, v := range victims {
+	for _, v := range withoutCovered(victims) {
 		for node, u := range v.OnNode {
 			f := out[node]
 			if f.Request == nil {
@@ -59,10 +80,15 @@ func (v *Victim) size() int { return v.Members }
 // nil when no set of candidates lets the gang fit. Candidates come in any
 // order; ties are broken by start time (newest first, the least work lost)
 // and key.
+//
+// A gang whose disruptionMode is single is a candidate whole and, for each
+// member above its minimum, a one-member candidate (Of): evicting one
+// member is the smaller cost, and a chosen whole gang covers its members.
 func ChooseVictims(candidates []Victim, fits func([]Victim) bool) []Victim {
 	if len(candidates) == 0 {
 		return nil
 	}
+
 	cands := append([]Victim(nil), candidates...)
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := &cands[i], &cands[j]
@@ -134,6 +160,7 @@ func prune(chosen []Victim, fits func([]Victim) bool) []Victim {
 			out = append(out, v)
 		}
 	}
+	out = withoutCovered(out)
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Priority != out[j].Priority {
 			return out[i].Priority < out[j].Priority

@@ -47,6 +47,9 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 	if p := a.Pod.Spec.PreemptionPolicy; p != nil && *p == v1.PreemptNever {
 		return nil, "preemptionPolicy Never: no gang is preempted for this pod"
 	}
+	if a.Spec != nil && a.Spec.NeverPreempts {
+		return nil, "preemptionPolicy Never (the gang's PodGroup): no gang is preempted for it"
+	}
 	if a.Spec == nil {
 		// A plain pod: the prober gives what the cycle's filters said.
 		a.groups = GroupPending(a.Pod, nil, 1, m.demand())
@@ -110,7 +113,7 @@ func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor
 	var youngest time.Duration
 	byKey := make(map[string]Victim, len(all.victims))
 	for _, v := range all.victims {
-		if v.Queue == qc.Queue {
+		if v.Queue == qc.Queue || v.Of != "" {
 			continue
 		}
 		if age := now.Sub(v.Started); age < qc.MinRuntime {
@@ -211,7 +214,36 @@ func (m *Manager) running(a *Attempt) *running {
 			out.pods[key] = append(out.pods[key], p)
 		}
 	}
+	m.addSurplus(out)
 	return out
+}
+
+// addSurplus adds, for each running gang whose disruptionMode is single, a
+// one-member victim per member above its minimum (the newest first): such a
+// member may be evicted alone; the gang is never left below its minimum.
+func (m *Manager) addSurplus(out *running) {
+	n := len(out.victims)
+	for i := 0; i < n; i++ {
+		v := out.victims[i]
+		if v.Ref.IsZero() {
+			continue
+		}
+		spec, err := m.dir.Spec(v.Ref)
+		if err != nil || spec.Disruption != DisruptSingle || v.Members <= spec.MinMember {
+			continue
+		}
+		pods := append([]*v1.Pod(nil), out.pods[v.Key]...)
+		sort.SliceStable(pods, func(a, b int) bool { return boundAt(pods[a]).After(boundAt(pods[b])) })
+		for _, p := range pods[:v.Members-spec.MinMember] {
+			req := m.Demand(p)
+			key := v.Key + "/member:" + p.Name
+			out.victims = append(out.victims, Victim{
+				Key: key, Ref: v.Ref, Of: v.Key, Queue: v.Queue, Priority: v.Priority, Members: 1,
+				Started: boundAt(p), OnNode: map[string]Usage{p.Spec.NodeName: {Request: req, Pods: 1}}, Total: req.Clone(),
+			})
+			out.pods[key] = []*v1.Pod{p}
+		}
+	}
 }
 
 // boundAt is when a pod was bound: its PodScheduled condition's transition,
@@ -238,6 +270,13 @@ func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims [
 		who = "gang " + a.Ref.String()
 	}
 	for _, v := range victims {
+		if v.Of != "" {
+			// A member above its gang's minimum (disruptionMode single):
+			// the gang keeps running.
+			msg := fmt.Sprintf("evicted alone (above its gang's minimum, disruptionMode single) for %s: %s", who, why)
+			m.fx.Evict(ctx, all.pods[v.Key], reason, msg)
+			continue
+		}
 		msg := fmt.Sprintf("evicted whole for %s: %s", who, why)
 		if !v.Ref.IsZero() {
 			if spec, err := m.dir.Spec(v.Ref); err == nil {

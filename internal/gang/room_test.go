@@ -325,3 +325,62 @@ func TestManagerMakeRoomReclaimWaitsForMinRuntime(t *testing.T) {
 		t.Fatalf("evictions %+v, want the gang that came of age", e.fx.evictions)
 	}
 }
+
+// TestManagerMakeRoomDisruptionMode: a victim gang whose disruptionMode is
+// single (an upstream PodGroup's default) gives up members above its
+// minimum one by one, and is evicted whole only when more is needed; with
+// mode all it goes whole. It never runs below its minimum.
+func TestManagerMakeRoomDisruptionMode(t *testing.T) {
+	old := t0.Add(-time.Hour)
+	for _, tc := range []struct {
+		name       string
+		mode       DisruptionMode
+		need       int // preemptor members of 2000m
+		wantPods   []string
+		wantWhole  bool
+		wantMember string
+	}{
+		{name: "single: one member above the minimum", mode: DisruptSingle, need: 1, wantPods: []string{"el-2"}, wantMember: "evicted alone"},
+		{name: "single: more than the surplus takes the gang whole", mode: DisruptSingle, need: 2, wantPods: []string{"el-0", "el-1", "el-2"}, wantWhole: true},
+		{name: "all: whole for one member's room", mode: DisruptAll, need: 1, wantPods: []string{"el-0", "el-1", "el-2"}, wantWhole: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv()
+			// 3 members of 2000m on a full node; the gang needs 2. The
+			// newest member is the one evicted alone.
+			pods := members("el", 3, 2000, 1)
+			for i, p := range pods {
+				boundAtTime(p, "a", old.Add(time.Duration(i)*time.Minute))
+			}
+			victim := e.dir.gang("el", 2, 1, pods...)
+			victim.Disruption = tc.mode
+			c := &cluster{nodes: []fnode{{name: "a", pods: pods}}}
+			hi := members("hi", tc.need, 2000, 100)
+			spec := e.dir.gang("hi", tc.need, 100, hi...)
+			e.dir.pending[spec.Ref] = hi
+			a := e.attempt(spec, c)
+			ctx := context.Background()
+			if _, err := e.m.Plan(ctx, a); err == nil {
+				t.Fatal("the preemptor fits without room")
+			}
+			if room, msg := e.m.MakeRoom(ctx, a); room == nil {
+				t.Fatalf("no room made: %s", msg)
+			}
+			var evicted []string
+			for _, ev := range e.fx.evictions {
+				evicted = append(evicted, ev.pods...)
+				if tc.wantMember != "" && !strings.Contains(ev.message, tc.wantMember) {
+					t.Errorf("eviction message %q, want %q", ev.message, tc.wantMember)
+				}
+			}
+			sort.Strings(evicted)
+			if !reflect.DeepEqual(evicted, tc.wantPods) {
+				t.Fatalf("evicted %v, want %v", evicted, tc.wantPods)
+			}
+			cond, ok := e.fx.cond(victim.Ref)
+			if whole := ok && cond.reason == ReasonPreempted; whole != tc.wantWhole {
+				t.Fatalf("victim condition %+v (set %v), want whole %v", cond, ok, tc.wantWhole)
+			}
+		})
+	}
+}

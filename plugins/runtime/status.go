@@ -40,18 +40,50 @@ const (
 	ReasonScheduled         = "Scheduled"
 )
 
-// upstreamCondition is the condition of upstream (scheduling.k8s.io)
-// PodGroups that says whether the group is scheduled. v1alpha2 (1.36) named
-// it PodGroupScheduled; v1beta1 (1.37) names it PodGroupInitiallyScheduled.
-//
-// TODO(k137): v1beta1 documents PodGroupInitiallyScheduled as terminal: once
-// True it never reverts to False. phalanx writes its current Scheduled
-// condition here as it did in 1.36, so a gang that loses its placement (its
-// members evicted or preempted) can still flip it back to False. The API
-// server does not enforce the rule (ValidatePodGroupStatusUpdate checks only
-// the conditions' shape), so behaviour is unchanged; whether to keep True once
-// reached is a product decision.
-const upstreamCondition = schedulingv1beta1.PodGroupInitiallyScheduled
+// The conditions of upstream (scheduling.k8s.io/v1beta1) PodGroups that
+// kube-scheduler writes, so kubectl describe and the operators read the same
+// status from phalanx as from kube-scheduler. phalanx's own Scheduled
+// condition (its reasons: MembersPending, Reserving, ...) is written beside
+// them.
+const (
+	// upstreamScheduled: False with reason Unschedulable while the gang has
+	// not started; True with reason Scheduled once it has, and then for good
+	// (the API defines it as terminal).
+	upstreamScheduled = schedulingv1beta1.PodGroupInitiallyScheduled
+	// upstreamDisruption: True when phalanx evicts the gang to make room
+	// (reason PreemptionByScheduler), or because it was left partly bound.
+	upstreamDisruption = schedulingv1beta1.DisruptionTarget
+)
+
+// upstreamConditions merges phalanx's condition of a gang into an upstream
+// PodGroup's conditions; false when nothing changed.
+func upstreamConditions(conds *[]metav1.Condition, cond metav1.Condition) bool {
+	changed := setCondition(conds, cond)
+	initially := metav1.Condition{Type: upstreamScheduled, Status: cond.Status, ObservedGeneration: cond.ObservedGeneration,
+		LastTransitionTime: cond.LastTransitionTime, Reason: schedulingv1beta1.PodGroupReasonUnschedulable, Message: cond.Message}
+	if cond.Status == metav1.ConditionTrue {
+		initially.Reason = ReasonScheduled
+	}
+	if existing := meta.FindStatusCondition(*conds, upstreamScheduled); existing == nil || existing.Status != metav1.ConditionTrue {
+		changed = setCondition(conds, initially) || changed
+	}
+	disruption := metav1.Condition{Type: upstreamDisruption, Status: metav1.ConditionTrue, ObservedGeneration: cond.ObservedGeneration,
+		LastTransitionTime: cond.LastTransitionTime, Reason: cond.Reason, Message: cond.Message}
+	switch cond.Reason {
+	case gang.ReasonPreempted, gang.ReasonReclaimed:
+		disruption.Reason = schedulingv1beta1.PodGroupReasonPreemptionByScheduler
+		changed = setCondition(conds, disruption) || changed
+	case gang.ReasonStranded:
+		changed = setCondition(conds, disruption) || changed
+	case ReasonScheduled:
+		// Placed again: no longer a disruption target.
+		if meta.IsStatusConditionTrue(*conds, upstreamDisruption) {
+			disruption.Status = metav1.ConditionFalse
+			changed = setCondition(conds, disruption) || changed
+		}
+	}
+	return changed
+}
 
 // Condition is what the scheduler says about one gang.
 type Condition struct {
@@ -339,15 +371,15 @@ func (w *StatusWriter) patchPodGroup(ctx context.Context, ref gang.Ref, cond met
 	return err
 }
 
-// patchUpstream sets the PodGroupInitiallyScheduled condition of an upstream PodGroup.
+// patchUpstream writes phalanx's condition, and the upstream conditions it
+// implies (upstreamConditions), on an upstream PodGroup.
 func (w *StatusWriter) patchUpstream(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
 	pg, err := w.client.SchedulingV1beta1().PodGroups(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	cond.Type = upstreamCondition
 	cond.ObservedGeneration = pg.Generation
-	if !setCondition(&pg.Status.Conditions, cond) {
+	if !upstreamConditions(&pg.Status.Conditions, cond) {
 		return nil
 	}
 	_, err = w.client.SchedulingV1beta1().PodGroups(ref.Namespace).UpdateStatus(ctx, pg, metav1.UpdateOptions{})

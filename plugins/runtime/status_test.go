@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"strings"
 	"testing"
 	"time"
@@ -228,4 +229,48 @@ func TestStatusWriterClock(t *testing.T) {
 		}
 	}
 	t.Fatal("no status patch")
+}
+
+// TestUpstreamConditions: phalanx's condition on an upstream PodGroup comes
+// with the conditions kube-scheduler writes: PodGroupInitiallyScheduled
+// (False/Unschedulable until the gang starts, then True for good) and
+// DisruptionTarget on a gang evicted to make room.
+func TestUpstreamConditions(t *testing.T) {
+	cond := func(status metav1.ConditionStatus, reason string) metav1.Condition {
+		return metav1.Condition{Type: ConditionScheduled, Status: status, Reason: reason, Message: reason + " message"}
+	}
+	type want struct{ typ, status, reason string }
+	var conds []metav1.Condition
+	for i, step := range []struct {
+		set  metav1.Condition
+		want []want
+	}{
+		{cond(metav1.ConditionFalse, gang.ReasonMembersPending), []want{
+			{ConditionScheduled, "False", gang.ReasonMembersPending},
+			{"PodGroupInitiallyScheduled", "False", "Unschedulable"}}},
+		{cond(metav1.ConditionTrue, ReasonScheduled), []want{
+			{ConditionScheduled, "True", ReasonScheduled},
+			{"PodGroupInitiallyScheduled", "True", "Scheduled"}}},
+		{cond(metav1.ConditionFalse, gang.ReasonPreempted), []want{
+			{ConditionScheduled, "False", gang.ReasonPreempted},
+			{"PodGroupInitiallyScheduled", "True", "Scheduled"}, // terminal
+			{"DisruptionTarget", "True", "PreemptionByScheduler"}}},
+		{cond(metav1.ConditionFalse, gang.ReasonUnschedulable), []want{
+			{"PodGroupInitiallyScheduled", "True", "Scheduled"},
+			{"DisruptionTarget", "True", "PreemptionByScheduler"}}},
+		{cond(metav1.ConditionTrue, ReasonScheduled), []want{
+			{ConditionScheduled, "True", ReasonScheduled},
+			{"DisruptionTarget", "False", ReasonScheduled}}},
+	} {
+		upstreamConditions(&conds, step.set)
+		for _, w := range step.want {
+			got := meta.FindStatusCondition(conds, w.typ)
+			if got == nil || string(got.Status) != w.status || got.Reason != w.reason {
+				t.Fatalf("step %d (%s): %s = %+v, want %s/%s", i, step.set.Reason, w.typ, got, w.status, w.reason)
+			}
+		}
+	}
+	if changed := upstreamConditions(&conds, cond(metav1.ConditionTrue, ReasonScheduled)); changed {
+		t.Fatal("the same condition again changed the PodGroup's status")
+	}
 }
