@@ -2,11 +2,11 @@ package controller
 
 import (
 	"context"
+	"github.com/phalanx-sched/phalanx/internal/served"
 
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -38,6 +38,9 @@ type Options struct {
 	// counts them either way); by default they are counted as the
 	// scheduler counts them, where the API server serves ResourceClaims.
 	SkipDevices bool
+	// WorkloadAPIRecheck is how often discovery is asked whether the
+	// Workload API is served (0: every 30 s).
+	WorkloadAPIRecheck time.Duration
 }
 
 // Scheme knows core, PodGroup and phalanx types.
@@ -79,21 +82,20 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if defaultQueue == "" {
 		defaultQueue = phalanxv1alpha1.DefaultQueueName
 	}
-	// The upstream Workload API, where served (beta in 1.37 but off by
-	// default: most clusters do not serve it, and then nothing watches it).
-	// Asked once, as the scheduler does.
-	upstream := served(mgr.GetRESTMapper(), schedulingv1beta1.SchemeGroupVersion.WithKind("PodGroup"))
-	workloads := upstream && served(mgr.GetRESTMapper(), schedulingv1beta1.SchemeGroupVersion.WithKind("Workload"))
 	// DRA (resource.k8s.io/v1), where served: claims' devices count in
 	// queues, as in the scheduler.
-	dra := !o.SkipDevices && served(mgr.GetRESTMapper(), resourceapi.SchemeGroupVersion.WithKind("ResourceClaim"))
+	dra := !o.SkipDevices && servedKind(mgr.GetRESTMapper(), resourceapi.SchemeGroupVersion.WithKind("ResourceClaim"))
 	if dra {
 		if err := indexClaims(mgr); err != nil {
 			return nil, err
 		}
 	}
 	if err := mgr.Add(&QueueStatusUpdater{Client: mgr.GetClient(), Cache: mgr.GetCache(), DefaultQueue: defaultQueue, MinInterval: 500 * time.Millisecond,
-		UpstreamPodGroups: upstream, Workloads: workloads, DRA: dra}); err != nil {
+		// The upstream Workload API (beta in 1.37 but off by default) is
+		// watched while the API server serves it, as in the scheduler.
+		Served:             func(gv, resource string) (bool, error) { return served.Resource(cfg, gv, resource) },
+		WorkloadAPIRecheck: o.WorkloadAPIRecheck,
+		DRA:                dra}); err != nil {
 		return nil, err
 	}
 	if o.HealthProbeAddr != "0" && o.HealthProbeAddr != "" {
@@ -107,10 +109,10 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	return mgr, nil
 }
 
-// served reports whether the API server serves a kind (discovery through
+// servedKind reports whether the API server serves a kind (discovery through
 // the manager's REST mapper). A failure other than "not served" is logged
 // once and counts as not served.
-func served(mapper meta.RESTMapper, gvk schema.GroupVersionKind) bool {
+func servedKind(mapper meta.RESTMapper, gvk schema.GroupVersionKind) bool {
 	_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	if err != nil && !meta.IsNoMatchError(err) {
 		ctrl.Log.WithName("setup").Info("Could not tell whether the API server serves a kind; it is not watched", "kind", gvk.String(), "err", err.Error())

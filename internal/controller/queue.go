@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -38,11 +39,17 @@ type QueueStatusUpdater struct {
 	DefaultQueue string
 	// MinInterval spaces status writes under a stream of events.
 	MinInterval time.Duration
-	// UpstreamPodGroups and Workloads say whether the API server serves the
-	// Workload API's PodGroups and Workloads (scheduling.k8s.io/v1beta1),
-	// as discovery found at start; what is not served is not watched, and
-	// its pods' group labels are unknown, as in the scheduler.
-	UpstreamPodGroups, Workloads bool
+	// Served asks discovery whether the API server serves a resource: the
+	// Workload API (scheduling.k8s.io/v1beta1 PodGroups and Workloads) is
+	// watched while it is served, looked for at start and every
+	// WorkloadAPIRecheck, as in the scheduler; while it is not, its pods'
+	// group labels are unknown. nil: never watched.
+	Served func(groupVersion, resource string) (bool, error)
+	// WorkloadAPIRecheck is how often Served is asked again (0: 30 s).
+	WorkloadAPIRecheck time.Duration
+	// upstream and workloads: the Workload API's PodGroups and Workloads
+	// are watched now.
+	upstream, workloads atomic.Bool
 	// DRA says whether the API server serves resource.k8s.io/v1: then a
 	// pod's ResourceClaims count as its classes' queue resources and the
 	// devices nodes' ResourceSlices publish count in the total, as in the
@@ -170,33 +177,97 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 			},
 		}},
 	}
-	if u.UpstreamPodGroups {
-		// An upstream PodGroup's queue label (or its Workload's) moves its
-		// pods between queues.
-		rechargeGroup := func(obj any) {
-			if pg, ok := unwrap(obj).(*schedulingv1beta1.PodGroup); ok {
-				u.recharge(ctx, client.InNamespace(pg.Namespace), client.MatchingFields{upstreamGangField: pg.Name})
-			}
-		}
-		handlers = append(handlers, watchHandler{&schedulingv1beta1.PodGroup{}, toolscache.ResourceEventHandlerFuncs{
-			AddFunc: rechargeGroup,
-			UpdateFunc: func(oldObj, obj any) {
-				o, ok1 := oldObj.(*schedulingv1beta1.PodGroup)
-				n, ok2 := obj.(*schedulingv1beta1.PodGroup)
-				if ok1 && ok2 && (o.Labels[queue.Label] != n.Labels[queue.Label] || workload.WorkloadOf(o) != workload.WorkloadOf(n)) {
-					rechargeGroup(n)
-				}
-				if ok1 && ok2 && o.Annotations[queue.HeldAnnotation] != n.Annotations[queue.HeldAnnotation] {
-					u.poke()
-				}
-			},
-			DeleteFunc: rechargeGroup,
-		}})
-	}
 	if u.DRA {
 		handlers = append(handlers, u.deviceHandlers(ctx)...)
 	}
-	if u.UpstreamPodGroups && u.Workloads {
+	if err := u.addHandlers(ctx, handlers); err != nil {
+		return err
+	}
+	if u.Served != nil {
+		u.followWorkloadAPI(ctx)
+		recheck := u.WorkloadAPIRecheck
+		if recheck <= 0 {
+			recheck = 30 * time.Second
+		}
+		go wait.UntilWithContext(ctx, u.followWorkloadAPI, recheck)
+	}
+	return nil
+}
+
+func (u *QueueStatusUpdater) addHandlers(ctx context.Context, handlers []watchHandler) error {
+	for _, h := range handlers {
+		inf, err := u.Cache.GetInformer(ctx, h.obj)
+		if err != nil {
+			return err
+		}
+		if _, err := inf.AddEventHandler(h.h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// followWorkloadAPI starts watching the Workload API when the API server
+// serves it, and stops when it no longer does; the pods of its PodGroups are
+// charged again either way (their queue may come from the PodGroup).
+func (u *QueueStatusUpdater) followWorkloadAPI(ctx context.Context) {
+	logger := log.FromContext(ctx)
+	gv := schedulingv1beta1.SchemeGroupVersion.String()
+	podGroups, err := u.Served(gv, "podgroups")
+	if err != nil {
+		logger.V(1).Info("Could not tell whether the Workload API is served; keeping what was found before", "err", err)
+		return
+	}
+	switch {
+	case podGroups && !u.upstream.Load():
+		workloads, _ := u.Served(gv, "workloads")
+		if err := u.addHandlers(ctx, u.workloadAPIHandlers(ctx, workloads)); err != nil {
+			logger.Error(err, "Watching the Workload API; retrying")
+			return
+		}
+		u.workloads.Store(workloads)
+		u.upstream.Store(true)
+		logger.Info("Counting the Workload API's PodGroups in queues", "workloads", workloads)
+	case !podGroups && u.upstream.Load():
+		u.upstream.Store(false)
+		for _, obj := range []client.Object{&schedulingv1beta1.PodGroup{}, &schedulingv1beta1.Workload{}} {
+			if err := u.Cache.RemoveInformer(ctx, obj); err != nil {
+				logger.V(1).Info("Stopping a Workload API informer", "err", err)
+			}
+		}
+		u.workloads.Store(false)
+		logger.Info("The API server no longer serves the Workload API; its pods count in their own or their namespace's queue")
+	default:
+		return
+	}
+	u.recharge(ctx)
+}
+
+// workloadAPIHandlers recharge pods whose upstream PodGroup (or its
+// Workload) changed its queue label.
+func (u *QueueStatusUpdater) workloadAPIHandlers(ctx context.Context, workloads bool) []watchHandler {
+	// An upstream PodGroup's queue label (or its Workload's) moves its
+	// pods between queues.
+	rechargeGroup := func(obj any) {
+		if pg, ok := unwrap(obj).(*schedulingv1beta1.PodGroup); ok {
+			u.recharge(ctx, client.InNamespace(pg.Namespace), client.MatchingFields{upstreamGangField: pg.Name})
+		}
+	}
+	handlers := []watchHandler{{&schedulingv1beta1.PodGroup{}, toolscache.ResourceEventHandlerFuncs{
+		AddFunc: rechargeGroup,
+		UpdateFunc: func(oldObj, obj any) {
+			o, ok1 := oldObj.(*schedulingv1beta1.PodGroup)
+			n, ok2 := obj.(*schedulingv1beta1.PodGroup)
+			if ok1 && ok2 && (o.Labels[queue.Label] != n.Labels[queue.Label] || workload.WorkloadOf(o) != workload.WorkloadOf(n)) {
+				rechargeGroup(n)
+			}
+			if ok1 && ok2 && o.Annotations[queue.HeldAnnotation] != n.Annotations[queue.HeldAnnotation] {
+				u.poke()
+			}
+		},
+		DeleteFunc: rechargeGroup,
+	}}}
+	if workloads {
 		rechargeWorkload := func(obj any) {
 			if wl, ok := unwrap(obj).(*schedulingv1beta1.Workload); ok {
 				u.rechargeWorkload(ctx, wl)
@@ -214,16 +285,7 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 			DeleteFunc: rechargeWorkload,
 		}})
 	}
-	for _, h := range handlers {
-		inf, err := u.Cache.GetInformer(ctx, h.obj)
-		if err != nil {
-			return err
-		}
-		if _, err := inf.AddEventHandler(h.h); err != nil {
-			return err
-		}
-	}
-	return nil
+	return handlers
 }
 
 // watchHandler handles the events of one kind of object.
@@ -267,7 +329,7 @@ func (u *QueueStatusUpdater) groupLabels(ctx context.Context, p *v1.Pod) map[str
 			return pg.Labels
 		}
 	case workload.SourceWorkloadAPI:
-		if !u.UpstreamPodGroups {
+		if !u.upstream.Load() {
 			return nil
 		}
 		pg := &schedulingv1beta1.PodGroup{}
@@ -275,7 +337,7 @@ func (u *QueueStatusUpdater) groupLabels(ctx context.Context, p *v1.Pod) map[str
 			return nil
 		}
 		var wl *schedulingv1beta1.Workload
-		if name := workload.WorkloadOf(pg); name != "" && u.Workloads {
+		if name := workload.WorkloadOf(pg); name != "" && u.workloads.Load() {
 			w := &schedulingv1beta1.Workload{}
 			if err := u.Cache.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: name}, w); err == nil {
 				wl = w
@@ -433,7 +495,7 @@ func (u *QueueStatusUpdater) held(ctx context.Context, groups []pgv1alpha1.PodGr
 		pg := &groups[i]
 		add(&heldGang{namespace: pg.Namespace, name: pg.Name, labels: pg.Labels}, pg.Annotations)
 	}
-	if u.UpstreamPodGroups {
+	if u.upstream.Load() {
 		var upstream schedulingv1beta1.PodGroupList
 		if err := u.Cache.List(ctx, &upstream); err != nil {
 			return nil, err
@@ -444,7 +506,7 @@ func (u *QueueStatusUpdater) held(ctx context.Context, groups []pgv1alpha1.PodGr
 				continue
 			}
 			var wl *schedulingv1beta1.Workload
-			if name := workload.WorkloadOf(pg); name != "" && u.Workloads {
+			if name := workload.WorkloadOf(pg); name != "" && u.workloads.Load() {
 				w := &schedulingv1beta1.Workload{}
 				if err := u.Cache.Get(ctx, types.NamespacedName{Namespace: pg.Namespace, Name: name}, w); err == nil {
 					wl = w

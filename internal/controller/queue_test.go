@@ -75,8 +75,9 @@ func TestQueueOfWorkloadAPIGang(t *testing.T) {
 				}
 				return nil
 			}).Build()
-		u := &QueueStatusUpdater{Cache: readerCache{r: c}, DefaultQueue: "default",
-			UpstreamPodGroups: served, Workloads: served, acct: queue.NewCache()}
+		u := &QueueStatusUpdater{Cache: readerCache{r: c}, DefaultQueue: "default", acct: queue.NewCache()}
+		u.upstream.Store(served)
+		u.workloads.Store(served)
 		return u, c
 	}
 	// charged is the queue the pod's CPU is allocated to in the accounting.

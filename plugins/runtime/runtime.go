@@ -10,14 +10,13 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"github.com/phalanx-sched/phalanx/internal/served"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -320,26 +319,10 @@ func CRDConfig(cfg *rest.Config) *rest.Config {
 	return c
 }
 
-// Served reports whether the API server serves the resource in groupVersion.
-// A missing group is (false, nil); other discovery failures are errors.
+// Served reports whether the API server serves the resource in groupVersion
+// (served.Resource).
 func Served(cfg *rest.Config, groupVersion, resource string) (bool, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
-	if err != nil {
-		return false, err
-	}
-	list, err := dc.ServerResourcesForGroupVersion(groupVersion)
-	if err != nil {
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
-		return false, fmt.Errorf("discovering %s: %w", groupVersion, err)
-	}
-	for _, res := range list.APIResources {
-		if res.Name == resource {
-			return true, nil
-		}
-	}
-	return false, nil
+	return served.Resource(cfg, groupVersion, resource)
 }
 
 // startAndSync starts a factory's informers and waits, up to SyncTimeout, for
