@@ -3,9 +3,12 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/discovery/cached/memory"
@@ -87,12 +90,25 @@ func (c *Cluster) startController(name string, started func(*kcm) *bool,
 // (k8s.io/kubernetes/pkg/controller/job) in-process against the cluster
 // until Stop. Calling it again is a no-op, so tests sharing a cluster can
 // each ask for it.
+//
+// As in kube-controller-manager, the controller reads its feature gates
+// from the process (utilfeature.DefaultFeatureGate). With WorkloadWithJob on
+// when it starts, it is given the scheduling.k8s.io/v1beta1 Workload and
+// PodGroup informers and creates a Workload and a PodGroup for each new Job
+// that sets .spec.scheduling; the API server must then serve that version
+// (--runtime-config=scheduling.k8s.io/v1beta1=true), or the controller would
+// wait for those informers forever: that is an error here. A test turns the
+// gate on for itself (featuregatetesting.SetFeatureGatesDuringTest) before
+// it starts the cluster.
 func (c *Cluster) StartJobController() error {
 	return c.startController("job-controller", func(m *kcm) *bool { return &m.job },
 		func(ctx context.Context, client kubernetes.Interface, inf informers.SharedInformerFactory) (func(), error) {
 			var jc *jobcontroller.Controller
 			var err error
 			if utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) {
+				if err := servesWorkloadAPI(client); err != nil {
+					return nil, fmt.Errorf("feature gate %s is on: %w", features.WorkloadWithJob, err)
+				}
 				jc, err = jobcontroller.NewController(ctx, client, inf.Core().V1().Pods(), inf.Batch().V1().Jobs(),
 					inf.Scheduling().V1beta1().Workloads(), inf.Scheduling().V1beta1().PodGroups())
 			} else {
@@ -103,6 +119,24 @@ func (c *Cluster) StartJobController() error {
 			}
 			return func() { jc.Run(ctx, 4) }, nil
 		})
+}
+
+// servesWorkloadAPI checks that the API server serves the Workload and
+// PodGroup resources of scheduling.k8s.io/v1beta1.
+func servesWorkloadAPI(client kubernetes.Interface) error {
+	gv := schedulingv1beta1.SchemeGroupVersion.String()
+	list, err := client.Discovery().ServerResourcesForGroupVersion(gv)
+	if err != nil {
+		return fmt.Errorf("the API server does not serve %s (--runtime-config=%s=true): %w", gv, gv, err)
+	}
+	missing := map[string]bool{"workloads": true, "podgroups": true}
+	for _, r := range list.APIResources {
+		delete(missing, r.Name)
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("the API server serves %s without %v", gv, slices.Sorted(maps.Keys(missing)))
+	}
+	return nil
 }
 
 // StartResourceClaimController runs kube-controller-manager's resourceclaim

@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"strings"
 	"testing"
@@ -10,9 +11,16 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/kubernetes/pkg/features"
+	hashutil "k8s.io/kubernetes/pkg/util/hash"
 	"k8s.io/utils/ptr"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -344,5 +352,243 @@ func TestWorkloadAPIGang(t *testing.T) {
 		if ib := nodeIB(t, c, p.Spec.NodeName); ib != "ib-a" {
 			t.Fatalf("member %s on %s in %s, want all in ib-a (topology key %s)", p.Name, p.Spec.NodeName, ib, ibLabel)
 		}
+	}
+}
+
+// jobSchedulingNames are the names kube-controller-manager's Job controller
+// (pkg/controller/job, job_scheduling_manager.go) gives the objects it makes
+// for a Job with .spec.scheduling: the Workload is the Job's name and a hash
+// of its UID, its one PodGroupTemplate is "<job>-pgt-0", and the PodGroup is
+// the Workload's and the template's names and a hash of both (short names
+// here, so nothing is truncated).
+func jobSchedulingNames(job *batchv1.Job) (workload, template, podGroup string) {
+	h := fnv.New32a()
+	hashutil.DeepHashObject(h, job.UID)
+	workload = job.Name + "-" + utilrand.SafeEncodeString(fmt.Sprint(h.Sum32()))
+	template = job.Name + "-pgt-0"
+	h = fnv.New32a()
+	h.Write([]byte(workload))
+	h.Write([]byte(template))
+	podGroup = workload + "-" + template + "-" + utilrand.SafeEncodeString(fmt.Sprint(h.Sum32()))
+	return workload, template, podGroup
+}
+
+// TestWorkloadJobSchedulingGang: a plain batch/v1 Job that asks for gang
+// scheduling in .spec.scheduling (feature gate WorkloadWithJob, alpha in
+// 1.37) gets its Workload and PodGroup from kube-controller-manager's real
+// Job controller, and phalanx schedules it whole. The Job runs 5 pods of
+// 4 CPU and leaves the gang's minCount unset, so the controller derives it
+// from parallelism (5). With room for 4, none binds (checked on every poll
+// until the scheduler has turned down each member: PodScheduled=False) and
+// the PodGroup's PodGroupInitiallyScheduled condition says Unschedulable;
+// with a fifth node all 5 bind. The scheduler is the binary with the
+// canonical config (no feature gates of its own).
+func TestWorkloadJobSchedulingGang(t *testing.T) {
+	// Feature gates are process-wide, and two readers of them run in this
+	// process: the API server's Job registry (which drops .spec.scheduling
+	// without WorkloadWithJob, and pods' spec.schedulingGroup without
+	// GenericWorkload) and the Job controller. They are on for this test
+	// only, set before the cluster starts so that they are restored after it
+	// has stopped (cleanups run last in, first out); other tests of the
+	// package, which run the scheduler in-process, see the defaults again.
+	t.Cleanup(func() {
+		if utilfeature.DefaultFeatureGate.Enabled(features.WorkloadWithJob) {
+			t.Errorf("feature gate %s is still on after the test", features.WorkloadWithJob)
+		}
+	})
+	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+		features.GenericWorkload: true,
+		features.WorkloadWithJob: true,
+	})
+	c, err := testcluster.Start(t, testcluster.Options{APIServerFlags: []string{
+		"--runtime-config=scheduling.k8s.io/v1beta1=true",
+		"--feature-gates=GenericWorkload=true,WorkloadWithJob=true",
+	}})
+	if err != nil {
+		t.Fatalf("starting cluster: %v", err)
+	}
+	ctx := ctxFor(t)
+	spec := testcluster.NodeSpec{CPU: "4", Memory: "16Gi"}
+	if err := c.CreateNodes(ctx, nodes("n", 4, spec)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.StartJobController(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartSchedulerBinary(schedulerBinary, manifests.SchedulerConfig); err != nil {
+		t.Fatal(err)
+	}
+	const ns, name = "jobs", "trainer"
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: batchv1.JobSpec{
+			CompletionMode: ptr.To(batchv1.IndexedCompletion),
+			Completions:    ptr.To[int32](5),
+			Parallelism:    ptr.To[int32](5),
+			BackoffLimit:   ptr.To[int32](10),
+			// A gang with no minCount: the controller derives it.
+			Scheduling: &batchv1.JobSchedulingConfiguration{
+				SchedulingPolicy: &schedulingv1alpha3.WorkloadPodGroupSchedulingPolicy{
+					Gang: &schedulingv1alpha3.WorkloadPodGroupGangSchedulingPolicy{},
+				},
+			},
+			Template: v1.PodTemplateSpec{
+				Spec: v1.PodSpec{
+					SchedulerName:                 "phalanx-scheduler",
+					RestartPolicy:                 v1.RestartPolicyNever,
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers: []v1.Container{{
+						Name: "worker", Image: "registry.k8s.io/pause:3.10",
+						Resources: v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceCPU: resource.MustParse("4")}},
+					}},
+				},
+			},
+		},
+	}
+	job, err = c.Client.BatchV1().Jobs(ns).Create(ctx, job, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Spec.Scheduling == nil || job.Spec.Scheduling.SchedulingPolicy == nil || job.Spec.Scheduling.SchedulingPolicy.Gang == nil {
+		t.Fatalf("the API server dropped the Job's .spec.scheduling (got %+v): feature gate %s is not on in the API server", job.Spec.Scheduling, features.WorkloadWithJob)
+	}
+	created := time.Now()
+	selector := batchv1.JobNameLabel + "=" + name
+	wlName, templateName, pgName := jobSchedulingNames(job)
+
+	// The Job controller makes one Workload and one PodGroup for the Job, with
+	// the gang's minCount from parallelism.
+	var wl *schedulingv1beta1.Workload
+	var pg *schedulingv1beta1.PodGroup
+	if err := testcluster.Eventually(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
+		wls, err := c.Client.SchedulingV1beta1().Workloads(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		pgs, err := c.Client.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		if len(wls.Items) > 1 || len(pgs.Items) > 1 {
+			return false, fmt.Errorf("%d Workloads and %d PodGroups, want one each", len(wls.Items), len(pgs.Items))
+		}
+		if len(wls.Items) == 1 && len(pgs.Items) == 1 {
+			wl, pg = &wls.Items[0], &pgs.Items[0]
+			return true, nil
+		}
+		return false, nil
+	}); err != nil {
+		t.Fatalf("the Job controller made no Workload and PodGroup for Job %s: %v", name, err)
+	}
+	if wl.Name != wlName || pg.Name != pgName {
+		t.Fatalf("Workload %s and PodGroup %s, want %s and %s", wl.Name, pg.Name, wlName, pgName)
+	}
+	if ref := metav1.GetControllerOf(wl); ref == nil || ref.UID != job.UID {
+		t.Errorf("Workload %s is controlled by %+v, want the Job %s", wl.Name, ref, job.UID)
+	}
+	if ref := wl.Spec.ControllerRef; ref == nil || ref.APIGroup != batchv1.GroupName || ref.Kind != "Job" || ref.Name != name {
+		t.Errorf("Workload %s: spec.controllerRef %+v, want batch Job %s", wl.Name, ref, name)
+	}
+	if n := len(wl.Spec.PodGroupTemplates); n != 1 {
+		t.Fatalf("Workload %s has %d PodGroupTemplates, want 1", wl.Name, n)
+	}
+	if tmpl := wl.Spec.PodGroupTemplates[0]; tmpl.Name != templateName || tmpl.SchedulingPolicy.Gang == nil || tmpl.SchedulingPolicy.Gang.MinCount != 5 {
+		t.Errorf("Workload %s: template %s policy %+v, want %s with gang minCount 5", wl.Name, tmpl.Name, tmpl.SchedulingPolicy, templateName)
+	}
+	if ref := metav1.GetControllerOf(pg); ref == nil || ref.UID != job.UID {
+		t.Errorf("PodGroup %s is controlled by %+v, want the Job %s", pg.Name, ref, job.UID)
+	}
+	ownedByWorkload := false
+	for _, o := range pg.OwnerReferences {
+		ownedByWorkload = ownedByWorkload || (o.Kind == "Workload" && o.UID == wl.UID)
+	}
+	if !ownedByWorkload {
+		t.Errorf("PodGroup %s: owners %+v, want the Workload %s among them", pg.Name, pg.OwnerReferences, wl.Name)
+	}
+	if ref := pg.Spec.WorkloadRef; ref == nil || ref.WorkloadName != wlName || ref.TemplateName != templateName {
+		t.Errorf("PodGroup %s: spec.workloadRef %+v, want %s/%s", pg.Name, ref, wlName, templateName)
+	}
+	if g := pg.Spec.SchedulingPolicy.Gang; g == nil || g.MinCount != 5 {
+		t.Fatalf("PodGroup %s: spec.schedulingPolicy %+v, want gang minCount 5 (parallelism)", pg.Name, pg.Spec.SchedulingPolicy)
+	}
+
+	// Its 5 pods name the PodGroup in spec.schedulingGroup.
+	var pods []v1.Pod
+	if err := testcluster.Eventually(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
+		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		pods = list.Items
+		return len(pods) == 5, nil
+	}); err != nil {
+		t.Fatalf("%d pods of Job %s, want 5: %v", len(pods), name, err)
+	}
+	for _, p := range pods {
+		if sg := p.Spec.SchedulingGroup; sg == nil || ptr.Deref(sg.PodGroupName, "") != pgName {
+			t.Fatalf("pod %s: spec.schedulingGroup %+v, want podGroupName %s", p.Name, sg, pgName)
+		}
+	}
+
+	// Room for 4 of 5: none binds, the PodGroup says why, and the scheduler
+	// has turned down every member.
+	var cond *metav1.Condition
+	var bound []string
+	unschedulable := 0
+	if err := testcluster.Eventually(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
+		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, err
+		}
+		unschedulable = 0
+		for _, p := range list.Items {
+			if p.Spec.NodeName != "" {
+				bound = append(bound, p.Name+" on "+p.Spec.NodeName)
+			}
+			for _, pc := range p.Status.Conditions {
+				if pc.Type == v1.PodScheduled && pc.Status == v1.ConditionFalse && pc.Reason == v1.PodReasonUnschedulable {
+					unschedulable++
+				}
+			}
+		}
+		if len(bound) > 0 {
+			return true, nil // fails below
+		}
+		got, err := c.Client.SchedulingV1beta1().PodGroups(ns).Get(ctx, pgName, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		cond = apimeta.FindStatusCondition(got.Status.Conditions, schedulingv1beta1.PodGroupInitiallyScheduled)
+		return cond != nil && cond.Status == metav1.ConditionFalse && cond.Reason == schedulingv1beta1.PodGroupReasonUnschedulable &&
+			unschedulable == 5, nil
+	}); err != nil {
+		t.Fatalf("PodGroup %s never got %s=False reason %s with all 5 members unschedulable (last: %+v; %d unschedulable): %v", pgName,
+			schedulingv1beta1.PodGroupInitiallyScheduled, schedulingv1beta1.PodGroupReasonUnschedulable, cond, unschedulable, err)
+	}
+	if len(bound) > 0 {
+		t.Fatalf("members bound while only 4 of 5 fit (the gang was not scheduled whole): %v", bound)
+	}
+	t.Logf("%v after the Job: 4 of 5 fit, none bound; PodGroup %s: %s=%s %s: %s", time.Since(created).Round(time.Millisecond),
+		pgName, cond.Type, cond.Status, cond.Reason, cond.Message)
+	assertJobBound(t, c, ns, selector, 0)
+
+	// A fifth node: all 5 bind.
+	fifth := spec
+	fifth.Name = "n-4"
+	if err := c.CreateNodes(ctx, fifth); err != nil {
+		t.Fatal(err)
+	}
+	added := time.Now()
+	members := waitJobBound(t, c, ns, selector, 5)
+	t.Logf("all 5 bound %v after the fifth node", time.Since(added).Round(time.Millisecond))
+	onNode := map[string]string{}
+	for _, p := range members {
+		if other, ok := onNode[p.Spec.NodeName]; ok {
+			t.Fatalf("members %s and %s share node %s (4 CPU each on 4-CPU nodes)", other, p.Name, p.Spec.NodeName)
+		}
+		onNode[p.Spec.NodeName] = p.Name
 	}
 }
