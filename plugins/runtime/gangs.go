@@ -138,10 +138,13 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		UpdateFunc: g.onPodUpdate,
 		DeleteFunc: g.onPodDelete,
 	})
+	// A node change voids cached plan failures and wakes the failed gangs:
+	// the scheduling queue's own node event may retry a member before this
+	// handler ran, while the failure still stood.
 	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { g.Lifecycle.Changed() },
+		AddFunc:    func(any) { g.wakeFailed() },
 		UpdateFunc: g.onNodeUpdate,
-		DeleteFunc: func(any) { g.Lifecycle.Changed() },
+		DeleteFunc: func(any) { g.wakeFailed() },
 	}); err != nil {
 		return nil, err
 	}
@@ -682,7 +685,7 @@ func (g *Gangs) onNodeUpdate(oldObj, newObj any) {
 		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) ||
 		!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
 		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) {
-		g.Lifecycle.Changed()
+		g.wakeFailed()
 	}
 }
 
