@@ -76,10 +76,16 @@ func GroupPending(pod *v1.Pod, pending []*v1.Pod, needed int, demand DemandFunc)
 
 // GroupByShape groups members by shape, the first member's shape first.
 func GroupByShape(members []*v1.Pod, demand DemandFunc) []ShapeGroup {
+	return groupByKey(members, demand, ShapeKey)
+}
+
+// groupByKey groups members by key (a shape, or a member shape within a
+// gang of sub-groups), the first member's key first.
+func groupByKey(members []*v1.Pod, demand DemandFunc, key func(*v1.Pod) string) []ShapeGroup {
 	var groups []ShapeGroup
 	index := map[string]int{}
 	for _, m := range members {
-		k := ShapeKey(m)
+		k := key(m)
 		gi, ok := index[k]
 		if !ok {
 			gi = len(groups)

@@ -26,6 +26,9 @@ func DescribeFailure(diag *Diagnosis, placed, minMember int, constraint string, 
 	if diag.Best.Level != "" {
 		fmt.Fprintf(&b, " in %s %s", diag.Best.Level, diag.Best.Value)
 	}
+	if sg := DescribeSubGroups(diag); sg != "" {
+		b.WriteString("; " + sg)
+	}
 	if diag.UnknownLevel != "" {
 		levels := "none defined"
 		if len(req.Levels) > 0 {

@@ -93,8 +93,15 @@ type Attempt struct {
 	uncounted map[v1.ResourceName]bool
 }
 
-// Quorum is the number of members that must be placed together.
-func Quorum(spec *Spec) int { return max(spec.MinMember, 1) }
+// Quorum is the number of members that must be placed together: the gang's
+// minimum, or for an elastic gang of sub-groups its minimum of whole
+// sub-groups.
+func Quorum(spec *Spec) int {
+	if sg := spec.SubGroups; sg != nil && sg.Min > 0 && sg.Size > 0 {
+		return sg.Min * sg.Size
+	}
+	return max(spec.MinMember, 1)
+}
 
 // Plan places the gang's remaining minimum: the filters' verdict for the
 // member on every node, each node sized by arithmetic net of what other gangs
@@ -118,9 +125,29 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 			return "", fmt.Errorf("freed %d claims allocated for members that never bound; planning again", len(freed))
 		}
 	}
-	a.groups = GroupPending(a.Pod, pending, needed, m.demand())
+	if sg := spec.SubGroups; sg != nil {
+		why := sg.Err
+		switch {
+		case why != "":
+		case a.Topology == nil:
+			why = "sub-groups need the NetworkTopology plugin in the profile"
+		case a.Topology.SubErr != "":
+			why = a.Topology.SubErr
+		}
+		if why != "" {
+			msg := "invalid sub-groups: " + why
+			m.fx.SetCondition(spec, ReasonInvalidSubGroups, msg)
+			m.Fail(ref, a.Pod.UID, msg)
+			return "", fmt.Errorf("%s", msg)
+		}
+	}
+	var short string
+	a.groups, short = GroupForPlan(spec, a.Pod, pending, needed, m.demand())
 	if have := Members(a.groups); have < needed {
 		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", a.placed, have, Quorum(spec))
+		if short != "" {
+			msg = fmt.Sprintf("%d members are placed; %s", a.placed, short)
+		}
 		m.fx.SetCondition(spec, ReasonMembersPending, msg)
 		return "", fmt.Errorf("%s", msg)
 	}
@@ -166,7 +193,7 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 	logger.V(3).Info("Gang planned", "gang", ref, "members", plan.Members(), "nodes", len(plan.Slots))
 	// Siblings come next in the queue order; wake those that wait elsewhere.
 	m.fx.Wake(ref)
-	node, _ := m.NextSlot(ref, ShapeKey(a.Pod))
+	node, _ := m.NextSlot(ref, MemberShape(spec, a.Pod))
 	// Only a failed plan's view is read again (MakeRoom).
 	a.view, a.devices = nil, nil
 	return node, nil
@@ -212,6 +239,13 @@ func (m *Manager) request(a *Attempt, room Capacity, relaxed bool) (Request, str
 		return req, ""
 	}
 	req.Constrain(a.Topology.Tree, a.Topology.Required, a.Topology.Preferred, m.PlacedNodes(a.Ref))
+	if sg := a.Spec.SubGroups; sg != nil {
+		req.SubGroups = SubGroupsOf(shapes)
+		req.SubLevel, req.SubPreferred = a.Topology.SubRequired, false
+		if req.SubLevel == "" {
+			req.SubLevel, req.SubPreferred = a.Topology.SubPreferred, true
+		}
+	}
 	return req, DescribeConstraint(a.Topology.Required, a.Topology.Preferred)
 }
 

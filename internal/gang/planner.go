@@ -95,6 +95,12 @@ type Request struct {
 	// whose GPUs the placement fragments least for these shapes
 	// (FragmentationDelta).
 	Workload []WorkloadShape
+	// SubGroups, when set, split Shapes into sub-groups, each placed whole
+	// inside one domain of SubLevel (required, or SubPreferred), all of
+	// them inside the gang's domain (Required / Preferred).
+	SubGroups    []SubGroup
+	SubLevel     string
+	SubPreferred bool
 }
 
 // Plan is a placement: node -> shape key -> members.
@@ -133,6 +139,9 @@ type Diagnosis struct {
 	Tried []DomainResult
 	// UnknownLevel is set when the constraint names a level that does not exist.
 	UnknownLevel string
+	// SubGroups is set for a gang of sub-groups: how many of them the
+	// closest domain took whole.
+	SubGroups *SubGroupDiagnosis
 }
 
 // Place finds a placement for every member in req, or explains why none exists.
@@ -145,6 +154,13 @@ func Place(req Request) (*Plan, *Diagnosis) {
 	diag := &Diagnosis{Needed: needed}
 	if needed == 0 {
 		return &Plan{Slots: map[string]map[string]int{}}, nil
+	}
+	if len(req.SubGroups) > 0 {
+		diag.SubGroups = &SubGroupDiagnosis{Level: req.SubLevel, Need: len(req.SubGroups), Size: req.SubGroups[0].members()}
+		if !req.SubPreferred && !slices.Contains(req.Levels, req.SubLevel) {
+			diag.UnknownLevel = req.SubLevel
+			return nil, diag
+		}
 	}
 
 	level := req.Required
@@ -178,7 +194,7 @@ func Place(req Request) (*Plan, *Diagnosis) {
 }
 
 func placeWhole(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
-	slots, placed := fill(req.Shapes, req.Nodes, req.Workload)
+	slots, placed := req.fillIn(req.Nodes, diag, Domain{})
 	if placed == diag.Needed {
 		return &Plan{Slots: slots}, nil
 	}
@@ -221,15 +237,15 @@ func placeInOneDomain(req Request, li int, diag *Diagnosis) *Plan {
 			skipped = append(skipped, gi)
 			continue
 		}
-		slots, placed := fill(req.Shapes, g.nodes, req.Workload)
 		d := Domain{Level: req.Levels[li], Value: g.value}
+		slots, placed := req.fillIn(g.nodes, diag, d)
 		if placed >= diag.Needed {
 			return &Plan{Slots: slots, Domains: []Domain{d}}
 		}
 		tried = append(tried, DomainResult{Domain: d, Placed: placed, Capacity: capacity[gi]})
 	}
 	for _, gi := range skipped {
-		_, placed := fill(req.Shapes, groups[gi].nodes, req.Workload)
+		_, placed := req.fillIn(groups[gi].nodes, diag, Domain{Level: req.Levels[li], Value: groups[gi].value})
 		tried = append(tried, DomainResult{Domain: Domain{Level: req.Levels[li], Value: groups[gi].value}, Placed: placed, Capacity: capacity[gi]})
 	}
 	sort.SliceStable(tried, func(i, j int) bool {
@@ -251,7 +267,8 @@ func placeInOneDomain(req Request, li int, diag *Diagnosis) *Plan {
 // the rest goes to the smallest domain that takes it all (big domains stay
 // whole, most members share one domain).
 func placeAcrossDomains(req Request, diag *Diagnosis) (*Plan, *Diagnosis) {
-	if len(req.Levels) == 0 {
+	if len(req.Levels) == 0 || len(req.SubGroups) > 0 {
+		// Sub-groups keep their own domains wherever they go.
 		return placeWhole(req, diag)
 	}
 	groups := groupByDomain(req.Nodes, 0)

@@ -94,7 +94,11 @@ const (
 	ReasonReserving      = "Reserving"
 	ReasonPreempting     = "Preempting"
 	ReasonPreempted      = "Preempted"
-	ReasonReclaimed      = "Reclaimed"
+	// ReasonInvalidSubGroups: the gang's sub-groups cannot be formed (a
+	// size that does not divide the gang, an unknown level, a sub-group
+	// level not inside the gang's).
+	ReasonInvalidSubGroups = "InvalidSubGroups"
+	ReasonReclaimed        = "Reclaimed"
 )
 
 // Admission is the queue's verdict on one attempt (CapacityQueue): the
@@ -138,4 +142,10 @@ func (a *Admission) Snapshot() *queue.Snapshot {
 type Constraint struct {
 	Tree                Topology
 	Required, Preferred string
+	// SubRequired or SubPreferred is the level of each sub-group's domain
+	// in a gang of sub-groups.
+	SubRequired, SubPreferred string
+	// SubErr says why the sub-groups' level cannot be used (unknown, or not
+	// inside the gang's level).
+	SubErr string
 }

@@ -75,6 +75,8 @@ type Spec struct {
 	// Disruption is how preemption and reclaim may take the gang as a
 	// victim (an upstream PodGroup's spec.disruptionMode).
 	Disruption DisruptionMode
+	// SubGroups is set for a gang of sub-groups (nil: a flat gang).
+	SubGroups *SubGroups
 }
 
 // DisruptionMode is how a running gang may be disrupted to make room.

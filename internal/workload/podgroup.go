@@ -16,6 +16,10 @@ var copiedAnnotations = []string{
 	phalanxv1alpha1.TopologyPreferredAnnotation,
 	// Meaningful with gang-name: other gangs can name such a gang.
 	phalanxv1alpha1.DependsOnAnnotation,
+	phalanxv1alpha1.SubGroupSizeAnnotation,
+	phalanxv1alpha1.SubGroupMinAnnotation,
+	phalanxv1alpha1.SubGroupTopologyRequiredAnnotation,
+	phalanxv1alpha1.SubGroupTopologyPreferredAnnotation,
 }
 
 // PodGroupFor is the scheduler-plugins PodGroup of an implicit gang, built

@@ -110,7 +110,7 @@ func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, po
 }
 
 // need is what a pod asks its queue for: a gang's remaining minimum — the
-// members the planner would place (gang.GroupPending) — or a plain pod's own
+// members the planner would place (gang.GroupForPlan) — or a plain pod's own
 // request. admitted: the gang already has a plan, a reservation or its quorum,
 // so its capacity is charged already.
 func (pl *CapacityQueue) need(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, need resources.List, admitted bool) {
@@ -123,10 +123,10 @@ func (pl *CapacityQueue) need(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, need 
 		return ref, spec, nil, true
 	}
 	placed := lc.Placed(ref)
-	if placed >= max(spec.MinMember, 1) {
+	if placed >= gang.Quorum(spec) {
 		return ref, spec, pl.gangs.Manager.Demand(pod), true
 	}
-	groups := gang.GroupPending(pod, pl.gangs.Pending(ref), max(spec.MinMember, 1)-placed, pl.gangs.Manager.Demand)
+	groups, _ := gang.GroupForPlan(spec, pod, pl.gangs.Pending(ref), gang.Quorum(spec)-placed, pl.gangs.Manager.Demand)
 	return ref, spec, gang.Demand(groups), false
 }
 

@@ -222,7 +222,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.gangs.Missing(ref, err))
 	}
-	cs.ref, cs.spec, cs.shape = ref, spec, gang.ShapeKey(pod)
+	cs.ref, cs.spec, cs.shape = ref, spec, gang.MemberShape(spec, pod)
 	state.Write(stateKey, cs)
 
 	switch route := pl.m.Route(ref, spec, cs.shape); {

@@ -9,6 +9,8 @@ package networktopology
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -46,7 +48,7 @@ type Placed interface {
 // Topologies is what this plugin needs of the process topology.
 type Topologies interface {
 	View() (*topology.Tree, int)
-	ForKey(key string) *topology.Tree
+	ForKeys(keys ...string) *topology.Tree
 }
 
 // NetworkTopology gives the planner the gang's constraint and scores nodes.
@@ -104,17 +106,60 @@ func (pl *NetworkTopology) Name() string { return Name }
 
 // constraintOf returns the gang's topology and constraint: the required or
 // preferred level of its annotations (group object, else pod), else the
-// node label of an upstream PodGroup's constraint as a one-level topology.
-func (pl *NetworkTopology) constraintOf(spec *gang.Spec, pod *v1.Pod) (*topology.Tree, string, string) {
+// node label of an upstream PodGroup's constraint as a one-level topology;
+// for a gang of sub-groups, the level of each sub-group's domain too.
+func (pl *NetworkTopology) constraintOf(spec *gang.Spec, pod *v1.Pod) gang.Constraint {
 	tree, _ := pl.topo.View()
 	required, preferred := gang.TopologyConstraint(spec.Annotations, pod.Annotations)
-	if required == "" && preferred == "" && spec.TopologyKey != "" {
-		t := pl.topo.ForKey(spec.TopologyKey)
-		if levels := t.Levels(); len(levels) == 1 {
-			return t, levels[0], ""
+	sg := spec.SubGroups
+	if required == "" && preferred == "" && (spec.TopologyKey != "" || sg != nil && sg.Key != "") {
+		// An upstream gang: its keys (the gang's, then its sub-groups')
+		// are the levels, widest first.
+		var keys []string
+		if spec.TopologyKey != "" {
+			keys = append(keys, spec.TopologyKey)
+		}
+		if sg != nil && sg.Key != "" && sg.Key != spec.TopologyKey {
+			keys = append(keys, sg.Key)
+		}
+		t := pl.topo.ForKeys(keys...)
+		c := gang.Constraint{Tree: t}
+		if levels := t.Levels(); len(levels) == len(keys) {
+			if spec.TopologyKey != "" {
+				c.Required = levels[0]
+			}
+			if sg != nil && sg.Key != "" {
+				c.SubRequired = levels[len(levels)-1]
+			}
+		}
+		return c
+	}
+	c := gang.Constraint{Tree: tree, Required: required, Preferred: preferred}
+	if sg != nil {
+		c.SubRequired, c.SubPreferred = sg.Required, sg.Preferred
+		c.SubErr = subLevelProblem(tree, c)
+	}
+	return c
+}
+
+// subLevelProblem says why a gang of sub-groups cannot use its sub-groups'
+// level: not defined, or not inside the gang's own level. "" when fine.
+func subLevelProblem(tree *topology.Tree, c gang.Constraint) string {
+	sub := c.SubRequired + c.SubPreferred
+	if tree == nil {
+		return fmt.Sprintf("sub-group level %q: no NetworkTopology (or HyperNodes) defines levels", sub)
+	}
+	levels := tree.Levels()
+	si := slices.Index(levels, sub)
+	if si < 0 {
+		return fmt.Sprintf("sub-group level %q is not defined (levels: %s)", sub, strings.Join(levels, ", "))
+	}
+	if gl := c.Required + c.Preferred; gl != "" {
+		if gi := slices.Index(levels, gl); gi >= 0 && si <= gi {
+			return fmt.Sprintf("sub-group level %q is not inside the gang's level %q (levels, widest first: %s)", sub, gl, strings.Join(levels, ", "))
 		}
 	}
-	return tree, required, preferred
+	return ""
 }
 
 // PreFilter gives the planner the gang's constraint for this cycle and keeps
@@ -125,16 +170,17 @@ func (pl *NetworkTopology) PreFilter(ctx context.Context, state fwk.CycleState, 
 	if !ok || err != nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	tree, required, preferred := pl.constraintOf(spec, pod)
-	state.Write(runtime.TopologyStateKey, &runtime.TopologyCycle{Tree: tree, Required: required, Preferred: preferred})
-	if required == "" || tree == nil {
+	c := pl.constraintOf(spec, pod)
+	state.Write(runtime.TopologyStateKey, &runtime.TopologyCycle{Constraint: c})
+	tree, _ := c.Tree.(*topology.Tree)
+	if c.Required == "" || tree == nil {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	domain, _ := gang.PlacedDomain(tree, required, pl.placed.PlacedNodes(ref))
+	domain, _ := gang.PlacedDomain(tree, c.Required, pl.placed.PlacedNodes(ref))
 	if domain == "" {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	return &fwk.PreFilterResult{NodeNames: pl.nodesOf(tree, required, domain)}, nil
+	return &fwk.PreFilterResult{NodeNames: pl.nodesOf(tree, c.Required, domain)}, nil
 }
 
 // nodesOf returns the nodes of a domain as a set, shared between cycles.

@@ -48,8 +48,7 @@ func ReadQueueCycle(state fwk.CycleState) *QueueCycle {
 // TopologyCycle is NetworkTopology's part: the gang's constraint and the
 // topology it refers to.
 type TopologyCycle struct {
-	Tree                gang.Topology
-	Required, Preferred string
+	gang.Constraint
 }
 
 // Clone shares the tree: it is read-only.
@@ -95,7 +94,8 @@ func WithCycleParts(state fwk.CycleState, a *gang.Attempt) *gang.Attempt {
 		a.Limiter = nc.Limiter
 	}
 	if tc := ReadTopologyCycle(state); tc != nil {
-		a.Topology = &gang.Constraint{Tree: tc.Tree, Required: tc.Required, Preferred: tc.Preferred}
+		c := tc.Constraint
+		a.Topology = &c
 	}
 	return a
 }

@@ -82,9 +82,12 @@ type Gangs struct {
 	// nomination), so each is sent once at a time.
 	implicit map[string]bool
 	// startup: what the last check of a short gang's workload found.
-	startup      map[gang.Ref]startupVerdict
-	sweeperOnce  sync.Once
-	workloadOnce sync.Once
+	startup map[gang.Ref]startupVerdict
+	// memberAnnotations: a member's annotations, for gangs whose pods (not
+	// their group object) declare sub-groups.
+	memberAnnotations map[gang.Ref]map[string]string
+	sweeperOnce       sync.Once
+	workloadOnce      sync.Once
 	// order caches the queue sort's keys.
 	order orderKeys
 }
@@ -105,12 +108,13 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	RegisterMetrics()
 	g := &Gangs{
 		rt: r, fw: fw, pgClient: pgClient,
-		pods:       fw.Informers.Core().V1().Pods().Lister(),
-		turnedAway: map[types.UID]*v1.Pod{},
-		podEvents:  map[types.UID]string{},
-		implicit:   map[string]bool{},
-		startup:    map[gang.Ref]startupVerdict{},
-		Binds:      NewBindSlots(GangBindConcurrency),
+		pods:              fw.Informers.Core().V1().Pods().Lister(),
+		turnedAway:        map[types.UID]*v1.Pod{},
+		podEvents:         map[types.UID]string{},
+		implicit:          map[string]bool{},
+		startup:           map[gang.Ref]startupVerdict{},
+		memberAnnotations: map[gang.Ref]map[string]string{},
+		Binds:             NewBindSlots(GangBindConcurrency),
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Devices = newDevices(fw)
@@ -246,7 +250,43 @@ func indexByDependency(obj any) ([]string, error) {
 // Spec returns the gang's definition; a NotFound error when its group object
 // does not exist (yet), or its API is not served.
 func (g *Gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
-	return g.adapter(ref.Source).Spec(ref.Namespace, ref.Name)
+	spec, err := g.adapter(ref.Source).Spec(ref.Namespace, ref.Name)
+	if err != nil {
+		return nil, err
+	}
+	g.addSubGroups(spec)
+	return spec, nil
+}
+
+// addSubGroups reads a gang's sub-group annotations: on its group object,
+// else on its members' pod template (operators that make the PodGroup
+// themselves copy nothing of ours onto it). Invalid ones are kept as an
+// error the planner reports.
+func (g *Gangs) addSubGroups(spec *gang.Spec) {
+	if spec.SubGroups != nil {
+		return
+	}
+	g.mu.Lock()
+	podAnnotations := g.memberAnnotations[spec.Ref]
+	g.mu.Unlock()
+	sg, err := workload.SubGroupsByRank(spec.Annotations, podAnnotations, spec.MinMember)
+	if err != nil {
+		sg = &gang.SubGroups{Err: err.Error()}
+	}
+	spec.SubGroups = sg
+}
+
+// noteMemberAnnotations keeps a member's annotations when they declare
+// sub-groups, for addSubGroups.
+func (g *Gangs) noteMemberAnnotations(ref gang.Ref, pod *v1.Pod) {
+	if pod.Annotations[phalanxv1alpha1.SubGroupSizeAnnotation] == "" {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.memberAnnotations[ref]; !ok {
+		g.memberAnnotations[ref] = pod.Annotations
+	}
 }
 
 // adapter reads the gangs of a source.
@@ -271,6 +311,7 @@ func (g *Gangs) specOf(obj any) *gang.Spec {
 	}
 	for _, source := range []gang.Source{gang.SourcePodGroup, gang.SourceWorkload} {
 		if s := g.adapter(source).SpecOf(obj); s != nil {
+			g.addSubGroups(s)
 			return s
 		}
 	}
@@ -490,6 +531,7 @@ func (g *Gangs) onPod(obj any) {
 		return
 	}
 	g.Lifecycle.ObserveMember(ref, pod.UID, pod.Spec.NodeName)
+	g.noteMemberAnnotations(ref, pod)
 	if pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "" && !g.Lifecycle.IsPlaced(ref, pod.UID) {
 		g.clearNomination(pod)
 	}
@@ -696,7 +738,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 	if spec == nil {
 		return
 	}
-	g.Lifecycle.SetSpec(spec.Ref, spec.MinMember, spec.Timeout)
+	g.Lifecycle.SetSpec(spec.Ref, gang.Quorum(spec), spec.Timeout)
 	g.order.changed()
 	// Members name their queue through the group's label: charge them again.
 	if old == nil || old.Labels[queueLabel] != spec.Labels[queueLabel] {
@@ -720,6 +762,9 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.Status.Forget(spec.Ref)
 	g.forgetStartup(spec.Ref)
 	g.forgetImplicit(spec.Ref)
+	g.mu.Lock()
+	delete(g.memberAnnotations, spec.Ref)
+	g.mu.Unlock()
 	// An implicit gang's PodGroup deleted while members remain is made again.
 	for _, m := range g.Members(spec.Ref) {
 		g.ensureImplicitFor(m)

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"strings"
 	"sync"
 
 	v1 "k8s.io/api/core/v1"
@@ -135,20 +136,26 @@ func (t *Topology) View() (*topology.Tree, int) {
 	return t.tree, t.packLevel
 }
 
-// ForKey returns the tree whose one level is the given node label: the
-// topology of an upstream PodGroup's constraint. A NetworkTopology level
-// with that label keeps its name.
-func (t *Topology) ForKey(key string) *topology.Tree {
+// ForKeys returns the tree whose levels are the given node labels, widest
+// first: the topology of an upstream gang of sub-groups (the
+// CompositePodGroup's key, then its PodGroups'). Levels keep the name of a
+// NetworkTopology level with the same label.
+func (t *Topology) ForKeys(keys ...string) *topology.Tree {
+	id := strings.Join(keys, "\x00")
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if tr, ok := t.byKey[key]; ok {
+	if tr, ok := t.byKey[id]; ok {
 		return tr
 	}
-	name := key
-	if nt, err := t.topos.Get(t.name); err == nil {
-		for _, l := range nt.Spec.Levels {
-			if l.NodeLabel == key {
-				name = l.Name
+	levels := make([]topology.Level, len(keys))
+	nt, ntErr := t.topos.Get(t.name)
+	for i, key := range keys {
+		levels[i] = topology.Level{Name: key, NodeLabel: key}
+		if ntErr == nil {
+			for _, l := range nt.Spec.Levels {
+				if l.NodeLabel == key {
+					levels[i].Name = l.Name
+				}
 			}
 		}
 	}
@@ -156,8 +163,8 @@ func (t *Topology) ForKey(key string) *topology.Tree {
 	if err != nil {
 		return nil
 	}
-	tr := topology.FromLevels([]topology.Level{{Name: name, NodeLabel: key}}, nodes)
-	t.byKey[key] = tr
+	tr := topology.FromLevels(levels, nodes)
+	t.byKey[id] = tr
 	return tr
 }
 

@@ -38,6 +38,22 @@ const (
 	// or GangScopeJob.
 	GangScopeAnnotation = GroupName + "/gang-scope"
 
+	// SubGroupSizeAnnotation makes a gang a gang of sub-groups of this many
+	// members (tensor-parallel groups); members map to sub-groups by rank
+	// (RankLabel, else the index label their operator sets).
+	SubGroupSizeAnnotation = GroupName + "/subgroup-size"
+	// SubGroupMinAnnotation is the number of whole sub-groups the gang
+	// starts with (elastic); without it, all that minMember holds.
+	SubGroupMinAnnotation = GroupName + "/subgroup-min"
+	// SubGroupTopologyRequiredAnnotation and
+	// SubGroupTopologyPreferredAnnotation name the level each sub-group
+	// must (or should) fit inside one domain of, e.g. an NVLink clique.
+	SubGroupTopologyRequiredAnnotation  = GroupName + "/subgroup-topology-required"
+	SubGroupTopologyPreferredAnnotation = GroupName + "/subgroup-topology-preferred"
+	// RankLabel gives a member's rank explicitly (0-based): ranks
+	// i … i+size−1 share a sub-group.
+	RankLabel = GroupName + "/rank"
+
 	// ManagedByLabel and ManagedByValue mark the PodGroups that phalanx
 	// creates for implicit gangs.
 	ManagedByLabel = "app.kubernetes.io/managed-by"
