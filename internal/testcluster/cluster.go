@@ -51,12 +51,15 @@ type Cluster struct {
 	Kubeconfig string
 	// Dir is scratch space removed at Stop.
 	Dir string
-	// APIServer is the in-process kube-apiserver (nil for Connect).
+	// APIServer is the in-process kube-apiserver (nil for Connect). For a
+	// Restartable cluster it is the current one: RestartAPIServer replaces it.
 	APIServer *kubeapiservertesting.TestServer
 
 	mu    sync.Mutex
 	stops []func()
 	kcm   *kcm
+	// restart is set for a Restartable cluster (restart.go).
+	restart *restartable
 }
 
 // Options tune Start.
@@ -65,6 +68,12 @@ type Options struct {
 	APIServerFlags []string
 	// SkipCRDs leaves manifests/crds uninstalled.
 	SkipCRDs bool
+	// Restartable puts a reverse proxy in front of the kube-apiserver:
+	// Kubeconfig, Config and every client of the Cluster talk to the proxy,
+	// so RestartAPIServer can replace the server (e.g. with other
+	// --runtime-config) while clients and schedulers keep their connection
+	// settings. See restart.go.
+	Restartable bool
 }
 
 // Start runs etcd and kube-apiserver and installs the CRDs. Stop tears it down;
@@ -92,15 +101,23 @@ func Start(tb TB, opts Options) (*Cluster, error) {
 		// and pods waiting for service accounts.
 		"--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
 	}, opts.APIServerFlags...)
-	server, err := kubeapiservertesting.StartTestServer(tb, kubeapiservertesting.NewDefaultTestServerOptions(), flags, storage)
-	if err != nil {
-		c.Stop()
-		return nil, fmt.Errorf("starting kube-apiserver: %w", err)
+	var clientConfig *rest.Config
+	if opts.Restartable {
+		if clientConfig, err = c.startRestartable(storage, flags); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	} else {
+		server, err := kubeapiservertesting.StartTestServer(tb, kubeapiservertesting.NewDefaultTestServerOptions(), flags, storage)
+		if err != nil {
+			c.Stop()
+			return nil, fmt.Errorf("starting kube-apiserver: %w", err)
+		}
+		c.onStop(server.TearDownFn)
+		c.APIServer = &server
+		clientConfig = server.ClientConfig
 	}
-	c.onStop(server.TearDownFn)
-
-	c.APIServer = &server
-	if err := c.setClients(server.ClientConfig); err != nil {
+	if err := c.setClients(clientConfig); err != nil {
 		c.Stop()
 		return nil, err
 	}
