@@ -88,7 +88,10 @@ func New(ctx context.Context, cc *schedulerserverconfig.CompletedConfig, sched *
 		return out
 	}
 	private := config.KubeSchedulerProfile{
-		SchedulerName: profileName,
+		// A name of its own: plugins key what they add to the shared
+		// informers by profile (DynamicResources' pod index, 1.37), and the
+		// scheduler's profile of the same name has added it already.
+		SchedulerName: profileName + "-dry-run",
 		PluginConfig:  cfg.PluginConfig,
 		Plugins: &config.Plugins{
 			QueueSort: config.PluginSet{Enabled: []config.Plugin{{Name: names.PrioritySort}}},
