@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -45,6 +46,9 @@ func newCommand() *cobra.Command {
 			if err := validateEstimator(est); err != nil {
 				return err
 			}
+			if runtime.WorkloadAPIRecheck < time.Second {
+				return fmt.Errorf("--api-discovery-interval: %v is shorter than 1s", runtime.WorkloadAPIRecheck)
+			}
 			return run(cmd, opts, est)
 		},
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -60,6 +64,8 @@ func newCommand() *cobra.Command {
 	verflag.AddFlags(nfs.FlagSet("global"))
 	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
 	addEstimatorFlags(nfs.FlagSet("karmada estimator"), est)
+	nfs.FlagSet("phalanx").DurationVar(&runtime.WorkloadAPIRecheck, "api-discovery-interval", runtime.WorkloadAPIRecheck,
+		"How often to ask the API server whether it serves the Workload API (scheduling.k8s.io/v1beta1), which may be turned on or off while phalanx runs; at least 1s.")
 	fs := cmd.Flags()
 	for _, f := range nfs.FlagSets {
 		fs.AddFlagSet(f)
