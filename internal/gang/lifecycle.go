@@ -209,6 +209,14 @@ func (lc *Lifecycle) Tracked() int {
 	return len(lc.gangs)
 }
 
+// Tracks reports whether the lifecycle keeps state for the gang.
+func (lc *Lifecycle) Tracks(ref Ref) bool {
+	lc.mu.Lock()
+	defer lc.unlock()
+	_, ok := lc.gangs[ref]
+	return ok
+}
+
 // Now is the lifecycle's clock.
 func (lc *Lifecycle) Now() time.Time { return lc.clock.Now() }
 

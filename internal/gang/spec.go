@@ -22,8 +22,11 @@ type Ref struct {
 // String is "namespace/name" for a PodGroup and "namespace/workload:name" for
 // an upstream PodGroup: the key used in logs, metrics and messages.
 func (r Ref) String() string {
-	if r.Source == SourceWorkload {
+	switch r.Source {
+	case SourceWorkload:
 		return r.Namespace + "/workload:" + r.Name
+	case SourceComposite:
+		return r.Namespace + "/composite:" + r.Name
 	}
 	return r.Namespace + "/" + r.Name
 }
@@ -41,6 +44,10 @@ const (
 	// SourceWorkload is an upstream scheduling.k8s.io PodGroup, named by the
 	// pods' spec.schedulingGroup.
 	SourceWorkload Source = "Workload"
+	// SourceComposite is an upstream CompositePodGroup
+	// (scheduling.k8s.io/v1alpha3) with a gang policy: the parent of the
+	// PodGroups the pods name, each of which is one of its sub-groups.
+	SourceComposite Source = "Composite"
 )
 
 // Spec is what the scheduler needs of a gang's definition, whatever its

@@ -57,12 +57,13 @@ type Gangs struct {
 	// podGroups reads scheduler-plugins PodGroups (labelled and implicit
 	// gangs); upstream the Workload API's PodGroups, nil while the API
 	// server does not serve them (workloadAPI follows it at run time).
-	podGroups workload.PodGroups
-	upstream  atomic.Pointer[workload.Upstream]
-	pgIndexer cache.Indexer
-	pgClient  pgclientset.Interface
-	pods      corelisters.PodLister
-	podIndex  cache.Indexer
+	podGroups  workload.PodGroups
+	upstream   atomic.Pointer[workload.Upstream]
+	composites atomic.Pointer[workload.Composites]
+	pgIndexer  cache.Indexer
+	pgClient   pgclientset.Interface
+	pods       corelisters.PodLister
+	podIndex   cache.Indexer
 	// groupEvents handles every adapter's group-object events.
 	groupEvents cache.ResourceEventHandlerFuncs
 	workloadAPI *workloadAPI
@@ -203,6 +204,19 @@ func unsynced[K comparable](m map[K]bool) []string {
 // implicit-gang annotations. An invalid annotation is an error: the pod
 // belongs to a gang that cannot be formed.
 func (g *Gangs) resolve(pod *v1.Pod) (gang.Ref, *workload.Implicit, bool, error) {
+	ref, implicit, ok, err := g.leafRef(pod)
+	if ok && err == nil && ref.Source == gang.SourceWorkload {
+		if root, isComposite := g.compositeOf(ref); isComposite {
+			return root, nil, true, nil
+		}
+	}
+	return ref, implicit, ok, err
+}
+
+// leafRef is the group object a pod names itself (the PodGroup of a
+// CompositePodGroup's sub-group, not the composite): the key the member
+// index keeps pods under, whatever informer event comes first.
+func (g *Gangs) leafRef(pod *v1.Pod) (gang.Ref, *workload.Implicit, bool, error) {
 	r, err := workload.GangOf(pod)
 	if err != nil {
 		return gang.Ref{}, nil, true, err
@@ -214,6 +228,29 @@ func (g *Gangs) resolve(pod *v1.Pod) (gang.Ref, *workload.Implicit, bool, error)
 		return gang.Ref{Source: gang.SourceWorkload, Namespace: r.Namespace, Name: r.Name}, nil, true, nil
 	}
 	return gang.Ref{Namespace: r.Namespace, Name: r.Name}, r.Implicit, true, nil
+}
+
+// compositeOf is the gang CompositePodGroup an upstream PodGroup belongs
+// to, where the API server serves CompositePodGroups: its PodGroups are
+// that gang's sub-groups.
+func (g *Gangs) compositeOf(leaf gang.Ref) (gang.Ref, bool) {
+	up, comp := g.upstream.Load(), g.composites.Load()
+	if up == nil || comp == nil {
+		return gang.Ref{}, false
+	}
+	pg, err := up.PodGroups.PodGroups(leaf.Namespace).Get(leaf.Name)
+	if err != nil {
+		return gang.Ref{}, false
+	}
+	parent := workload.ParentOf(pg)
+	if parent == "" {
+		return gang.Ref{}, false
+	}
+	cpg, err := comp.Lister.CompositePodGroups(leaf.Namespace).Get(parent)
+	if err != nil || !workload.IsGang(cpg) {
+		return gang.Ref{}, false
+	}
+	return gang.Ref{Source: gang.SourceComposite, Namespace: leaf.Namespace, Name: parent}, true
 }
 
 // RefOf returns the gang a pod belongs to (false for pods outside gangs and
@@ -228,7 +265,7 @@ func (g *Gangs) indexByGang(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	if ref, ok := g.RefOf(pod); ok {
+	if ref, _, ok, err := g.leafRef(pod); ok && err == nil {
 		return []string{ref.String()}, nil
 	}
 	return nil, nil
@@ -291,11 +328,17 @@ func (g *Gangs) noteMemberAnnotations(ref gang.Ref, pod *v1.Pod) {
 
 // adapter reads the gangs of a source.
 func (g *Gangs) adapter(source gang.Source) workload.Adapter {
-	if source == gang.SourceWorkload {
+	switch source {
+	case gang.SourceWorkload:
 		if up := g.upstream.Load(); up != nil {
 			return *up
 		}
 		return workload.Upstream{}
+	case gang.SourceComposite:
+		if c := g.composites.Load(); c != nil {
+			return *c
+		}
+		return workload.Composites{}
 	}
 	return g.podGroups
 }
@@ -309,7 +352,7 @@ func (g *Gangs) specOf(obj any) *gang.Spec {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	for _, source := range []gang.Source{gang.SourcePodGroup, gang.SourceWorkload} {
+	for _, source := range []gang.Source{gang.SourcePodGroup, gang.SourceWorkload, gang.SourceComposite} {
 		if s := g.adapter(source).SpecOf(obj); s != nil {
 			g.addSubGroups(s)
 			return s
@@ -452,6 +495,16 @@ func (g *Gangs) forgetImplicit(ref gang.Ref) {
 // Members lists the gang's pods known to the scheduler (terminal pods are
 // not: the scheduler's pod informer drops them).
 func (g *Gangs) Members(ref gang.Ref) []*v1.Pod {
+	if ref.Source == gang.SourceComposite {
+		// The pods of its PodGroups: each names its own.
+		var out []*v1.Pod
+		if comp := g.composites.Load(); comp != nil {
+			for _, child := range comp.Children(ref.Namespace, ref.Name) {
+				out = append(out, g.Members(gang.Ref{Source: gang.SourceWorkload, Namespace: child.Namespace, Name: child.Name})...)
+			}
+		}
+		return out
+	}
 	objs, err := g.podIndex.ByIndex(gangIndex, ref.String())
 	if err != nil {
 		return nil
@@ -738,6 +791,15 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 	if spec == nil {
 		return
 	}
+	g.regroup(spec.Ref)
+	if spec.Ref.Source == gang.SourceWorkload {
+		if root, ok := g.compositeOf(spec.Ref); ok {
+			// A sub-group of a composite gang: the gang is the composite's.
+			g.order.changed()
+			g.wake(root)
+			return
+		}
+	}
 	g.Lifecycle.SetSpec(spec.Ref, gang.Quorum(spec), spec.Timeout)
 	g.order.changed()
 	// Members name their queue through the group's label: charge them again.
@@ -774,6 +836,34 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	}
 	g.wake(spec.Ref)
 	g.rt.Changed()
+}
+
+// regroup files a group's members again under the gang they belong to now:
+// a PodGroup that turns out to be a CompositePodGroup's sub-group (whichever
+// of the two the informers delivered first), or a composite's PodGroups.
+func (g *Gangs) regroup(ref gang.Ref) {
+	var leaves []gang.Ref
+	switch ref.Source {
+	case gang.SourceWorkload:
+		if _, ok := g.compositeOf(ref); ok {
+			leaves = []gang.Ref{ref}
+		}
+	case gang.SourceComposite:
+		if comp := g.composites.Load(); comp != nil {
+			for _, child := range comp.Children(ref.Namespace, ref.Name) {
+				leaves = append(leaves, gang.Ref{Source: gang.SourceWorkload, Namespace: child.Namespace, Name: child.Name})
+			}
+		}
+	}
+	for _, leaf := range leaves {
+		if !g.Lifecycle.Tracks(leaf) || g.Lifecycle.Phase(leaf) != gang.PhaseIdle {
+			continue
+		}
+		for _, m := range g.Members(leaf) {
+			g.onPod(m)
+		}
+		g.Lifecycle.Forget(leaf)
+	}
 }
 
 // wake moves the pending members of the gangs back to the active queue.

@@ -120,9 +120,12 @@ func (w *StatusWriter) patchHeld(ctx context.Context, ref gang.Ref, want string)
 	if err != nil {
 		return err
 	}
-	if ref.Source == gang.SourceWorkload {
+	switch ref.Source {
+	case gang.SourceWorkload:
 		_, err = w.client.SchedulingV1beta1().PodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{})
-	} else {
+	case gang.SourceComposite:
+		_, err = w.client.SchedulingV1alpha3().CompositePodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{})
+	default:
 		_, err = w.pgClient.SchedulingV1alpha1().PodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{})
 	}
 	return err

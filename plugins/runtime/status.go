@@ -7,6 +7,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -55,9 +56,19 @@ const (
 	upstreamDisruption = schedulingv1beta1.DisruptionTarget
 )
 
+// compositeScheduled is a CompositePodGroup's counterpart of
+// PodGroupInitiallyScheduled (v1alpha3 documents it; no constant names it).
+const compositeScheduled = "CompositePodGroupInitiallyScheduled"
+
 // upstreamConditions merges phalanx's condition of a gang into an upstream
 // PodGroup's conditions; false when nothing changed.
 func upstreamConditions(conds *[]metav1.Condition, cond metav1.Condition) bool {
+	return upstreamConditionsAs(conds, cond, upstreamScheduled)
+}
+
+// upstreamConditionsAs is upstreamConditions with the "initially
+// scheduled" condition of the given type.
+func upstreamConditionsAs(conds *[]metav1.Condition, cond metav1.Condition, upstreamScheduled string) bool {
 	changed := setCondition(conds, cond)
 	initially := metav1.Condition{Type: upstreamScheduled, Status: cond.Status, ObservedGeneration: cond.ObservedGeneration,
 		LastTransitionTime: cond.LastTransitionTime, Reason: schedulingv1beta1.PodGroupReasonUnschedulable, Message: cond.Message}
@@ -191,8 +202,12 @@ func (w *StatusWriter) event(obj *v1.ObjectReference, c Condition) {
 }
 
 func objectRef(spec *gang.Spec) *v1.ObjectReference {
-	if spec.Ref.Source == gang.SourceWorkload {
+	switch spec.Ref.Source {
+	case gang.SourceWorkload:
 		return &v1.ObjectReference{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup",
+			Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
+	case gang.SourceComposite:
+		return &v1.ObjectReference{APIVersion: schedulingv1alpha3.SchemeGroupVersion.String(), Kind: "CompositePodGroup",
 			Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
 	}
 	return &v1.ObjectReference{APIVersion: pgv1alpha1.SchemeGroupVersion.String(), Kind: "PodGroup",
@@ -315,9 +330,12 @@ func (w *StatusWriter) processNext(ctx context.Context) bool {
 	}
 	var err error
 	if ok {
-		if ref.Source == gang.SourceWorkload {
+		switch ref.Source {
+		case gang.SourceWorkload:
 			err = w.patchUpstream(ctx, ref, d.cond)
-		} else {
+		case gang.SourceComposite:
+			err = w.patchComposite(ctx, ref, d.cond)
+		default:
 			err = w.patchPodGroup(ctx, ref, d.cond)
 		}
 	}
@@ -368,6 +386,21 @@ func (w *StatusWriter) patchPodGroup(ctx context.Context, ref gang.Ref, cond met
 		return err
 	}
 	_, err = w.pgClient.SchedulingV1alpha1().PodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	return err
+}
+
+// patchComposite writes phalanx's condition, and the upstream conditions it
+// implies, on a CompositePodGroup.
+func (w *StatusWriter) patchComposite(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
+	cpg, err := w.client.SchedulingV1alpha3().CompositePodGroups(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	cond.ObservedGeneration = cpg.Generation
+	if !upstreamConditionsAs(&cpg.Status.Conditions, cond, compositeScheduled) {
+		return nil
+	}
+	_, err = w.client.SchedulingV1alpha3().CompositePodGroups(ref.Namespace).UpdateStatus(ctx, cpg, metav1.UpdateOptions{})
 	return err
 }
 

@@ -5,27 +5,40 @@ import (
 	"sync"
 	"time"
 
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
 // WorkloadAPIRecheck is how often the scheduler asks the API server whether
-// it serves the Workload API (scheduling.k8s.io/v1beta1 PodGroups): an
-// operator may turn the API on (or off) while phalanx runs.
+// it serves the Workload API (scheduling.k8s.io/v1beta1 PodGroups, and the
+// v1alpha3 CompositePodGroups): an operator may turn it on (or off) while
+// phalanx runs. --api-discovery-interval sets it.
 var WorkloadAPIRecheck = 30 * time.Second
 
+// parentIndex indexes upstream PodGroups by their CompositePodGroup.
+const parentIndex = "phalanx.parent"
+
+// workloadAPIServed is what the API server serves of the Workload API.
+type workloadAPIServed struct {
+	podGroups, workloads, composites bool
+}
+
 // workloadAPI reads the Workload API while the API server serves it: its
-// informers (PodGroups, and Workloads where served) run from the first look
-// that finds it until a look that no longer does. They are the runtime's own
-// (not the scheduler's shared factory), so they can stop.
+// informers (PodGroups, and Workloads and CompositePodGroups where served)
+// run from the first look that finds it until a look that finds something
+// else. They are the runtime's own (not the scheduler's shared factory), so
+// they can stop.
 type workloadAPI struct {
 	g *Gangs
 
-	mu sync.Mutex
+	mu      sync.Mutex
+	current workloadAPIServed
 	// stop ends the informers; nil while the API is not read.
 	stop context.CancelFunc
 }
@@ -37,57 +50,97 @@ func (w *workloadAPI) run(ctx context.Context) {
 	wait.UntilWithContext(ctx, w.check, WorkloadAPIRecheck)
 }
 
-// check starts or stops reading the Workload API to match what the API
-// server serves now. A discovery error changes nothing.
+// check starts, restarts or stops reading the Workload API to match what
+// the API server serves now. A discovery error changes nothing.
 func (w *workloadAPI) check(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	served := w.g.rt.clients.Served
-	gv := schedulingv1beta1.SchemeGroupVersion.String()
-	podGroups, err := served(gv, "podgroups")
-	if err != nil {
+	beta := schedulingv1beta1.SchemeGroupVersion.String()
+	var want workloadAPIServed
+	var err error
+	if want.podGroups, err = served(beta, "podgroups"); err != nil {
 		logger.V(2).Info("Could not tell whether the Workload API is served; keeping what was found before", "err", err)
 		return
 	}
+	if want.podGroups {
+		want.workloads, _ = served(beta, "workloads")
+		want.composites, _ = served(schedulingv1alpha3.SchemeGroupVersion.String(), "compositepodgroups")
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	switch {
-	case podGroups && w.stop == nil:
-		workloads, _ := served(gv, "workloads")
-		if err := w.startLocked(ctx, workloads); err != nil {
-			logger.Error(err, "Reading the Workload API; retrying", "retryIn", WorkloadAPIRecheck)
-			return
-		}
-		logger.Info("Reading gangs from the Workload API (scheduling.k8s.io/v1beta1 PodGroups)", "workloads", workloads)
-	case !podGroups && w.stop != nil:
+	if want == w.current && (w.stop != nil) == want.podGroups {
+		return
+	}
+	if w.stop != nil {
 		w.stop()
 		w.stop = nil
 		w.g.upstream.Store(nil)
-		logger.Info("The API server no longer serves the Workload API; pods naming its PodGroups wait until it does again")
+		w.g.composites.Store(nil)
+		w.current = workloadAPIServed{}
 	}
+	if !want.podGroups {
+		logger.Info("The API server no longer serves the Workload API; pods naming its PodGroups wait until it does again")
+		return
+	}
+	if err := w.startLocked(ctx, want); err != nil {
+		logger.Error(err, "Reading the Workload API; retrying", "retryIn", WorkloadAPIRecheck)
+		return
+	}
+	w.current = want
+	logger.Info("Reading gangs from the Workload API (scheduling.k8s.io/v1beta1 PodGroups)", "workloads", want.workloads, "compositePodGroups", want.composites)
 }
 
-func (w *workloadAPI) startLocked(ctx context.Context, workloads bool) error {
+func (w *workloadAPI) startLocked(ctx context.Context, want workloadAPIServed) error {
 	fw := w.g.fw
 	ictx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(fw.Client, 0, informers.WithTransform(trimManagedFields))
 	pgInformer := factory.Scheduling().V1beta1().PodGroups()
+	if err := pgInformer.Informer().AddIndexers(cache.Indexers{parentIndex: indexByParent}); err != nil {
+		cancel()
+		return err
+	}
 	up := &workload.Upstream{PodGroups: pgInformer.Lister()}
-	if workloads {
+	if want.workloads {
 		up.Workloads = factory.Scheduling().V1beta1().Workloads().Lister()
+	}
+	var comp *workload.Composites
+	var cpgInformer cache.SharedIndexInformer
+	if want.composites {
+		inf := factory.Scheduling().V1alpha3().CompositePodGroups()
+		cpgInformer = inf.Informer()
+		indexer := pgInformer.Informer().GetIndexer()
+		comp = &workload.Composites{Lister: inf.Lister(), Children: func(namespace, parent string) []*schedulingv1beta1.PodGroup {
+			objs, _ := indexer.ByIndex(parentIndex, namespace+"/"+parent)
+			out := make([]*schedulingv1beta1.PodGroup, 0, len(objs))
+			for _, o := range objs {
+				if pg, ok := o.(*schedulingv1beta1.PodGroup); ok {
+					out = append(out, pg)
+				}
+			}
+			return out
+		}}
 	}
 	if _, err := pgInformer.Informer().AddEventHandler(w.g.groupEvents); err != nil {
 		cancel()
 		return err
 	}
-	// Readers see the adapter before its informer delivers anything: each
-	// add wakes the pods that waited for that PodGroup (onGroup), and they
-	// must then find it.
+	if cpgInformer != nil {
+		if _, err := cpgInformer.AddEventHandler(w.g.groupEvents); err != nil {
+			cancel()
+			return err
+		}
+	}
+	// Readers see the adapters before their informers deliver anything:
+	// each add wakes the pods that waited for that group (onGroup), and
+	// they must then find it.
 	w.g.upstream.Store(up)
+	w.g.composites.Store(comp)
 	err := startAndSync(ictx, "the Workload API", factory.Start, func(stop <-chan struct{}) []string {
 		return unsynced(factory.WaitForCacheSync(stop))
 	})
 	if err != nil {
 		w.g.upstream.Store(nil)
+		w.g.composites.Store(nil)
 		cancel()
 		factory.Shutdown()
 		return err
@@ -97,4 +150,15 @@ func (w *workloadAPI) startLocked(ctx context.Context, workloads bool) error {
 		factory.Shutdown()
 	}
 	return nil
+}
+
+func indexByParent(obj any) ([]string, error) {
+	pg, ok := obj.(*schedulingv1beta1.PodGroup)
+	if !ok {
+		return nil, nil
+	}
+	if p := workload.ParentOf(pg); p != "" {
+		return []string{pg.Namespace + "/" + p}, nil
+	}
+	return nil, nil
 }

@@ -1,0 +1,280 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	featuregatetesting "k8s.io/component-base/featuregate/testing"
+	"k8s.io/kubernetes/pkg/features"
+	"k8s.io/utils/ptr"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/testcluster"
+	"github.com/phalanx-sched/phalanx/manifests"
+)
+
+// Labels of the NVLink-clique topology the sub-group tests run on.
+const (
+	spineLabel  = "network.example.com/spine"
+	cliqueLabel = "nvidia.com/gpu.clique"
+)
+
+// cliqueNodes: spines s0 and s1, each of cliques c0 and c1, each of two
+// nodes of 4 GPUs (a clique holds 8).
+func cliqueNodes() []testcluster.NodeSpec {
+	var out []testcluster.NodeSpec
+	for s := 0; s < 2; s++ {
+		for c := 0; c < 2; c++ {
+			for n := 0; n < 2; n++ {
+				out = append(out, testcluster.NodeSpec{
+					Name: fmt.Sprintf("s%d-c%d-n%d", s, c, n), CPU: "8", Memory: "32Gi", GPUs: 4,
+					Labels: map[string]string{spineLabel: fmt.Sprintf("s%d", s), cliqueLabel: fmt.Sprintf("s%d-c%d", s, c)},
+				})
+			}
+		}
+	}
+	return out
+}
+
+func createCliqueTopology(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
+	nt := &phalanxv1alpha1.NetworkTopology{
+		ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
+			{Name: "spine", NodeLabel: spineLabel},
+			{Name: "nvlink-clique", NodeLabel: cliqueLabel},
+			{Name: "host", NodeLabel: v1.LabelHostname},
+		}},
+	}
+	if _, err := c.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctxFor(t), nt, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cliquesOfPods maps pod name to the clique of its node.
+func cliquesOfPods(t *testing.T, c *testcluster.Cluster, ns, selector string) map[string]string {
+	t.Helper()
+	ctx := ctxFor(t)
+	bound, err := c.BoundPods(ctx, ns, selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, p := range bound {
+		n, err := c.Client.CoreV1().Nodes().Get(ctx, p.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p.Name] = n.Labels[cliqueLabel]
+	}
+	return out
+}
+
+// subGroupGang creates a PodGroup of members one-GPU pods in sub-groups of
+// size (annotations), ranks by label.
+func subGroupGang(t *testing.T, c *testcluster.Cluster, name string, members, size int, annotations map[string]string) {
+	t.Helper()
+	pg := testcluster.PodGroup("default", name, int32(members))
+	pg.Annotations = map[string]string{
+		phalanxv1alpha1.TopologyRequiredAnnotation:         "spine",
+		phalanxv1alpha1.SubGroupSizeAnnotation:             strconv.Itoa(size),
+		phalanxv1alpha1.SubGroupTopologyRequiredAnnotation: "nvlink-clique",
+	}
+	for k, v := range annotations {
+		pg.Annotations[k] = v
+	}
+	pods := gangPods("default", name, members, testcluster.PodSpec{CPU: "100m", GPUs: 1})
+	for i := range pods {
+		pods[i].Labels = map[string]string{phalanxv1alpha1.RankLabel: strconv.Itoa(i)}
+	}
+	createGang(t, c, pg, pods)
+}
+
+// TestSubGroupsByRank: a gang of 2 tensor-parallel groups of 4 (annotations
+// on its PodGroup, ranks by label) is placed with each group whole in one
+// NVLink clique and the gang in one spine; the partly used clique is filled
+// first (ranks 0–3 there, 4–7 in a clique of their own); sub-groups that each
+// fit somewhere but not both in one spine leave the gang unbound, and its
+// condition says how many fit where; a size that does not divide the gang
+// is refused with InvalidSubGroups.
+func TestSubGroupsByRank(t *testing.T) {
+	c := startCluster(t, cliqueNodes()...)
+	createCliqueTopology(t, c)
+	startScheduler(t, c)
+	ctx := ctxFor(t)
+
+	// 3 GPUs taken in clique s0-c1 (room for one group of 4 left there).
+	if err := c.CreatePods(ctx,
+		testcluster.PodSpec{Name: "used-a", CPU: "100m", GPUs: 2, NodeSelector: map[string]string{v1.LabelHostname: "s0-c1-n0"}},
+		testcluster.PodSpec{Name: "used-b", CPU: "100m", GPUs: 1, NodeSelector: map[string]string{v1.LabelHostname: "s0-c1-n1"}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, c, "default", "used-a")
+	waitBound(t, c, "default", "used-b")
+
+	subGroupGang(t, c, "tp", 8, 4, nil)
+	waitBoundCount(t, c, "default", "tp", 8)
+	cliques := cliquesOfPods(t, c, "default", pgv1alpha1.PodGroupLabel+"=tp")
+	first, second := cliques["tp-0"], cliques["tp-4"]
+	for i := 0; i < 8; i++ {
+		want := first
+		if i >= 4 {
+			want = second
+		}
+		if got := cliques[fmt.Sprintf("tp-%d", i)]; got != want {
+			t.Fatalf("rank %d in clique %s, want %s with its sub-group (all: %v)", i, got, want, cliques)
+		}
+	}
+	if first != "s0-c1" || second != "s0-c0" {
+		t.Fatalf("sub-groups in %s and %s, want the partly used s0-c1 first, then s0-c0 (spine s0; s1 kept whole)", first, second)
+	}
+
+	// Spine s0 has no clique with room for 4 any more; s1's cliques each
+	// get a plain pod of 2 GPUs per node but one: s1-c0 keeps 4 free, s1-c1
+	// only 2. Two groups of 4 fit nowhere inside one spine.
+	if err := c.CreatePods(ctx,
+		testcluster.PodSpec{Name: "used-c", CPU: "100m", GPUs: 3, NodeSelector: map[string]string{v1.LabelHostname: "s1-c1-n0"}},
+		testcluster.PodSpec{Name: "used-d", CPU: "100m", GPUs: 3, NodeSelector: map[string]string{v1.LabelHostname: "s1-c1-n1"}},
+		testcluster.PodSpec{Name: "used-e", CPU: "100m", GPUs: 4, NodeSelector: map[string]string{v1.LabelHostname: "s1-c0-n0"}},
+	); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"used-c", "used-d", "used-e"} {
+		waitBound(t, c, "default", n)
+	}
+	subGroupGang(t, c, "tp2", 8, 4, nil)
+	// (Either spine is as close: each takes one group. The condition moves
+	// on to Reserving after reservationAfterSeconds; the event stays.)
+	waitGroupEvent(t, c, "default", "tp2", "Unschedulable", "1 of 2 sub-groups of 4 members fit in one nvlink-clique each inside spine s")
+	assertBound(t, c, "default", "tp2", 0)
+
+	subGroupGang(t, c, "odd", 6, 4, nil)
+	waitCondition(t, c, "default", "odd", "InvalidSubGroups", "scheduling.phalanx.dev/subgroup-size", "does not divide the gang's minMember 6")
+	subGroupGang(t, c, "wide", 4, 4, map[string]string{phalanxv1alpha1.SubGroupTopologyRequiredAnnotation: "spine"})
+	waitCondition(t, c, "default", "wide", "InvalidSubGroups", `sub-group level "spine" is not inside the gang's level "spine"`)
+}
+
+// TestCompositePodGroupSubGroups: Kubernetes 1.37's CompositePodGroup
+// (v1alpha3): a gang of minGroupCount 2 PodGroups of minCount 4, the
+// composite inside one spine (its topology key), each PodGroup inside one
+// NVLink clique (theirs): phalanx reads them as a gang of two sub-groups,
+// binds all 8 pods with each PodGroup's pods in one clique, and writes the
+// composite's conditions.
+func TestCompositePodGroupSubGroups(t *testing.T) {
+	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+		features.GenericWorkload:                 true,
+		features.TopologyAwareWorkloadScheduling: true,
+		features.CompositePodGroup:               true,
+	})
+	c, err := testcluster.Start(t, testcluster.Options{APIServerFlags: []string{
+		"--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
+		"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true",
+	}})
+	if err != nil {
+		t.Fatalf("starting cluster: %v", err)
+	}
+	ctx := ctxFor(t)
+	if err := c.CreateNodes(ctx, cliqueNodes()...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.StartSchedulerBinary(schedulerBinary, manifests.SchedulerConfig); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "default"
+	spine := []schedulingv1beta1.TopologyConstraint{{Key: spineLabel}}
+	clique := []schedulingv1beta1.TopologyConstraint{{Key: cliqueLabel}}
+	gangOf4 := schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: 4}}
+	wl := &schedulingv1beta1.Workload{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns},
+		Spec: schedulingv1beta1.WorkloadSpec{CompositePodGroupTemplates: []schedulingv1beta1.CompositePodGroupTemplate{{
+			Name:                  "replicas",
+			SchedulingPolicy:      schedulingv1beta1.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1beta1.CompositeGangSchedulingPolicy{MinGroupCount: 2}},
+			SchedulingConstraints: &schedulingv1beta1.CompositePodGroupSchedulingConstraints{Topology: spine},
+			PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{
+				Name: "tp", SchedulingPolicy: gangOf4, SchedulingConstraints: &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: clique},
+			}},
+		}}},
+	}
+	if _, err := c.Client.SchedulingV1beta1().Workloads(ns).Create(ctx, wl, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cpg := &schedulingv1alpha3.CompositePodGroup{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: ns},
+		Spec: schedulingv1alpha3.CompositePodGroupSpec{
+			WorkloadRef:           &schedulingv1alpha3.WorkloadReference{WorkloadName: "train", TemplateName: "replicas"},
+			SchedulingPolicy:      schedulingv1alpha3.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: 2}},
+			SchedulingConstraints: &schedulingv1alpha3.CompositePodGroupSchedulingConstraints{Topology: []schedulingv1alpha3.TopologyConstraint{{Key: spine[0].Key}}},
+		},
+	}
+	if _, err := c.Client.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, cpg, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating the CompositePodGroup (is v1alpha3 served?): %v", err)
+	}
+	for g := 0; g < 2; g++ {
+		name := fmt.Sprintf("train-tp%d", g)
+		pg := &schedulingv1beta1.PodGroup{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: schedulingv1beta1.PodGroupSpec{
+				ParentCompositePodGroupName: ptr.To("train"),
+				WorkloadRef:                 &schedulingv1beta1.WorkloadReference{WorkloadName: "train", TemplateName: "tp"},
+				SchedulingPolicy:            gangOf4,
+				SchedulingConstraints:       &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: clique},
+			},
+		}
+		created, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if created.Spec.ParentCompositePodGroupName == nil {
+			t.Fatal("the API server dropped parentCompositePodGroupName: CompositePodGroup is not enabled")
+		}
+		for i := 0; i < 4; i++ {
+			p := testcluster.PodSpec{Name: fmt.Sprintf("%s-%d", name, i), Namespace: ns, CPU: "100m", GPUs: 1,
+				Labels: map[string]string{"app": "train", "tp": name}}.Pod()
+			p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(name)}
+			if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	waitJobBound(t, c, ns, "app=train", 8)
+	spines := map[string]bool{}
+	for g := 0; g < 2; g++ {
+		name := fmt.Sprintf("train-tp%d", g)
+		cliques := map[string]bool{}
+		for _, cl := range cliquesOfPods(t, c, ns, "tp="+name) {
+			cliques[cl] = true
+			spines[cl[:2]] = true
+		}
+		if len(cliques) != 1 {
+			t.Fatalf("PodGroup %s spans cliques %v, want one", name, cliques)
+		}
+	}
+	if len(spines) != 1 {
+		t.Fatalf("the composite spans spines %v, want one", spines)
+	}
+	err = testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		got, err := c.Client.SchedulingV1alpha3().CompositePodGroups(ns).Get(ctx, "train", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, cond := range got.Status.Conditions {
+			if cond.Type == "CompositePodGroupInitiallyScheduled" && cond.Status == metav1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the CompositePodGroup never said CompositePodGroupInitiallyScheduled=True: %v", err)
+	}
+}
