@@ -106,6 +106,8 @@ func (d *fakeDir) PriorityOf(p *v1.Pod) int32 {
 
 func (d *fakeDir) Pending(ref Ref) []*v1.Pod { return d.pending[ref] }
 
+func (d *fakeDir) Members(ref Ref) []*v1.Pod { return d.pending[ref] }
+
 // fakeFx records every effect.
 type condition struct {
 	ref             Ref

@@ -187,6 +187,14 @@ type gangState struct {
 	// partialSince is when the gang was last seen partly bound without a plan.
 	partialSince time.Time
 
+	// growth: the plan was made for a gang already at its quorum (a
+	// sub-group growing it): its members go through only all together.
+	growth bool
+	// startedWith is the quorum the gang last started with: a gang whose
+	// minimum was raised since (an upstream PodGroup's minCount) is not
+	// partly bound while that many members run.
+	startedWith int
+
 	// timeouts counts the plans in a row that ended at their timeout; the
 	// gang is not planned again before pausedUntil (see Paused).
 	timeouts    int
@@ -403,6 +411,22 @@ func (lc *Lifecycle) PlacedUIDs(ref Ref) sets.Set[types.UID] {
 	return out
 }
 
+// PlacedShapes counts the gang's reserved members by shape (bound members
+// the API shows carry no shape: they count under "").
+func (lc *Lifecycle) PlacedShapes(ref Ref) map[string]int {
+	lc.mu.Lock()
+	defer lc.unlock()
+	out := map[string]int{}
+	if g := lc.gangs[ref]; g != nil {
+		for _, m := range g.members {
+			if m.state == memberReserved || m.state == memberBound {
+				out[m.shape]++
+			}
+		}
+	}
+	return out
+}
+
 // PlacedNodes returns the nodes of the gang's bound and reserved members, in
 // no particular order: it is asked once per member's cycle, and sorting a
 // 1024-member gang's nodes each time was a tenth of the scheduler's CPU.
@@ -454,6 +478,7 @@ func (lc *Lifecycle) CommitPlan(ref Ref, plan *Plan, shapes map[string]resources
 	g := lc.gang(ref)
 	lc.clearHoldsLocked(g)
 	lc.setSlotsLocked(g, plan, shapes)
+	g.growth = g.min > 0 && placedLocked(g) >= g.min
 	g.phase = PhasePlanned
 	g.expires, g.ttl = lc.clock.Now().Add(ttl), ttl
 	g.failed, g.reason = false, ""
@@ -573,12 +598,18 @@ func (lc *Lifecycle) Quorum(ref Ref, min int) (reached, first bool, placed int) 
 	if g.phase == PhaseStarted {
 		return true, false, placed
 	}
+	if g.phase == PhasePlanned && g.growth && openSlotsLocked(g) > 0 {
+		// A plan beyond the quorum (a sub-group that grows a started gang)
+		// goes through whole, too.
+		return false, false, placed
+	}
 	lc.clearHoldsLocked(g)
 	if g.timer != nil {
 		g.timer.Stop()
 		g.timer = nil
 	}
 	g.phase = PhaseStarted
+	g.startedWith = min
 	g.waitingSince, g.partialSince = time.Time{}, time.Time{}
 	lc.endPauseLocked(g)
 	g.timeouts = 0
@@ -778,6 +809,17 @@ func (lc *Lifecycle) HeldOf(ref Ref) resources.List {
 	return nil
 }
 
+// openSlotsLocked counts the plan's members not placed yet.
+func openSlotsLocked(g *gangState) int {
+	n := 0
+	for _, byShape := range g.slots {
+		for _, c := range byShape {
+			n += c
+		}
+	}
+	return n
+}
+
 // heldLocked sums the gang's open slots.
 func heldLocked(g *gangState) resources.List {
 	sum := resources.List{}
@@ -833,14 +875,27 @@ func (lc *Lifecycle) Changed() {
 	lc.version++
 }
 
+// Version is the capacity version: it moves with every capacity change.
+func (lc *Lifecycle) Version() uint64 {
+	lc.mu.Lock()
+	defer lc.unlock()
+	return lc.version
+}
+
 // Fail caches why the gang could not be planned (by member uid's cycle): its
 // members are turned away with this reason, without planning again, until
 // capacity changes.
 func (lc *Lifecycle) Fail(ref Ref, uid types.UID, reason string) {
+	lc.FailAt(ref, uid, reason, lc.Version())
+}
+
+// FailAt is Fail for a plan that saw capacity version version: a change
+// since (a node added while the gang was planned) voids the failure at once.
+func (lc *Lifecycle) FailAt(ref Ref, uid types.UID, reason string, version uint64) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gang(ref)
-	g.failed, g.failedAt, g.failedTime, g.reason = true, lc.version, lc.clock.Now(), reason
+	g.failed, g.failedAt, g.failedTime, g.reason = true, version, lc.clock.Now(), reason
 	g.representative = uid
 	if g.waitingSince.IsZero() {
 		g.waitingSince = g.failedTime
@@ -978,6 +1033,11 @@ func (lc *Lifecycle) ForgetIfEmpty(ref Ref) {
 func (lc *Lifecycle) notePartialLocked(g *gangState) {
 	bound, pending := g.count[memberBound], g.count[memberPending]
 	partial := g.min > 0 && bound > 0 && bound < g.min && pending > 0
+	if g.startedWith > 0 && bound >= g.startedWith {
+		// Running as it started; a raised minimum waits for more members
+		// without taking the running ones away.
+		partial = false
+	}
 	switch {
 	case !partial:
 		g.partialSince = time.Time{}

@@ -113,9 +113,25 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 	logger := klog.FromContext(ctx)
 	start := m.Now()
 	ref, spec := a.Ref, a.Spec
+	// A failure is stamped with the capacity version seen before the probe:
+	// a change during the plan voids it.
+	version := m.Version()
 	a.placed = m.Placed(ref)
 	needed := Quorum(spec) - a.placed
 	pending := m.dir.Pending(ref)
+	if needed <= 0 && spec.SubGroups != nil {
+		// A started gang of sub-groups grows by one whole sub-group: the
+		// cycle pod's.
+		needed = spec.SubGroups.Size
+		own := spec.SubGroups.Of(a.Pod)
+		mine := pending[:0:0]
+		for _, p := range pending {
+			if spec.SubGroups.Of(p) == own {
+				mine = append(mine, p)
+			}
+		}
+		pending = mine
+	}
 	if m.devices != nil {
 		if freed := m.devices.FreeStale(ctx, pending); len(freed) > 0 {
 			// This cycle read the claims as they were (the DynamicResources
@@ -137,7 +153,7 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 		if why != "" {
 			msg := "invalid sub-groups: " + why
 			m.fx.SetCondition(spec, ReasonInvalidSubGroups, msg)
-			m.Fail(ref, a.Pod.UID, msg)
+			m.FailAt(ref, a.Pod.UID, msg, version)
 			return "", fmt.Errorf("%s", msg)
 		}
 	}
@@ -174,7 +190,7 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 			}
 		}
 		logger.V(2).Info("Gang cannot be placed", "gang", ref, "reason", msg)
-		m.Fail(ref, a.Pod.UID, msg)
+		m.FailAt(ref, a.Pod.UID, msg, version)
 		reason := ReasonUnschedulable
 		if note, ok := m.reserve(ctx, a); ok {
 			msg, reason = note, ReasonReserving
@@ -384,12 +400,26 @@ type Route struct {
 // a timed-out plan, or whose plan failed, is turned away until the pause ends
 // or capacity changes; any other gang is planned.
 func (m *Manager) Route(ref Ref, spec *Spec, shape string) Route {
+	node, live := m.NextSlot(ref, shape)
+	if live && node != "" {
+		return Route{Node: node}
+	}
+	if sg := spec.SubGroups; sg != nil && sg.Of != nil && sg.Err == "" {
+		// A gang of sub-groups: a member beyond the plan never goes alone.
+		return m.routeSubGroup(ref, spec, shape, live)
+	}
 	if m.Placed(ref) >= Quorum(spec) {
 		return Route{}
 	}
-	if node, live := m.NextSlot(ref, shape); live {
+	if live {
 		return Route{Node: node}
 	}
+	return m.routeToPlan(ref)
+}
+
+// routeToPlan turns the member away while the gang's pause after a timeout
+// or its cached failure stands, else plans.
+func (m *Manager) routeToPlan(ref Ref) Route {
 	if until, paused := m.Paused(ref); paused {
 		return Route{Refusal: fmt.Sprintf("the gang's last plan ended at its timeout; it plans again at %s and holds nothing until then",
 			until.UTC().Format(time.RFC3339))}
@@ -398,6 +428,46 @@ func (m *Manager) Route(ref Ref, spec *Spec, shape string) Route {
 		return Route{Refusal: reason}
 	}
 	return Route{Plan: true}
+}
+
+// routeSubGroup routes a member of a gang of sub-groups that its gang's plan
+// has no slot for: while a plan is being placed, it waits for it; before the
+// quorum, the gang is planned; after it, the member's sub-group is planned
+// whole when all its members are there and none is placed, waits for its
+// members when some are missing, and joins freely when the sub-group
+// already has placed members (a replacement).
+func (m *Manager) routeSubGroup(ref Ref, spec *Spec, shape string, planLive bool) Route {
+	sg := spec.SubGroups
+	own := SubGroupOfShape(shape)
+	if planLive {
+		return Route{Refusal: fmt.Sprintf("sub-group %s waits for the gang's plan being placed now; it is planned whole after", own)}
+	}
+	if m.Placed(ref) < Quorum(spec) {
+		return m.routeToPlan(ref)
+	}
+	if own == "" {
+		return Route{Refusal: "the member has no rank: it belongs to no sub-group (label scheduling.phalanx.dev/rank or its operator's index label)"}
+	}
+	for key, n := range m.PlacedShapes(ref) {
+		if n > 0 && SubGroupOfShape(key) == own {
+			return Route{}
+		}
+	}
+	for _, p := range m.dir.Members(ref) {
+		if p.Spec.NodeName != "" && sg.Of(p) == own {
+			return Route{}
+		}
+	}
+	pending := 0
+	for _, p := range m.dir.Pending(ref) {
+		if sg.Of(p) == own {
+			pending++
+		}
+	}
+	if pending < sg.Size {
+		return Route{Refusal: fmt.Sprintf("sub-group %s has %d of its %d members pending; it is planned whole once all are there", own, pending, sg.Size)}
+	}
+	return m.routeToPlan(ref)
 }
 
 // Fits reports whether a pod asking request fits a node's free room once

@@ -65,6 +65,8 @@ type Directory interface {
 	PriorityOf(pod *v1.Pod) int32
 	// Pending lists the gang's members that wait for a node.
 	Pending(ref Ref) []*v1.Pod
+	// Members lists the gang's pods, bound or not.
+	Members(ref Ref) []*v1.Pod
 }
 
 // Effects are what the manager's decisions do outside it.

@@ -19,6 +19,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
@@ -632,7 +633,15 @@ func (g *Gangs) onPodUpdate(oldObj, newObj any) {
 // count, e.g. for a member that arrives with a gate).
 func (g *Gangs) memberArrived(pod *v1.Pod) {
 	ref, ok := g.RefOf(pod)
-	if !ok || g.Lifecycle.Phase(ref) != gang.PhaseIdle || g.Lifecycle.Placed(ref) > 0 {
+	if !ok {
+		return
+	}
+	if g.Lifecycle.Phase(ref) != gang.PhaseIdle || g.Lifecycle.Placed(ref) > 0 {
+		// A started gang of sub-groups: members of a sub-group that waited
+		// for the rest of it may plan it now.
+		if spec, err := g.Spec(ref); err == nil && spec.SubGroups != nil && g.Lifecycle.Phase(ref) == gang.PhaseStarted {
+			g.inBackground("wake/"+ref.String(), func() { g.wake(ref) })
+		}
 		return
 	}
 	spec, err := g.Spec(ref)
@@ -801,6 +810,11 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 		}
 	}
 	g.Lifecycle.SetSpec(spec.Ref, gang.Quorum(spec), spec.Timeout)
+	if old != nil && planInputsChanged(old, spec) {
+		// A resized gang (minCount), a new constraint or priority: the
+		// cached plan failure no longer holds.
+		g.Lifecycle.Retry(spec.Ref)
+	}
 	g.order.changed()
 	// Members name their queue through the group's label: charge them again.
 	if old == nil || old.Labels[queueLabel] != spec.Labels[queueLabel] {
@@ -836,6 +850,23 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	}
 	g.wake(spec.Ref)
 	g.rt.Changed()
+}
+
+// planInputsChanged reports whether what a gang's plan depends on changed
+// between two versions of its group object.
+func planInputsChanged(old, cur *gang.Spec) bool {
+	if gang.Quorum(old) != gang.Quorum(cur) || old.TopologyKey != cur.TopologyKey ||
+		!ptr.Equal(old.Priority, cur.Priority) || old.NeverPreempts != cur.NeverPreempts {
+		return true
+	}
+	for _, key := range []string{phalanxv1alpha1.TopologyRequiredAnnotation, phalanxv1alpha1.TopologyPreferredAnnotation,
+		phalanxv1alpha1.SubGroupSizeAnnotation, phalanxv1alpha1.SubGroupMinAnnotation,
+		phalanxv1alpha1.SubGroupTopologyRequiredAnnotation, phalanxv1alpha1.SubGroupTopologyPreferredAnnotation} {
+		if old.Annotations[key] != cur.Annotations[key] {
+			return true
+		}
+	}
+	return false
 }
 
 // regroup files a group's members again under the gang they belong to now:

@@ -86,6 +86,11 @@ func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
 	g.Status.Set(spec, Condition{Status: metav1.ConditionTrue, Reason: ReasonScheduled,
 		Message: fmt.Sprintf("%d of %d members placed; the gang starts", placed, gang.Quorum(spec))})
 	klog.FromContext(ctx).V(3).Info("Gang reached its quorum", "gang", spec.Ref, "placed", placed)
+	if spec.SubGroups != nil {
+		// Members of other sub-groups waited for this plan: theirs are
+		// planned next.
+		g.wake(spec.Ref)
+	}
 }
 
 // --- queueing hints: which cluster events may make a rejected member

@@ -278,3 +278,49 @@ func TestCompositePodGroupSubGroups(t *testing.T) {
 		t.Fatalf("the CompositePodGroup never said CompositePodGroupInitiallyScheduled=True: %v", err)
 	}
 }
+
+// TestSubGroupsElasticGrowth: an elastic gang of 2 sub-groups of 8
+// (subgroup-min 1) starts with one whole sub-group in the one clique with
+// room; its second sub-group stays unbound while its clique has room for
+// only half of it, and binds whole, in one clique of the same spine, once
+// the room comes.
+func TestSubGroupsElasticGrowth(t *testing.T) {
+	c := startCluster(t, cliqueNodes()...)
+	createCliqueTopology(t, c)
+	startScheduler(t, c)
+	ctx := ctxFor(t)
+	// Full: spine s1; clique s0-c1 keeps 4 of its 8 GPUs free.
+	fillers := []testcluster.PodSpec{}
+	for _, n := range []string{"s1-c0-n0", "s1-c0-n1", "s1-c1-n0", "s1-c1-n1", "s0-c1-n0"} {
+		fillers = append(fillers, testcluster.PodSpec{Name: "fill-" + n, CPU: "100m", GPUs: 4, NodeSelector: map[string]string{v1.LabelHostname: n}})
+	}
+	if err := c.CreatePods(ctx, fillers...); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fillers {
+		waitBound(t, c, "default", f.Name)
+	}
+	subGroupGang(t, c, "el", 16, 8, map[string]string{phalanxv1alpha1.SubGroupMinAnnotation: "1"})
+	waitBoundCount(t, c, "default", "el", 8)
+	cliques := cliquesOfPods(t, c, "default", pgv1alpha1.PodGroupLabel+"=el")
+	for i := 0; i < 8; i++ {
+		if got := cliques[fmt.Sprintf("el-%d", i)]; got != "s0-c0" {
+			t.Fatalf("rank %d in %q, want the first sub-group whole in s0-c0 (all: %v)", i, got, cliques)
+		}
+	}
+	// The second sub-group fits only half in s0-c1: none of it binds.
+	waitGroupEvent(t, c, "default", "el", "Scheduled")
+	if n, _ := boundCount(ctx, c, "default", "el"); n != 8 {
+		t.Fatalf("%d members bound while the second sub-group had room for half of it, want 8", n)
+	}
+	if err := c.Client.CoreV1().Pods("default").Delete(ctx, "fill-s0-c1-n0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitBoundCount(t, c, "default", "el", 16)
+	cliques = cliquesOfPods(t, c, "default", pgv1alpha1.PodGroupLabel+"=el")
+	for i := 8; i < 16; i++ {
+		if got := cliques[fmt.Sprintf("el-%d", i)]; got != "s0-c1" {
+			t.Fatalf("rank %d in %q, want the second sub-group whole in s0-c1 (all: %v)", i, got, cliques)
+		}
+	}
+}
