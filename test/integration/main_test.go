@@ -22,6 +22,9 @@ import (
 // schedulerBinary is the phalanx-scheduler built from this tree by TestMain.
 var schedulerBinary string
 
+// binDir is TestMain's scratch directory for binaries built by the tests.
+var binDir string
+
 func TestMain(m *testing.M) {
 	if os.Getenv("PHALANX_TEST_LOG") == "" {
 		// The control plane logs a lot; failures are reported by the tests.
@@ -33,6 +36,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	binDir = dir
 	schedulerBinary = os.Getenv("PHALANX_SCHEDULER_BIN")
 	if schedulerBinary == "" {
 		schedulerBinary = filepath.Join(dir, "phalanx-scheduler")
