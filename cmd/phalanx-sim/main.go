@@ -5,10 +5,11 @@
 // several schedulers in turns (trace).
 //
 //	phalanx-sim demo [-html report.html] [scenario.yaml]
-//	phalanx-sim bench [-runs 3] [-profile] [-only gangs,topology] [-nodes 5000 ...]
+//	phalanx-sim bench [-runs 3] [-profile] [-only gangs,topology,subgroups] [-nodes 5000 ...]
 //	phalanx-sim estimator-bench [-phalanx-scheduler bin/phalanx-scheduler] [-nodes 5000] [-gang 1024] [-runs 20] [-profile]
 //	phalanx-sim trace -nodes nodes.csv -jobs jobs.csv [-queues queues.csv] [-speed 100] [-schedulers phalanx,stock,upstream-gang]
 //	phalanx-sim trace -generate [-seed 1] [-load 1.25] [-node-count 16] [-job-count 200] [-out report/trace]
+//	phalanx-sim trace -generate -cliques 8 [-spine-cliques 4] [-subgroup-share 0.2] ...
 package main
 
 import (
@@ -182,7 +183,10 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&sz.TopologyGang, "topology-gang", sz.TopologyGang, "members of the topology-constrained gang")
 	fs.IntVar(&sz.Queues, "queues", sz.Queues, "queues (weights 1..n) the queue workload's gangs are spread over")
 	fs.IntVar(&sz.DRAGangSize, "dra-gang-size", sz.DRAGangSize, "pods per gang of the DRA workload (on -gang-nodes, -gangs gangs)")
-	only := fs.String("only", "", "comma-separated workloads to run (plain-pods, gangs, topology, queues, dra-gangs); default all")
+	fs.IntVar(&sz.SubGroupNodes, "subgroup-nodes", sz.SubGroupNodes, fmt.Sprintf("GB200-class nodes (%d GPUs, %d per NVLink clique, %d cliques per spine) for the sub-group workload", bench.CliqueNodeGPUs, bench.CliqueNodes, bench.SpineCliques))
+	fs.IntVar(&sz.SubGroupGang, "subgroup-gang", sz.SubGroupGang, "members (1 GPU each) of the sub-group workload's gang")
+	fs.IntVar(&sz.SubGroupSize, "subgroup-size", sz.SubGroupSize, "members per sub-group (each required inside one NVLink clique); must divide -subgroup-gang")
+	only := fs.String("only", "", "comma-separated workloads to run (plain-pods, gangs, topology, queues, dra-gangs, subgroups); default all")
 	runs := fs.Int("runs", 3, "timed passes per scheduler and workload (medians and ranges over these)")
 	profile := fs.Bool("profile", false, "add a profiled pass per scheduler: CPU and block profiles, top functions")
 	profileDir := fs.String("profile-dir", "report/profiles", "keep the raw profiles here (\"\": don't)")
@@ -194,6 +198,9 @@ func runBench(ctx context.Context, args []string) error {
 		if _, err := os.Stat(b); err != nil {
 			return fmt.Errorf("scheduler binary: %w (make bench builds it)", err)
 		}
+	}
+	if sz.SubGroupSize <= 0 || sz.SubGroupGang%sz.SubGroupSize != 0 {
+		return fmt.Errorf("-subgroup-size %d must be > 0 and divide -subgroup-gang %d", sz.SubGroupSize, sz.SubGroupGang)
 	}
 	workloads := bench.Workloads(sz)
 	if *only != "" {

@@ -5,6 +5,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
 func TestSpreadOf(t *testing.T) {
@@ -118,5 +122,198 @@ func TestDRAWorkload(t *testing.T) {
 	}
 	if raw, err := os.ReadFile(path); err != nil || strings.Contains(string(raw), "dra-gangs") {
 		t.Errorf("scheduler_perf config renders dra-gangs (err %v):\n%s", err, raw)
+	}
+}
+
+func subGroupWorkload(t *testing.T, s Sizes) Workload {
+	t.Helper()
+	for _, wl := range Workloads(s) {
+		if wl.Name == "subgroups" {
+			return wl
+		}
+	}
+	t.Fatal("no subgroups workload")
+	return Workload{}
+}
+
+// TestSubGroupWorkload checks the sub-group workload's objects: GB200-class
+// nodes in cliques of 18 under spines of 16 cliques, the rank label on every
+// pod, the sub-group annotations on phalanx's PodGroup and not on
+// phalanx-flat's, upstream's CompositePodGroup of 16 PodGroups of 64, and
+// that scheduler_perf leaves the workload out.
+func TestSubGroupWorkload(t *testing.T) {
+	w := subGroupWorkload(t, DefaultSizes)
+	if w.Nodes != 4608 || w.Gangs != 1 || w.GangSize != 1024 || w.SubGroupSize != 64 || w.GPUs != 1 {
+		t.Fatalf("subgroups = %+v, want one gang of 1024 1-GPU pods in sub-groups of 64 on 4608 nodes", w)
+	}
+	for i, want := range map[int][2]string{0: {"spine-0", "clique-0"}, 17: {"spine-0", "clique-0"}, 18: {"spine-0", "clique-1"}, 287: {"spine-0", "clique-15"}, 288: {"spine-1", "clique-16"}, 4607: {"spine-15", "clique-255"}} {
+		n := w.Node(i)
+		if n.GPUs != 4 || n.Labels[SpineLabel] != want[0] || n.Labels[CliqueLabel] != want[1] {
+			t.Errorf("node %d: %d GPUs, labels %v; want 4 GPUs in %v", i, n.GPUs, n.Labels, want)
+		}
+	}
+	if got := w.Schedulers(); len(got) != 4 || got[3] != PhalanxFlat {
+		t.Errorf("schedulers %v, want stock, upstream-gang, phalanx, phalanx-flat", got)
+	}
+	for _, s := range w.Schedulers() {
+		pod := w.Pod(s, "ns", 130)
+		if pod.Labels[phalanxv1alpha1.RankLabel] != "130" || pod.Labels[pgv1alpha1.PodGroupLabel] != "gang-0" {
+			t.Errorf("%s pod 130 labels %v, want rank 130 of gang-0", s, pod.Labels)
+		}
+		if s == UpstreamGang {
+			if pod.Spec.SchedulingGroup == nil || *pod.Spec.SchedulingGroup.PodGroupName != "gang-0-tp-2" {
+				t.Errorf("upstream pod 130 schedulingGroup %+v, want gang-0-tp-2", pod.Spec.SchedulingGroup)
+			}
+		} else if pod.Spec.SchedulingGroup != nil {
+			t.Errorf("%s pod has a schedulingGroup", s)
+		}
+	}
+	pg := w.PodGroupFor(Phalanx, "ns", 0)
+	if pg.Spec.MinMember != 1024 || pg.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation] != "spine" ||
+		pg.Annotations[phalanxv1alpha1.SubGroupSizeAnnotation] != "64" || pg.Annotations[phalanxv1alpha1.SubGroupTopologyRequiredAnnotation] != "nvlink-clique" {
+		t.Errorf("phalanx PodGroup %+v", pg)
+	}
+	flat := w.PodGroupFor(PhalanxFlat, "ns", 0)
+	if flat.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation] != "spine" || len(flat.Annotations) != 1 {
+		t.Errorf("phalanx-flat PodGroup annotations %v, want the spine requirement alone", flat.Annotations)
+	}
+	if len(w.PodGroupFor(Phalanx, "ns", 0).Annotations) != 3 {
+		t.Error("PodGroupFor(PhalanxFlat) changed the annotations of later PodGroups")
+	}
+	cpg := w.UpstreamCompositePodGroup("ns", 0)
+	if cpg.Spec.SchedulingPolicy.Gang.MinGroupCount != 16 || cpg.Spec.SchedulingConstraints.Topology[0].Key != SpineLabel {
+		t.Errorf("composite %+v", cpg.Spec)
+	}
+	subs := w.UpstreamSubGroups("ns", 0)
+	if len(subs) != 16 || subs[2].Name != "gang-0-tp-2" || *subs[2].Spec.ParentCompositePodGroupName != "gang-0" ||
+		subs[2].Spec.SchedulingPolicy.Gang.MinCount != 64 || subs[2].Spec.SchedulingConstraints.Topology[0].Key != CliqueLabel {
+		t.Errorf("upstream sub-groups: %d, third %+v", len(subs), subs[2].Spec)
+	}
+	wl := w.UpstreamWorkload("ns", 0)
+	if len(wl.Spec.CompositePodGroupTemplates) != 1 || len(wl.Spec.PodGroupTemplates) != 0 ||
+		wl.Spec.CompositePodGroupTemplates[0].PodGroupTemplates[0].Name != subs[0].Spec.WorkloadRef.TemplateName ||
+		wl.Spec.CompositePodGroupTemplates[0].Name != cpg.Spec.WorkloadRef.TemplateName {
+		t.Errorf("upstream Workload %+v", wl.Spec)
+	}
+	if got := w.upstreamGates(); got[len(got)-1] != CompositeGate || len(UpstreamGates) != 2 {
+		t.Errorf("gates %v (UpstreamGates %v)", got, UpstreamGates)
+	}
+	// The topology workload keeps its one upstream PodGroup and gates.
+	for _, tw := range Workloads(DefaultSizes) {
+		if tw.Name == "topology" {
+			if k := tw.UpstreamPodGroup("ns", 0).Spec.SchedulingConstraints.Topology[0].Key; k != IBLabel {
+				t.Errorf("topology upstream key %s", k)
+			}
+			if len(tw.upstreamGates()) != 2 {
+				t.Errorf("topology gates %v", tw.upstreamGates())
+			}
+		}
+	}
+	dir := t.TempDir()
+	path, err := RenderPerf(dir, Workloads(DefaultSizes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw, err := os.ReadFile(path); err != nil || strings.Contains(string(raw), "subgroups") || !strings.Contains(string(raw), "topology_phalanx") {
+		t.Errorf("scheduler_perf config (err %v) renders subgroups or lacks topology", err)
+	}
+}
+
+// TestPlacementOf checks the placement check: sub-groups whole in one
+// clique, one rank in another clique, one sub-group in another spine, and
+// unbound members.
+func TestPlacementOf(t *testing.T) {
+	w := subGroupWorkload(t, Sizes{SubGroupNodes: 2 * SpineCliques * CliqueNodes, SubGroupGang: 8, SubGroupSize: 4})
+	labels := map[string]map[string]string{}
+	for i := 0; i < w.Nodes; i++ {
+		labels[w.Node(i).Name] = w.Node(i).Labels
+	}
+	place := func(nodes ...int) Placement {
+		nodeOf := map[int]string{}
+		for i, n := range nodes {
+			if n >= 0 {
+				nodeOf[i] = w.Node(n).Name
+			}
+		}
+		return w.PlacementOf(nodeOf, func(n string) map[string]string { return labels[n] })
+	}
+	// Ranks 0-3 in clique 0 (nodes 0 and 1), ranks 4-7 in clique 3.
+	p := place(0, 0, 1, 1, 54, 54, 55, 55)
+	if !p.Whole() || p.SubGroups != 2 || p.Gangs != 1 {
+		t.Errorf("whole placement: %+v", p)
+	}
+	if got := p.String(); got != "gangs in one spine 1/1, sub-groups in one nvlink-clique 2/2" {
+		t.Errorf("String = %q", got)
+	}
+	// Rank 3 on node 18 (clique 1): its sub-group spans two cliques.
+	p = place(0, 0, 1, 18, 54, 54, 55, 55)
+	if p.Whole() || p.SplitSubGroups != 1 || p.SplitGangs != 0 || p.MaxSubGroupDomains != 2 {
+		t.Errorf("one rank away: %+v", p)
+	}
+	// Ranks 4-7 in spine 1 (node 288 on): the gang spans two spines, the
+	// sub-groups are whole.
+	p = place(0, 0, 1, 1, 288, 288, 289, 289)
+	if p.SplitGangs != 1 || p.SplitSubGroups != 0 || p.MaxGangDomains != 2 {
+		t.Errorf("two spines: %+v", p)
+	}
+	if !strings.Contains(p.String(), "gangs in one spine 0/1 (a gang spans up to 2)") {
+		t.Errorf("String = %q", p.String())
+	}
+	p = place(0, 0, 1, 1, 54, 54, 55, -1)
+	if p.Whole() || p.Unbound != 1 {
+		t.Errorf("unbound member: %+v", p)
+	}
+}
+
+// TestSubGroupReport checks the report's plan and placement goals and the
+// placement lines.
+func TestSubGroupReport(t *testing.T) {
+	w := subGroupWorkload(t, DefaultSizes)
+	plan := func(ms float64) Scrape {
+		return Scrape{planMetric + "{}": {Sum: ms / 1000, Count: 1}}
+	}
+	whole := &Placement{GangLevel: "spine", SubGroupLevel: "nvlink-clique", Gangs: 1, SubGroups: 16}
+	split := &Placement{GangLevel: "spine", SubGroupLevel: "nvlink-clique", Gangs: 1, SubGroups: 16, SplitGangs: 1, SplitSubGroups: 16, MaxGangDomains: 9, MaxSubGroupDomains: 16}
+	r := Result{Workload: w, Passes: []Pass{
+		{Scheduler: Stock, Pods: 1024, Seconds: 4, Placement: split},
+		{Scheduler: Phalanx, Pods: 1024, Seconds: 2, Metrics: plan(30), Placement: whole},
+		{Scheduler: PhalanxFlat, Pods: 1024, Seconds: 2, Metrics: plan(20), Placement: whole},
+	}}
+	var b strings.Builder
+	WriteReport(&b, []Result{r}, "test", 1)
+	// Columns are padded: compare with single spaces.
+	out := strings.Join(strings.Fields(b.String()), " ")
+	for _, want := range []string{
+		"sub-groups: phalanx / stock 2.00 goal ≥ 1.00: met",
+		"sub-groups: plan ms, phalanx / phalanx-flat 1.50 goal ≤ 2.00: met",
+		"sub-groups: phalanx places each whole 1/1 passes goal: every pass: met",
+		"subgroups stock whole in 0/1 passes; split gangs 1 of 1 (level spine); split sub-groups 16 of 16 (level nvlink-clique)",
+		"subgroups phalanx-flat 512",
+		"30.0 (1)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	r.Passes[1].Placement = split
+	b.Reset()
+	WriteReport(&b, []Result{r}, "test", 1)
+	if !strings.Contains(strings.Join(strings.Fields(b.String()), " "), "phalanx places each whole 0/1 passes goal: every pass: NOT met") {
+		t.Errorf("a split phalanx pass is not reported:\n%s", b.String())
+	}
+}
+
+// TestWithPlans: a pass's plan series are the fresh scheduler's totals,
+// plans made before the first scrape included; other series stay the
+// difference.
+func TestWithPlans(t *testing.T) {
+	before := Scrape{planMetric + "{}": {Sum: 0.05, Count: 1}, attemptMetric + "{result=scheduled}": {Sum: 1, Count: 10}}
+	after := Scrape{planMetric + "{}": {Sum: 0.05, Count: 1}, attemptMetric + "{result=scheduled}": {Sum: 3, Count: 30}}
+	d := after.Sub(before).withPlans(after)
+	if h := d.Plan(); h.Count != 1 || h.Sum != 0.05 {
+		t.Errorf("plan = %+v, want the one plan made before the first scrape", h)
+	}
+	if n := d.Attempts()["scheduled"]; n != 20 {
+		t.Errorf("attempts = %v, want the difference 20", n)
 	}
 }

@@ -86,6 +86,24 @@ func (s Scrape) Sub(before Scrape) Scrape {
 	return out
 }
 
+// withPlans replaces s's gang plan series with those of total. The
+// scheduler is a fresh process per pass, so every plan it recorded is the
+// pass's own, including those made before the first scrape: a small gang
+// can be planned (and bound) before /readyz answers.
+func (s Scrape) withPlans(total Scrape) Scrape {
+	for k := range s {
+		if name, _ := parseKey(k); name == planMetric {
+			delete(s, k)
+		}
+	}
+	for k, h := range total {
+		if name, _ := parseKey(k); name == planMetric && h.Count > 0 {
+			s[k] = h
+		}
+	}
+	return s
+}
+
 // Add accumulates o into s.
 func (s Scrape) Add(o Scrape) {
 	for k, h := range o {

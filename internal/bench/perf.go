@@ -73,9 +73,11 @@ func RenderPerf(dir string, workloads []Workload) (string, error) {
 	}
 	var cases []perfTestCase
 	for _, w := range workloads {
-		if w.Devices > 0 {
+		if w.Devices > 0 || w.SubGroupSize > 0 {
 			// Side by side only: the DRA workload needs slices, claim
-			// templates and the resourceclaim controller.
+			// templates and the resourceclaim controller; the sub-group
+			// workload a second phalanx row, per-pod rank labels and
+			// upstream's CompositePodGroups (v1alpha3).
 			continue
 		}
 		nodeTmpl, err := w.perfNodeTemplate()

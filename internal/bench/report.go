@@ -77,13 +77,16 @@ type Goal struct {
 	Workload string
 	What     string
 	A, B     Scheduler
-	// Metric is "pods/s" (A/B of throughput, goal ≥ Min) or "rss" (A/B of
-	// peak RSS, goal ≤ Max).
+	// Metric is "pods/s" (A/B of throughput, goal ≥ Min), "rss" (A/B of
+	// peak RSS, goal ≤ Max), "plan" (A/B of the mean plan time, goal ≤ Max)
+	// or "placement" (every timed pass of A placed every gang, and
+	// sub-group, whole in one domain of its level; B unused).
 	Metric   string
 	Min, Max float64
 }
 
-// Goals are the ratios issue 13 (and, for DRA gangs, issue 18) asks for.
+// Goals are the ratios issue 13 (and, for DRA gangs, issue 18; for
+// sub-groups, the sub-group issue) asks for.
 var Goals = []Goal{
 	{Workload: "gangs", What: "gangs: phalanx / stock (same pods as plain pods)", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
 	{Workload: "topology", What: "topology gang: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
@@ -94,6 +97,10 @@ var Goals = []Goal{
 	{Workload: "dra-gangs", What: "DRA gangs: phalanx / upstream GangScheduling", A: Phalanx, B: UpstreamGang, Metric: "pods/s", Min: 1.5},
 	{Workload: "plain-pods", What: "peak RSS: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
 	{Workload: "topology", What: "peak RSS: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
+	{Workload: "subgroups", What: "sub-groups: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
+	{Workload: "subgroups", What: "sub-groups: plan ms, phalanx / phalanx-flat", A: Phalanx, B: PhalanxFlat, Metric: "plan", Max: 2.0},
+	{Workload: "subgroups", What: "sub-groups: phalanx places each whole", A: Phalanx, Metric: "placement"},
+	{Workload: "topology", What: "topology gang: phalanx places it whole", A: Phalanx, Metric: "placement"},
 }
 
 // WriteReport prints the throughput table and the ratios of the goals.
@@ -130,6 +137,7 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 				plan)
 		}
 	}
+	writePlacements(out, results)
 	fmt.Fprintf(out, "\nRatios, pass by pass (median, min–max):\n")
 	for _, g := range Goals {
 		r := find(results, g.Workload)
@@ -139,8 +147,19 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 		var sp Spread
 		goal := ""
 		switch g.Metric {
+		case "placement":
+			whole, checked, _, _, _ := placementFigures(r.Timed(g.A))
+			met := "met"
+			if checked == 0 || whole < checked {
+				met = "NOT met"
+			}
+			fmt.Fprintf(out, "  %-58s %-20s goal: every pass: %s\n", g.What, fmt.Sprintf("%d/%d passes", whole, checked), met)
+			continue
 		case "rss":
 			sp = r.ratios(g.A, g.B, func(p Pass) float64 { return p.PeakRSS })
+			goal = fmt.Sprintf("goal ≤ %.2f", g.Max)
+		case "plan":
+			sp = r.ratios(g.A, g.B, planMS)
 			goal = fmt.Sprintf("goal ≤ %.2f", g.Max)
 		default:
 			sp = r.ratios(g.A, g.B, Pass.PodsPerS)
@@ -151,13 +170,39 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 			continue
 		}
 		met := "met"
-		if math.IsNaN(sp.Median) || (g.Metric == "rss" && sp.Median > g.Max) || (g.Metric != "rss" && sp.Median < g.Min) {
+		if math.IsNaN(sp.Median) || (g.Max > 0 && sp.Median > g.Max) || (g.Max == 0 && sp.Median < g.Min) {
 			met = "NOT met"
 		}
 		fmt.Fprintf(out, "  %-58s %-20s %s: %s\n", g.What, sp.Format("%.2f"), goal, met)
 		if g.Metric == "pods/s" {
 			cpu := r.ratios(g.B, g.A, Pass.CPUPerPod)
 			fmt.Fprintf(out, "  %-58s %s\n", "  same, by scheduler CPU per pod ("+string(g.B)+"/"+string(g.A)+")", cpu.Format("%.2f"))
+		}
+	}
+}
+
+// writePlacements prints, for workloads with a required level, where each
+// scheduler's timed passes put the gangs and sub-groups.
+func writePlacements(out io.Writer, results []Result) {
+	header := false
+	for _, r := range results {
+		if r.Workload.RequiredLevel == "" {
+			continue
+		}
+		for _, s := range r.Workload.Schedulers() {
+			whole, checked, gangs, subs, last := placementFigures(r.Timed(s))
+			if checked == 0 {
+				continue
+			}
+			if !header {
+				fmt.Fprintf(out, "\nPlacement of the timed passes (split: spanning more than one domain of the level; median (min–max) per pass):\n")
+				header = true
+			}
+			line := fmt.Sprintf("  %-11s %-14s whole in %d/%d passes; split gangs %s of %d (level %s)", r.Workload.Name, s, whole, checked, gangs.Format("%.0f"), last.Gangs, last.GangLevel)
+			if last.SubGroups > 0 {
+				line += fmt.Sprintf("; split sub-groups %s of %d (level %s)", subs.Format("%.0f"), last.SubGroups, last.SubGroupLevel)
+			}
+			fmt.Fprintf(out, "%s; last pass: %s\n", line, last)
 		}
 	}
 }

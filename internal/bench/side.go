@@ -92,6 +92,9 @@ type Pass struct {
 	// Failed says why the pass did not finish (e.g. pods still unbound at
 	// the pass deadline); its figures are then left out.
 	Failed string
+	// Placement is where the pass's gangs and sub-groups landed, for
+	// workloads with a required level (nil otherwise).
+	Placement *Placement
 }
 
 // PodsPerS is the pass's throughput.
@@ -172,9 +175,14 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 	runner := testcluster.NewRunner(w.Name, o.Log)
 	defer runner.Close()
 	defer testcluster.RecoverFatal(&err)
+	runtimeConfig := "scheduling.k8s.io/v1beta1=true"
+	if w.SubGroupSize > 0 {
+		// CompositePodGroups, for the upstream gang scheduler's sub-groups.
+		runtimeConfig += ",scheduling.k8s.io/v1alpha3=true"
+	}
 	c, err := testcluster.Start(runner, testcluster.Options{APIServerFlags: []string{
-		"--feature-gates=" + gateList(UpstreamGates),
-		"--runtime-config=scheduling.k8s.io/v1beta1=true",
+		"--feature-gates=" + gateList(w.upstreamGates()),
+		"--runtime-config=" + runtimeConfig,
 	}})
 	if err != nil {
 		return res, err
@@ -183,8 +191,12 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 	if err := parallel(ctx, w.Nodes, func(i int) error { return c.CreateNodes(ctx, w.Node(i)) }); err != nil {
 		return res, err
 	}
-	if w.Topology {
-		if _, err := c.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctx, NetworkTopology(), metav1.CreateOptions{}); err != nil {
+	if w.Topology || w.Cliques {
+		nt := NetworkTopology()
+		if w.Cliques {
+			nt = CliqueNetworkTopology()
+		}
+		if _, err := c.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctx, nt, metav1.CreateOptions{}); err != nil {
 			return res, err
 		}
 	}
@@ -224,8 +236,12 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 				fmt.Fprintf(o.Progress, "%s: %-13s pass %d: FAILED: %s (load %s)\n", w.Name, s, i+1, p.Failed, LoadAverage())
 				continue
 			}
-			fmt.Fprintf(o.Progress, "%s: %-13s pass %d: %6.0f pods/s, %5.2f CPU ms/pod, peak RSS %4.0f MiB, %.2f attempts/pod, %.1f API requests/pod (load %s)\n",
-				w.Name, s, i+1, p.PodsPerS(), p.CPUPerPod(), p.PeakRSS/(1<<20), p.AttemptsPerPod(), p.RequestsPerPod(), LoadAverage())
+			placement := ""
+			if p.Placement != nil {
+				placement = "; " + p.Placement.String()
+			}
+			fmt.Fprintf(o.Progress, "%s: %-13s pass %d: %6.0f pods/s, %5.2f CPU ms/pod, peak RSS %4.0f MiB, %.2f attempts/pod, %.1f API requests/pod%s (load %s)\n",
+				w.Name, s, i+1, p.PodsPerS(), p.CPUPerPod(), p.PeakRSS/(1<<20), p.AttemptsPerPod(), p.RequestsPerPod(), placement, LoadAverage())
 		}
 	}
 	if o.Profile {
@@ -355,7 +371,7 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 			}
 		}
 		if after, err := sched.scrape(ctx); err == nil {
-			pass.Metrics = after.Sub(before)
+			pass.Metrics = after.Sub(before).withPlans(after)
 		}
 		pass.PeakRSS, _ = procPeakRSS(sched.cmd.Process.Pid)
 		if profiling {
@@ -382,6 +398,11 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 			return pass, err
 		}
 	}
+	if w.RequiredLevel != "" {
+		if pass.Placement, err = checkPlacement(ctx, c, w, ns); err != nil {
+			return pass, err
+		}
+	}
 	// The framework records plugin and extension point durations through an
 	// asynchronous recorder that flushes every second.
 	time.Sleep(metricsFlush)
@@ -389,7 +410,7 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 	if err != nil {
 		return pass, err
 	}
-	pass.Metrics = after.Sub(before)
+	pass.Metrics = after.Sub(before).withPlans(after)
 	if pass.PeakRSS, err = procPeakRSS(sched.cmd.Process.Pid); err != nil {
 		return pass, err
 	}
@@ -454,13 +475,19 @@ func createObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 	if w.GangSize > 0 {
 		for g := 0; g < w.Gangs; g++ {
 			switch s {
-			case Phalanx:
-				if err := c.CreatePodGroup(ctx, w.PodGroup(ns, g)); err != nil {
+			case Phalanx, PhalanxFlat:
+				if err := c.CreatePodGroup(ctx, w.PodGroupFor(s, ns, g)); err != nil {
 					return err
 				}
 			case UpstreamGang:
 				if _, err := c.Client.SchedulingV1beta1().Workloads(ns).Create(ctx, w.UpstreamWorkload(ns, g), metav1.CreateOptions{}); err != nil {
 					return fmt.Errorf("creating upstream Workload: %w", err)
+				}
+				if w.SubGroupSize > 0 {
+					if err := createUpstreamComposite(ctx, c, w, ns, g); err != nil {
+						return err
+					}
+					continue
 				}
 				if _, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, w.UpstreamPodGroup(ns, g), metav1.CreateOptions{}); err != nil {
 					return fmt.Errorf("creating upstream PodGroup: %w", err)
@@ -505,6 +532,24 @@ func createObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 	})
 }
 
+// createUpstreamComposite creates gang g of a workload with sub-groups as
+// upstream's CompositePodGroup and its sub-groups' PodGroups.
+func createUpstreamComposite(ctx context.Context, c *testcluster.Cluster, w Workload, ns string, g int) error {
+	if _, err := c.Client.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, w.UpstreamCompositePodGroup(ns, g), metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating upstream CompositePodGroup (is scheduling.k8s.io/v1alpha3 served?): %w", err)
+	}
+	for _, pg := range w.UpstreamSubGroups(ns, g) {
+		created, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{})
+		if err != nil {
+			return fmt.Errorf("creating upstream PodGroup %s: %w", pg.Name, err)
+		}
+		if created.Spec.ParentCompositePodGroupName == nil {
+			return fmt.Errorf("the API server dropped parentCompositePodGroupName of %s: is the %s gate on?", pg.Name, CompositeGate)
+		}
+	}
+	return nil
+}
+
 // checkDevices lists every claim of the cluster and fails when a device is
 // allocated to two claims or, with want ≥ 0, when ns has not exactly want
 // allocated claims (every bound pod's one claim).
@@ -542,10 +587,13 @@ func deleteObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 	errs = append(errs, c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
 	if w.GangSize > 0 {
 		switch s {
-		case Phalanx:
+		case Phalanx, PhalanxFlat:
 			errs = append(errs, c.PodGroups.SchedulingV1alpha1().PodGroups(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
 		case UpstreamGang:
 			errs = append(errs, c.Client.SchedulingV1beta1().PodGroups(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
+			if w.SubGroupSize > 0 {
+				errs = append(errs, c.Client.SchedulingV1alpha3().CompositePodGroups(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
+			}
 			errs = append(errs, c.Client.SchedulingV1beta1().Workloads(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
 		}
 	}
@@ -642,12 +690,12 @@ type childScheduler struct {
 
 func startScheduler(c *testcluster.Cluster, w Workload, s Scheduler, profiling bool, bins Binaries) (*childScheduler, error) {
 	config, binary := StockConfig, bins.KubeScheduler
-	if s == Phalanx {
+	if s.IsPhalanx() {
 		config, binary = manifests.SchedulerConfig, bins.Phalanx
 	}
 	var extra []string
 	if s == UpstreamGang {
-		extra = append(extra, "--feature-gates="+gateList(UpstreamGates))
+		extra = append(extra, "--feature-gates="+gateList(w.upstreamGates()))
 	}
 	return startChildScheduler(c, binary, config, s.SchedulerName(), profiling, fmt.Sprintf("%s-%s", w.Name, s), extra...)
 }

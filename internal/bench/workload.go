@@ -8,9 +8,11 @@ package bench
 
 import (
 	"fmt"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -33,7 +35,14 @@ const (
 	UpstreamGang Scheduler = "upstream-gang"
 	// Phalanx is phalanx-scheduler with the canonical profile.
 	Phalanx Scheduler = "phalanx"
+	// PhalanxFlat is the same binary and profile with the workload's gangs
+	// at their own level alone: the sub-group annotations left out, so the
+	// plan with sub-groups can be set against the plan without.
+	PhalanxFlat Scheduler = "phalanx-flat"
 )
+
+// IsPhalanx says whether s runs phalanx-scheduler.
+func (s Scheduler) IsPhalanx() bool { return s == Phalanx || s == PhalanxFlat }
 
 // SchedulerName is the profile name the workload's pods ask for.
 func (s Scheduler) SchedulerName() string {
@@ -53,6 +62,11 @@ func (s Scheduler) SchedulerName() string {
 // in-tree GangScheduling plugin; 1.36's GangScheduling gate is gone.
 var UpstreamGates = []string{"GenericWorkload", "TopologyAwareWorkloadScheduling"}
 
+// CompositeGate is the alpha gate of upstream's CompositePodGroup
+// (scheduling.k8s.io/v1alpha3), on for the API server and the UpstreamGang
+// scheduler of workloads with sub-groups only.
+const CompositeGate = "CompositePodGroup"
+
 // Node topology of the topology workload: IB clusters of IBSize nodes, leaf
 // switches of LeafSize nodes, then hosts.
 const (
@@ -60,6 +74,20 @@ const (
 	LeafLabel = "network.example.com/leaf"
 	IBSize    = 512
 	LeafSize  = 16
+)
+
+// Node topology of the sub-group workload, modelled on GB200 NVL72: nodes
+// (compute trays) of CliqueNodeGPUs GPUs, CliqueNodes of them per NVLink
+// clique (one NVL72 rack, 72 GPUs, node label nvidia.com/gpu.clique as the
+// GPU operator's feature discovery sets it), SpineCliques cliques under one
+// spine (1152 GPUs: a 1024-GPU gang of 64-GPU sub-groups needs 16 cliques,
+// since a clique takes one sub-group of 64).
+const (
+	SpineLabel     = "network.example.com/spine"
+	CliqueLabel    = "nvidia.com/gpu.clique"
+	CliqueNodes    = 18
+	CliqueNodeGPUs = 4
+	SpineCliques   = 16
 )
 
 // Workload is one benchmark case; both engines build their objects from it.
@@ -72,9 +100,19 @@ type Workload struct {
 	GangSize int
 	CPU      string // per pod
 	GPUs     int64  // per pod
-	// Topology labels nodes in 3 levels and asks gangs for RequiredLevel.
+	// Topology labels nodes in 3 levels (ib-cluster, leaf, host) and asks
+	// gangs for RequiredLevel.
 	Topology      bool
 	RequiredLevel string
+	// Cliques makes the nodes GB200 NVL72-class (CliqueNodeGPUs GPUs each)
+	// labelled with their NVLink clique and spine (levels spine,
+	// nvlink-clique, host); gangs ask for RequiredLevel.
+	Cliques bool
+	// SubGroupSize > 0 makes each gang a gang of sub-groups of this many
+	// members (ranks i…i+SubGroupSize−1 by the rank label), each required
+	// inside one domain of SubGroupLevel.
+	SubGroupSize  int
+	SubGroupLevel string
 	// Queues spreads the gangs round-robin over this many queues with
 	// weights 1..Queues (the stock scheduler ignores them).
 	Queues int
@@ -95,6 +133,9 @@ func (w Workload) Total() int {
 // Describe is a one-line description for tables.
 func (w Workload) Describe() string {
 	switch {
+	case w.SubGroupSize > 0:
+		return fmt.Sprintf("%d × %d-pod gang (%d GPU each) in %d sub-groups of %d, each required one %s, the gang one %s, on %d nodes × %d GPUs (%d per clique, %d cliques per spine)",
+			w.Gangs, w.GangSize, w.GPUs, w.GangSize/w.SubGroupSize, w.SubGroupSize, w.SubGroupLevel, w.RequiredLevel, w.Nodes, CliqueNodeGPUs, CliqueNodes, SpineCliques)
 	case w.Devices > 0:
 		return fmt.Sprintf("%d × %d gangs, one DRA device per pod (claim template), on %d nodes × %d devices", w.Gangs, w.GangSize, w.Nodes, w.Devices)
 	case w.Topology:
@@ -108,8 +149,12 @@ func (w Workload) Describe() string {
 }
 
 // Schedulers lists the schedulers the workload runs through. The in-tree
-// GangScheduling has no queues, so the queue workload leaves it out.
+// GangScheduling has no queues, so the queue workload leaves it out; a
+// workload with sub-groups also runs phalanx on its gangs without them.
 func (w Workload) Schedulers() []Scheduler {
+	if w.SubGroupSize > 0 {
+		return []Scheduler{Stock, UpstreamGang, Phalanx, PhalanxFlat}
+	}
 	if w.GangSize > 0 && w.Queues == 0 {
 		return []Scheduler{Stock, UpstreamGang, Phalanx}
 	}
@@ -125,10 +170,17 @@ type Sizes struct {
 	// DRAGangSize is the gang size of the DRA workload (on GangNodes,
 	// Gangs gangs).
 	DRAGangSize int
+	// SubGroupNodes, SubGroupGang and SubGroupSize size the sub-group
+	// workload: one gang of SubGroupGang members in sub-groups of
+	// SubGroupSize on SubGroupNodes GB200-class nodes.
+	SubGroupNodes, SubGroupGang, SubGroupSize int
 }
 
-// DefaultSizes are the sizes issue 13 (and, for DRA gangs, issue 18) names.
-var DefaultSizes = Sizes{Nodes: 5000, Pods: 10000, GangNodes: 1000, Gangs: 100, GangSize: 64, TopologyNodes: 4096, TopologyGang: 1024, Queues: 4, DRAGangSize: 16}
+// DefaultSizes are the sizes issue 13 (and, for DRA gangs, issue 18; for
+// sub-groups, 1024 GPUs in tensor-parallel groups of 64 on 16 spines of 16
+// NVL72 cliques) names.
+var DefaultSizes = Sizes{Nodes: 5000, Pods: 10000, GangNodes: 1000, Gangs: 100, GangSize: 64, TopologyNodes: 4096, TopologyGang: 1024, Queues: 4, DRAGangSize: 16,
+	SubGroupNodes: 16 * SpineCliques * CliqueNodes, SubGroupGang: 1024, SubGroupSize: 64}
 
 // Workloads returns the benchmark's one set of workloads.
 func Workloads(s Sizes) []Workload {
@@ -141,6 +193,10 @@ func Workloads(s Sizes) []Workload {
 		{Name: "queues", Nodes: s.GangNodes, Gangs: s.Gangs, GangSize: s.GangSize, CPU: "1", Queues: s.Queues},
 		// Gangs whose members each claim one DRA device of 8 per node.
 		{Name: "dra-gangs", Nodes: s.GangNodes, Gangs: s.Gangs, GangSize: s.DRAGangSize, CPU: "1", Devices: 8},
+		// One gang of 1-GPU members in tensor-parallel sub-groups, each
+		// required inside one NVLink clique, the gang inside one spine.
+		{Name: "subgroups", Nodes: s.SubGroupNodes, Gangs: 1, GangSize: s.SubGroupGang, CPU: "1", GPUs: 1, Cliques: true, RequiredLevel: "spine",
+			SubGroupSize: s.SubGroupSize, SubGroupLevel: "nvlink-clique"},
 	}
 }
 
@@ -194,16 +250,29 @@ func ClaimTemplate(ns string) *resourceapi.ResourceClaimTemplate {
 
 // nodeLabels are the network labels of node i ({{Index}} in templates).
 func (w Workload) nodeLabels(i int) map[string]string {
-	if !w.Topology {
-		return nil
+	switch {
+	case w.Cliques:
+		return map[string]string{SpineLabel: fmt.Sprintf("spine-%d", i/(CliqueNodes*SpineCliques)), CliqueLabel: fmt.Sprintf("clique-%d", i/CliqueNodes)}
+	case w.Topology:
+		return map[string]string{IBLabel: fmt.Sprintf("ib-%d", i/IBSize), LeafLabel: fmt.Sprintf("leaf-%d", i/LeafSize)}
 	}
-	return map[string]string{IBLabel: fmt.Sprintf("ib-%d", i/IBSize), LeafLabel: fmt.Sprintf("leaf-%d", i/LeafSize)}
+	return nil
 }
 
 // Node is node i: 32 CPUs, 256Gi, 8 GPUs, publishing a NodeResourceTopology
-// object with policy none (one zone), as NFD topology-updater would.
+// object with policy none (one zone), as NFD topology-updater would. With
+// Cliques it is a GB200 compute tray: 2 Grace CPUs (144 cores), 960Gi and 4
+// GPUs.
 func (w Workload) Node(i int) testcluster.NodeSpec {
+	if w.Cliques {
+		return testcluster.NodeSpec{Name: fmt.Sprintf("node-%d", i), CPU: "144", Memory: "960Gi", GPUs: CliqueNodeGPUs, Pods: 110, NRTPolicy: "none", Labels: w.nodeLabels(i)}
+	}
 	return testcluster.NodeSpec{Name: fmt.Sprintf("node-%d", i), CPU: "32", Memory: "256Gi", GPUs: 8, Pods: 110, NRTPolicy: "none", Labels: w.nodeLabels(i)}
+}
+
+// LevelLabel is the node label of a network level of the workloads.
+func LevelLabel(level string) string {
+	return map[string]string{"ib-cluster": IBLabel, "leaf": LeafLabel, "spine": SpineLabel, "nvlink-clique": CliqueLabel, "host": v1.LabelHostname}[level]
 }
 
 // NetworkTopology is the phalanx NetworkTopology of the topology workload.
@@ -212,6 +281,17 @@ func NetworkTopology() *phalanxv1alpha1.NetworkTopology {
 		ObjectMeta: metav1.ObjectMeta{Name: phalanxv1alpha1.DefaultNetworkTopologyName},
 		Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
 			{Name: "ib-cluster", NodeLabel: IBLabel}, {Name: "leaf", NodeLabel: LeafLabel}, {Name: "host", NodeLabel: v1.LabelHostname},
+		}},
+	}
+}
+
+// CliqueNetworkTopology is the phalanx NetworkTopology of the sub-group
+// workload: spine, NVLink clique, host.
+func CliqueNetworkTopology() *phalanxv1alpha1.NetworkTopology {
+	return &phalanxv1alpha1.NetworkTopology{
+		ObjectMeta: metav1.ObjectMeta{Name: phalanxv1alpha1.DefaultNetworkTopologyName},
+		Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
+			{Name: "spine", NodeLabel: SpineLabel}, {Name: "nvlink-clique", NodeLabel: CliqueLabel}, {Name: "host", NodeLabel: v1.LabelHostname},
 		}},
 	}
 }
@@ -232,14 +312,24 @@ func (w Workload) PodName(i int) string {
 	return fmt.Sprintf("pod-%d", i)
 }
 
+// Rank is pod i's rank in its gang (its index there).
+func (w Workload) Rank(i int) int { return i % w.GangSize }
+
+// SubGroupName is the upstream PodGroup of sub-group k of gang g.
+func SubGroupName(g, k int) string { return fmt.Sprintf("%s-tp-%d", GangName(g), k) }
+
 // Pod is pod i for scheduler s. Every scheduler gets the same pod (gang
-// members carry the PodGroup label, which the stock scheduler ignores); the
-// upstream gang scheduler's pods also name their v1beta1 PodGroup. Pods of
-// the DRA workload claim a device through the claim template.
+// members carry the PodGroup label, which the stock scheduler ignores, and,
+// with sub-groups, their rank label); the upstream gang scheduler's pods
+// also name their v1beta1 PodGroup (with sub-groups: their sub-group's).
+// Pods of the DRA workload claim a device through the claim template.
 func (w Workload) Pod(s Scheduler, ns string, i int) *v1.Pod {
 	spec := testcluster.PodSpec{Name: w.PodName(i), Namespace: ns, SchedulerName: s.SchedulerName(), CPU: w.CPU, GPUs: w.GPUs}
 	if w.GangSize > 0 {
 		spec.PodGroup = GangName(i / w.GangSize)
+	}
+	if w.SubGroupSize > 0 {
+		spec.Labels = map[string]string{phalanxv1alpha1.RankLabel: strconv.Itoa(w.Rank(i))}
 	}
 	pod := spec.Pod()
 	if w.Devices > 0 {
@@ -247,16 +337,25 @@ func (w Workload) Pod(s Scheduler, ns string, i int) *v1.Pod {
 		pod.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
 	}
 	if s == UpstreamGang && w.GangSize > 0 {
-		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(spec.PodGroup)}
+		group := spec.PodGroup
+		if w.SubGroupSize > 0 {
+			group = SubGroupName(i/w.GangSize, w.Rank(i)/w.SubGroupSize)
+		}
+		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
 	}
 	return pod
 }
 
-// PodGroup is gang g as a scheduler-plugins PodGroup (phalanx's gang API).
+// PodGroup is gang g as a scheduler-plugins PodGroup (phalanx's gang API):
+// its level and, with sub-groups, their size and level as annotations.
 func (w Workload) PodGroup(ns string, g int) *pgv1alpha1.PodGroup {
 	pg := testcluster.PodGroup(ns, GangName(g), int32(w.GangSize))
 	if w.RequiredLevel != "" {
 		pg.Annotations = map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: w.RequiredLevel}
+	}
+	if w.SubGroupSize > 0 {
+		pg.Annotations[phalanxv1alpha1.SubGroupSizeAnnotation] = strconv.Itoa(w.SubGroupSize)
+		pg.Annotations[phalanxv1alpha1.SubGroupTopologyRequiredAnnotation] = w.SubGroupLevel
 	}
 	if w.Queues > 0 {
 		pg.Labels = map[string]string{phalanxv1alpha1.QueueLabel: fmt.Sprintf("queue-%d", g%w.Queues)}
@@ -264,12 +363,48 @@ func (w Workload) PodGroup(ns string, g int) *pgv1alpha1.PodGroup {
 	return pg
 }
 
-// upstreamTemplate is the name of the PodGroupTemplate in each Workload.
-const upstreamTemplate = "workers"
+// PodGroupFor is gang g's PodGroup for phalanx scheduler s: PhalanxFlat
+// gets the gang at its own level alone, without the sub-group annotations.
+func (w Workload) PodGroupFor(s Scheduler, ns string, g int) *pgv1alpha1.PodGroup {
+	pg := w.PodGroup(ns, g)
+	if s == PhalanxFlat {
+		delete(pg.Annotations, phalanxv1alpha1.SubGroupSizeAnnotation)
+		delete(pg.Annotations, phalanxv1alpha1.SubGroupTopologyRequiredAnnotation)
+	}
+	return pg
+}
+
+// upstreamTemplate is the name of the PodGroupTemplate in each Workload;
+// with sub-groups, upstreamComposite is its CompositePodGroupTemplate and
+// upstreamTemplate the sub-groups' PodGroupTemplate inside it.
+const (
+	upstreamTemplate  = "workers"
+	upstreamComposite = "replicas"
+)
 
 // UpstreamWorkload is gang g as the upstream Workload a job controller
-// would create: one gang template of GangSize.
+// would create: one gang template of GangSize, or, with sub-groups, one
+// composite template (GangSize/SubGroupSize groups, the gang's level) of
+// one gang template of SubGroupSize (the sub-groups' level).
 func (w Workload) UpstreamWorkload(ns string, g int) *schedulingv1beta1.Workload {
+	if w.SubGroupSize > 0 {
+		return &schedulingv1beta1.Workload{
+			TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "Workload"},
+			ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
+			Spec: schedulingv1beta1.WorkloadSpec{CompositePodGroupTemplates: []schedulingv1beta1.CompositePodGroupTemplate{{
+				Name: upstreamComposite,
+				SchedulingPolicy: schedulingv1beta1.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1beta1.CompositeGangSchedulingPolicy{
+					MinGroupCount: int32(w.GangSize / w.SubGroupSize)}},
+				SchedulingConstraints: &schedulingv1beta1.CompositePodGroupSchedulingConstraints{
+					Topology: []schedulingv1beta1.TopologyConstraint{{Key: LevelLabel(w.RequiredLevel)}}},
+				PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{
+					Name:                  upstreamTemplate,
+					SchedulingPolicy:      w.upstreamPolicy(),
+					SchedulingConstraints: w.upstreamConstraints(),
+				}},
+			}}},
+		}
+	}
 	return &schedulingv1beta1.Workload{
 		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "Workload"},
 		ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
@@ -298,13 +433,74 @@ func (w Workload) UpstreamPodGroup(ns string, g int) *schedulingv1beta1.PodGroup
 	}
 }
 
-func (w Workload) upstreamPolicy() schedulingv1beta1.PodGroupSchedulingPolicy {
-	return schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(w.GangSize)}}
+// UpstreamCompositePodGroup is gang g of a workload with sub-groups as the
+// runtime v1alpha3 CompositePodGroup of its Workload: all its sub-groups
+// (minGroupCount) inside one domain of the gang's level.
+func (w Workload) UpstreamCompositePodGroup(ns string, g int) *schedulingv1alpha3.CompositePodGroup {
+	return &schedulingv1alpha3.CompositePodGroup{
+		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1alpha3.SchemeGroupVersion.String(), Kind: "CompositePodGroup"},
+		ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
+		Spec: schedulingv1alpha3.CompositePodGroupSpec{
+			WorkloadRef: &schedulingv1alpha3.WorkloadReference{WorkloadName: GangName(g), TemplateName: upstreamComposite},
+			SchedulingPolicy: schedulingv1alpha3.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1alpha3.CompositeGangSchedulingPolicy{
+				MinGroupCount: int32(w.GangSize / w.SubGroupSize)}},
+			SchedulingConstraints: &schedulingv1alpha3.CompositePodGroupSchedulingConstraints{
+				Topology: []schedulingv1alpha3.TopologyConstraint{{Key: LevelLabel(w.RequiredLevel)}}},
+		},
+	}
 }
 
+// UpstreamSubGroups are gang g's sub-groups as the runtime PodGroups of its
+// composite: minCount SubGroupSize, each inside one domain of SubGroupLevel.
+func (w Workload) UpstreamSubGroups(ns string, g int) []*schedulingv1beta1.PodGroup {
+	var out []*schedulingv1beta1.PodGroup
+	for k := 0; k < w.GangSize/w.SubGroupSize; k++ {
+		out = append(out, &schedulingv1beta1.PodGroup{
+			TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"},
+			ObjectMeta: metav1.ObjectMeta{Name: SubGroupName(g, k), Namespace: ns},
+			Spec: schedulingv1beta1.PodGroupSpec{
+				ParentCompositePodGroupName: ptr.To(GangName(g)),
+				WorkloadRef:                 &schedulingv1beta1.WorkloadReference{WorkloadName: GangName(g), TemplateName: upstreamTemplate},
+				SchedulingPolicy:            w.upstreamPolicy(),
+				SchedulingConstraints:       w.upstreamConstraints(),
+			},
+		})
+	}
+	return out
+}
+
+// upstreamGates are the gates of the API server and of the UpstreamGang
+// scheduler for this workload.
+func (w Workload) upstreamGates() []string {
+	if w.SubGroupSize > 0 {
+		return append(append([]string(nil), UpstreamGates...), CompositeGate)
+	}
+	return UpstreamGates
+}
+
+// upstreamPolicy is the gang policy of one upstream PodGroup: the gang, or
+// with sub-groups one sub-group.
+func (w Workload) upstreamPolicy() schedulingv1beta1.PodGroupSchedulingPolicy {
+	n := w.GangSize
+	if w.SubGroupSize > 0 {
+		n = w.SubGroupSize
+	}
+	return schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(n)}}
+}
+
+// upstreamConstraints is the topology key of one upstream PodGroup: the
+// gang's required level (the topology workload's ib-cluster), or with
+// sub-groups the sub-groups' level (the composite has the gang's).
 func (w Workload) upstreamConstraints() *schedulingv1beta1.PodGroupSchedulingConstraints {
-	if w.RequiredLevel != "ib-cluster" {
+	level := ""
+	switch {
+	case w.SubGroupSize > 0:
+		level = w.SubGroupLevel
+	case w.RequiredLevel == "ib-cluster":
+		level = w.RequiredLevel
+	}
+	if level == "" {
 		return nil
 	}
-	return &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: IBLabel}}}
+	return &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: LevelLabel(level)}}}
 }

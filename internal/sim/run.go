@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +86,10 @@ type JobResult struct {
 	// requirement). Unlike Nodes, it does not add up placements a gang had
 	// before and after being evicted and resubmitted.
 	MaxLiveDomains int
+	// MaxSplitSubGroups is, for a job with sub-groups (ranks by label), the
+	// most sub-groups whose running pods spanned more than one domain of
+	// the sub-groups' level at one sample.
+	MaxSplitSubGroups int
 
 	firstAt time.Duration
 	placed  map[string]bool // pods seen bound, by name
@@ -450,6 +455,9 @@ func podSpec(j Job, i int) testcluster.PodSpec {
 	if j.Queue != "" {
 		spec.Labels[phalanxv1alpha1.QueueLabel] = j.Queue
 	}
+	if j.Ranks {
+		spec.Labels[phalanxv1alpha1.RankLabel] = strconv.Itoa(i)
+	}
 	if j.Duration.Duration > 0 {
 		spec.Annotations[testcluster.RunForAnnotation] = j.Duration.String()
 	}
@@ -472,11 +480,12 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	running := map[string][]*v1.Pod{}
 	d.finishing = 0
 	sample := Sample{At: now, QueueUsed: map[string]int64{}, QueueWaiting: map[string]int{}, QueueWaitingGPU: map[string]int64{}}
-	live := map[string]int{}           // per job: bound, not completed
-	liveNodes := map[string][]string{} // per job: nodes of its running pods
-	jobGPU := map[string]int64{}       // per job: GPUs of its running pods
-	nodeUsed := map[string]Room{}      // per node: requests of its running pods
-	waitingShapes := map[Shape]bool{}  // shapes of the unbound pods
+	live := map[string]int{}              // per job: bound, not completed
+	liveNodes := map[string][]string{}    // per job: nodes of its running pods
+	liveRanks := map[string][]rankedPod{} // per job with sub-groups: its running pods' ranks and nodes
+	jobGPU := map[string]int64{}          // per job: GPUs of its running pods
+	nodeUsed := map[string]Room{}         // per node: requests of its running pods
+	waitingShapes := map[Shape]bool{}     // shapes of the unbound pods
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
@@ -522,6 +531,9 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 			running[p.Spec.NodeName] = append(running[p.Spec.NodeName], p)
 			live[r.Job.Key()]++
 			liveNodes[r.Job.Key()] = append(liveNodes[r.Job.Key()], p.Spec.NodeName)
+			if rank, err := strconv.Atoi(p.Labels[phalanxv1alpha1.RankLabel]); err == nil {
+				liveRanks[r.Job.Key()] = append(liveRanks[r.Job.Key()], rankedPod{rank, p.Spec.NodeName})
+			}
 			jobGPU[r.Job.Key()] += gpus
 			u := nodeUsed[p.Spec.NodeName]
 			u.CPU += cpu
@@ -578,6 +590,13 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 			}
 			r.MaxLiveDomains = max(r.MaxLiveDomains, len(domains))
 		}
+		if size, name := r.Job.subGroups(); size > 0 && len(liveRanks[r.Job.Key()]) > 0 {
+			if level := d.sc.level(name); level != nil {
+				r.MaxSplitSubGroups = max(r.MaxSplitSubGroups, splitSubGroups(liveRanks[r.Job.Key()], size, func(node string) string {
+					return d.nodeLabels()[node][level.NodeLabel]
+				}))
+			}
+		}
 		if !r.Ran() {
 			sample.JobsWaiting++
 			sample.LongestWait = max(sample.LongestWait, now-r.Submitted)
@@ -604,6 +623,32 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	d.checkNUMA(now, running)
 	d.res.Samples = append(d.res.Samples, sample)
 	return changed, nil
+}
+
+// rankedPod is a running pod's rank and node.
+type rankedPod struct {
+	rank int
+	node string
+}
+
+// splitSubGroups counts the sub-groups (ranks k×size … (k+1)×size−1) whose
+// pods are in more than one domain (domain of a node).
+func splitSubGroups(pods []rankedPod, size int, domain func(node string) string) int {
+	domains := map[int]map[string]bool{}
+	for _, p := range pods {
+		k := p.rank / size
+		if domains[k] == nil {
+			domains[k] = map[string]bool{}
+		}
+		domains[k][domain(p.node)] = true
+	}
+	split := 0
+	for _, d := range domains {
+		if len(d) > 1 {
+			split++
+		}
+	}
+	return split
 }
 
 // nodeLabels maps node names to their labels.

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -107,6 +108,10 @@ type Job struct {
 	// Guaranteed gives the pods limits equal to their requests: Guaranteed
 	// QoS, so the kubelet aligns their CPUs and memory to NUMA zones.
 	Guaranteed bool `json:"guaranteed,omitempty"`
+	// Ranks labels each pod with its index as its rank
+	// (scheduling.phalanx.dev/rank), as a job controller does: what
+	// phalanx's sub-groups (subgroup-size annotation) go by.
+	Ranks bool `json:"ranks,omitempty"`
 	// Expect states the outcome the scenario is about: Run (whole gang runs)
 	// or Pending (it must never start). Checked by Result.Check.
 	Expect string `json:"expect,omitempty"`
@@ -230,6 +235,9 @@ func (s *Scenario) validate() error {
 		if level := j.requiredLevel(); level != "" && s.level(level) == nil {
 			return fmt.Errorf("scenario %q: job %s: topology level %q is not in the scenario's network (%s)", s.Name, j.Name, level, s.levelNames())
 		}
+		if size, level := j.subGroups(); size > 0 && (level == "" || s.level(level) == nil) {
+			return fmt.Errorf("scenario %q: job %s: sub-group level %q is not in the scenario's network (%s)", s.Name, j.Name, level, s.levelNames())
+		}
 		key := j.namespace() + "/" + j.Name
 		if seen[key] {
 			return fmt.Errorf("scenario %q: duplicate job %s", s.Name, key)
@@ -261,6 +269,16 @@ func (j Job) Key() string { return j.namespace() + "/" + j.Name }
 // requiredLevel is the network level the job must stay inside, if any.
 func (j Job) requiredLevel() string {
 	return j.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
+}
+
+// subGroups is the job's sub-group size and required level (0, "" when it
+// has none, or no valid size).
+func (j Job) subGroups() (int, string) {
+	size, err := strconv.Atoi(j.Annotations[phalanxv1alpha1.SubGroupSizeAnnotation])
+	if err != nil || size <= 0 {
+		return 0, ""
+	}
+	return size, j.Annotations[phalanxv1alpha1.SubGroupTopologyRequiredAnnotation]
 }
 
 // level finds a network level by name; "host" is always there.

@@ -54,6 +54,11 @@ type TraceJob struct {
 	Queue     string
 	// Topology is the network level the gang must stay inside ("" none).
 	Topology string
+	// SubGroupSize > 0 makes the gang a gang of sub-groups of this many
+	// members (ranks i…i+SubGroupSize−1), each inside one domain of
+	// SubGroupTopology, e.g. tensor-parallel groups in one NVLink clique.
+	SubGroupSize     int
+	SubGroupTopology string
 }
 
 // TraceQueue is one row of the queue CSV.
@@ -64,10 +69,13 @@ type TraceQueue struct {
 
 // Column names of the CSV files, in order.
 var (
-	nodeColumns  = []string{"name", "cpu_milli", "memory_mib", "gpus"}
-	jobColumns   = []string{"name", "arrival_s", "duration_s", "pods", "cpu_milli", "gpus", "memory_mib", "min_member", "queue", "topology"}
-	jobRequired  = 7
-	queueColumns = []string{"name", "weight"}
+	nodeColumns = []string{"name", "cpu_milli", "memory_mib", "gpus"}
+	jobColumns  = []string{"name", "arrival_s", "duration_s", "pods", "cpu_milli", "gpus", "memory_mib", "min_member", "queue", "topology", "subgroup_size", "subgroup_topology"}
+	// jobColumnsWritten is how many of jobColumns WriteFiles writes when no
+	// job has sub-groups (the format before them).
+	jobColumnsWritten = 10
+	jobRequired       = 7
+	queueColumns      = []string{"name", "weight"}
 )
 
 // NetworkLabelPrefix prefixes a trace level's name to make its node label.
@@ -164,9 +172,16 @@ func (t *Trace) readNodes(r io.Reader) error {
 }
 
 func (t *Trace) readJobs(r io.Reader) error {
-	_, rows, err := records(r, jobColumns, jobRequired)
+	head, rows, err := records(r, jobColumns, jobRequired)
 	if err != nil {
 		return err
+	}
+	// The sub-group columns, when there, under their names: an older file
+	// with columns of its own after topology is not read as sub-groups.
+	for i := jobColumnsWritten; i < len(head) && i < len(jobColumns); i++ {
+		if strings.TrimSpace(head[i]) != jobColumns[i] {
+			return fmt.Errorf("header: column %d must be %q (want %s)", i+1, jobColumns[i], strings.Join(jobColumns, ","))
+		}
 	}
 	for i, row := range rows {
 		j := TraceJob{Name: row[0]}
@@ -187,10 +202,17 @@ func (t *Trace) readJobs(r io.Reader) error {
 		if len(row) > 9 {
 			j.Topology = strings.TrimSpace(row[9])
 		}
+		var size int64
+		if len(row) > 10 && strings.TrimSpace(row[10]) != "" {
+			size, errs = parseInt(row[10], "subgroup_size", errs)
+		}
+		if len(row) > 11 {
+			j.SubGroupTopology = strings.TrimSpace(row[11])
+		}
 		if err := errors.Join(errs...); err != nil {
 			return fmt.Errorf("line %d: %w", i+2, err)
 		}
-		j.Pods, j.MinMember = int(pods), int(minMember)
+		j.Pods, j.MinMember, j.SubGroupSize = int(pods), int(minMember), int(size)
 		t.Jobs = append(t.Jobs, j)
 	}
 	return nil
@@ -269,7 +291,47 @@ func (t *Trace) Validate() error {
 		case len(t.Queues) > 0 && j.Queue != "" && !queues[j.Queue]:
 			return fmt.Errorf("trace: job %s: queue %q is not in the queue CSV", j.Name, j.Queue)
 		}
+		if err := t.validateSubGroups(j); err != nil {
+			return err
+		}
 		jobs[j.Name] = true
+	}
+	return nil
+}
+
+// levelIndex is the position of a level in Levels, widest first; host is
+// after all of them; -1 for "" or an unknown level.
+func (t *Trace) levelIndex(level string) int {
+	if level == hostLevel.Name {
+		return len(t.Levels)
+	}
+	for i, l := range t.Levels {
+		if l == level {
+			return i
+		}
+	}
+	return -1
+}
+
+// validateSubGroups checks a job's sub-group columns: a size that divides
+// min_member, with a level that is a network level narrower than the
+// gang's own (when the gang has one).
+func (t *Trace) validateSubGroups(j TraceJob) error {
+	switch {
+	case j.SubGroupSize == 0 && j.SubGroupTopology == "":
+		return nil
+	case j.SubGroupSize == 0:
+		return fmt.Errorf("trace: job %s: subgroup_topology %q needs a subgroup_size", j.Name, j.SubGroupTopology)
+	case j.MinMember == 0:
+		return fmt.Errorf("trace: job %s: sub-groups need a gang (min_member > 0)", j.Name)
+	case j.MinMember%j.SubGroupSize != 0:
+		return fmt.Errorf("trace: job %s: subgroup_size %d does not divide min_member %d", j.Name, j.SubGroupSize, j.MinMember)
+	case j.SubGroupTopology == "":
+		return fmt.Errorf("trace: job %s: subgroup_size needs a subgroup_topology (the level each sub-group stays inside)", j.Name)
+	case t.levelIndex(j.SubGroupTopology) < 0:
+		return fmt.Errorf("trace: job %s: subgroup_topology %q is not a column of the node CSV (%s)", j.Name, j.SubGroupTopology, strings.Join(append(append([]string(nil), t.Levels...), hostLevel.Name), ", "))
+	case j.Topology != "" && t.levelIndex(j.SubGroupTopology) <= t.levelIndex(j.Topology):
+		return fmt.Errorf("trace: job %s: subgroup_topology %q is not inside the gang's topology %q", j.Name, j.SubGroupTopology, j.Topology)
 	}
 	return nil
 }
@@ -364,6 +426,16 @@ func (t *Trace) Scenario(name string, speed float64, timeout time.Duration) (*Sc
 		if j.Topology != "" {
 			job.Annotations = map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: j.Topology}
 		}
+		if j.SubGroupSize > 0 {
+			// phalanx's sub-group annotations on the PodGroup, and each
+			// pod's rank as the rank label (as a job controller sets it).
+			if job.Annotations == nil {
+				job.Annotations = map[string]string{}
+			}
+			job.Annotations[phalanxv1alpha1.SubGroupSizeAnnotation] = strconv.Itoa(j.SubGroupSize)
+			job.Annotations[phalanxv1alpha1.SubGroupTopologyRequiredAnnotation] = j.SubGroupTopology
+			job.Ranks = true
+		}
 		sc.Jobs = append(sc.Jobs, job)
 	}
 	sc.Timeout.Duration = timeout
@@ -385,13 +457,29 @@ func (t *Trace) WriteFiles(dir string) error {
 	for _, n := range t.Nodes {
 		nodes = append(nodes, append([]string{n.Name, itoa(n.CPUMilli), itoa(n.MemoryMiB), itoa(n.GPUs)}, n.Domains...))
 	}
-	jobs := [][]string{jobColumns}
+	// The sub-group columns only when a job has sub-groups: other traces
+	// keep the format they had.
+	columns := jobColumnsWritten
+	for _, j := range t.Jobs {
+		if j.SubGroupSize > 0 {
+			columns = len(jobColumns)
+		}
+	}
+	jobs := [][]string{jobColumns[:columns]}
 	for _, j := range t.Jobs {
 		mm := ""
 		if j.MinMember > 0 {
 			mm = strconv.Itoa(j.MinMember)
 		}
-		jobs = append(jobs, []string{j.Name, ftoa(j.Arrival), ftoa(j.Duration), strconv.Itoa(j.Pods), itoa(j.CPUMilli), itoa(j.GPUs), itoa(j.MemoryMiB), mm, j.Queue, j.Topology})
+		row := []string{j.Name, ftoa(j.Arrival), ftoa(j.Duration), strconv.Itoa(j.Pods), itoa(j.CPUMilli), itoa(j.GPUs), itoa(j.MemoryMiB), mm, j.Queue, j.Topology}
+		if columns > jobColumnsWritten {
+			size := ""
+			if j.SubGroupSize > 0 {
+				size = strconv.Itoa(j.SubGroupSize)
+			}
+			row = append(row, size, j.SubGroupTopology)
+		}
+		jobs = append(jobs, row)
 	}
 	queues := [][]string{queueColumns}
 	for _, q := range t.Queues {

@@ -100,7 +100,37 @@ type GenOptions struct {
 	// percentiles (the openb tail runs for months).
 	DurationFrom, DurationTo float64
 	Queues                   []TraceQueue
+	// Cliques > 0 makes the cluster GB200 NVL72-class instead of openb's
+	// node shapes: Cliques NVLink cliques of CliqueNodes nodes (GB200Node),
+	// SpineCliques cliques per spine (levels spine and nvlink-clique; Nodes
+	// and LeafSize are not used). Gangs with a topology requirement then
+	// require one nvlink-clique, and SubGroupShare of the multi-node gangs
+	// (more GPUs than one node has) become tensor-parallel jobs: the gang
+	// inside one spine, in sub-groups each inside one nvlink-clique.
+	Cliques, SpineCliques int
+	SubGroupShare         float64
 }
+
+// GB200-class clusters (GenOptions.Cliques): an NVL72 rack is one NVLink
+// clique of 18 compute trays of 4 GPUs (2 Grace CPUs of 72 cores, 960 GiB).
+const (
+	CliqueNodes  = 18
+	CliqueLevel  = "nvlink-clique"
+	SpineLevel   = "spine"
+	cliqueGPUs   = 4
+	cliqueCPU    = 144000
+	cliqueMemMiB = 960 * 1024
+)
+
+// GB200Node is the node shape of a GB200-class cluster.
+var GB200Node = CountedShape{CPUMilli: cliqueCPU, MemoryMiB: cliqueMemMiB, GPUs: cliqueGPUs}
+
+// DefaultSpineCliques and DefaultSubGroupShare are -generate's defaults for
+// GB200-class clusters.
+const (
+	DefaultSpineCliques  = 4
+	DefaultSubGroupShare = 0.2
+)
 
 // DefaultGangMix is the stated assumption of issue 21's generated traces:
 // the openb trace has no gangs, so 60% of jobs stay single pods and the rest
@@ -112,22 +142,42 @@ var DefaultGenOptions = GenOptions{
 	Seed: 1, Load: 1.25, Nodes: 16, Jobs: 200, LeafSize: 4,
 	GangMix: DefaultGangMix, TopologyShare: 0.5, MaxJobShare: 0.25,
 	DurationFrom: 10, DurationTo: 90,
-	Queues: []TraceQueue{{Name: "team-a", Weight: 1}, {Name: "team-b", Weight: 2}},
+	Queues:       []TraceQueue{{Name: "team-a", Weight: 1}, {Name: "team-b", Weight: 2}},
+	SpineCliques: DefaultSpineCliques, SubGroupShare: DefaultSubGroupShare,
 }
 
 // Generate draws a trace: Nodes nodes in the proportions of sh.Nodes
-// (largest remainder), grouped by shape into leaves of LeafSize; Jobs jobs
+// (largest remainder), grouped by shape into leaves of LeafSize (or, with
+// Cliques, GB200-class nodes in NVLink cliques under spines); Jobs jobs
 // with a pod shape drawn from sh.Pods (a gang's members share it), a gang
 // size from GangMix, a run time from sh.Durations between the clip
 // percentiles, a queue uniformly, and arrivals uniform over the span that
 // makes the offered load Load. Every job fits the empty cluster (and, with
-// a topology requirement, one empty leaf); draws that do not are redrawn.
+// a topology requirement, one empty leaf or clique; with sub-groups, one
+// empty clique per sub-group in one spine); draws that do not are redrawn.
 func Generate(sh Shapes, o GenOptions) (*Trace, error) {
-	if o.Nodes <= 0 || o.Jobs <= 0 || o.Load <= 0 || o.LeafSize <= 0 {
-		return nil, fmt.Errorf("generate: nodes, jobs, load and leaf size must be > 0")
-	}
 	rng := rand.New(rand.NewSource(o.Seed))
 	t := &Trace{Levels: []string{"leaf"}, Queues: o.Queues}
+	switch {
+	case o.Jobs <= 0 || o.Load <= 0:
+		return nil, fmt.Errorf("generate: jobs and load must be > 0")
+	case o.Cliques > 0:
+		if o.SpineCliques <= 0 || o.SubGroupShare < 0 || o.SubGroupShare > 1 {
+			return nil, fmt.Errorf("generate: cliques per spine must be > 0, the sub-group share in [0, 1]")
+		}
+		o.Nodes = o.Cliques * CliqueNodes
+		t.Levels = []string{SpineLevel, CliqueLevel}
+		for i := 0; i < o.Nodes; i++ {
+			clique := i / CliqueNodes
+			t.Nodes = append(t.Nodes, TraceNode{
+				Name: fmt.Sprintf("node-%03d", i), CPUMilli: GB200Node.CPUMilli, MemoryMiB: GB200Node.MemoryMiB, GPUs: GB200Node.GPUs,
+				Domains: []string{fmt.Sprintf("spine-%d", clique/o.SpineCliques), fmt.Sprintf("clique-%d", clique)},
+			})
+		}
+		return t.drawJobs(rng, sh, o)
+	case o.Nodes <= 0 || o.LeafSize <= 0:
+		return nil, fmt.Errorf("generate: nodes, jobs, load and leaf size must be > 0")
+	}
 	counts := largestRemainder(sh.Nodes, o.Nodes)
 	var nodes []CountedShape
 	for i, s := range sh.Nodes {
@@ -147,6 +197,11 @@ func Generate(sh Shapes, o GenOptions) (*Trace, error) {
 			Domains: []string{fmt.Sprintf("leaf-%d", i/o.LeafSize)},
 		})
 	}
+	return t.drawJobs(rng, sh, o)
+}
+
+// drawJobs draws the jobs of a trace whose nodes are there.
+func (t *Trace) drawJobs(rng *rand.Rand, sh Shapes, o GenOptions) (*Trace, error) {
 	total := t.GPUs()
 	var work float64
 	for i := 0; i < o.Jobs; i++ {
@@ -160,8 +215,19 @@ func Generate(sh Shapes, o GenOptions) (*Trace, error) {
 			j = TraceJob{Name: fmt.Sprintf("job-%04d", i), Pods: size, CPUMilli: pod.CPUMilli, GPUs: pod.GPUs, MemoryMiB: pod.MemoryMiB}
 			if size > 1 {
 				j.MinMember = size
-				if rng.Float64() < o.TopologyShare {
-					j.Topology = "leaf"
+				switch {
+				case o.Cliques == 0:
+					if rng.Float64() < o.TopologyShare {
+						j.Topology = "leaf"
+					}
+				case j.GPUs*int64(size) > GB200Node.GPUs && rng.Float64() < o.SubGroupShare:
+					// A multi-node gang made tensor-parallel: the gang in
+					// one spine, sub-groups of a node's GPUs or more each
+					// in one NVLink clique.
+					j.Topology, j.SubGroupTopology = SpineLevel, CliqueLevel
+					j.SubGroupSize = subGroupSize(size, j.GPUs, GB200Node.GPUs)
+				case rng.Float64() < o.TopologyShare:
+					j.Topology = CliqueLevel
 				}
 			}
 			if o.MaxJobShare > 0 && float64(j.GPUs)*float64(size) > o.MaxJobShare*float64(total) {
@@ -193,20 +259,39 @@ func Generate(sh Shapes, o GenOptions) (*Trace, error) {
 	return t, t.Validate()
 }
 
+// subGroupSize is the tensor-parallel group of a gang of members pods of
+// gpus GPUs each on nodes of nodeGPUs: the fewest members (at least 2)
+// that divide the gang and hold at least one node's GPUs.
+func subGroupSize(members int, gpus, nodeGPUs int64) int {
+	for s := 2; s < members; s++ {
+		if members%s == 0 && int64(s)*gpus >= nodeGPUs {
+			return s
+		}
+	}
+	return members
+}
+
 // fits reports whether job j fits the empty cluster (one empty domain of its
-// required level).
+// required level; with sub-groups, min_member/subgroup_size of them, each
+// in one empty domain of their level, inside that domain).
 func (t *Trace) fits(j TraceJob) bool {
 	need := j.MinMember
 	if need == 0 {
 		need = j.Pods
 	}
-	perDomain := map[string]int{}
-	level := -1
+	level, subLevel := -1, -1
 	for i, l := range t.Levels {
 		if l == j.Topology {
 			level = i
 		}
+		if l == j.SubGroupTopology {
+			subLevel = i
+		}
 	}
+	// Members each node takes, by domain of the job's level and (with
+	// sub-groups) of theirs.
+	perDomain := map[string]int{}
+	perSub := map[[2]string]int{}
 	for _, n := range t.Nodes {
 		k := math.MaxInt
 		for _, pair := range [][2]int64{{n.CPUMilli, j.CPUMilli}, {n.MemoryMiB, j.MemoryMiB}, {n.GPUs, j.GPUs}} {
@@ -221,8 +306,26 @@ func (t *Trace) fits(j TraceJob) bool {
 		if level >= 0 {
 			domain = n.Domains[level]
 		}
+		if j.SubGroupSize > 0 {
+			sub := n.Name // host
+			if subLevel >= 0 {
+				sub = n.Domains[subLevel]
+			}
+			perSub[[2]string{domain, sub}] += k
+			continue
+		}
 		perDomain[domain] += k
 		if perDomain[domain] >= need {
+			return true
+		}
+	}
+	if j.SubGroupSize == 0 {
+		return false
+	}
+	groups := map[string]int{}
+	for key, k := range perSub {
+		groups[key[0]] += k / j.SubGroupSize
+		if groups[key[0]] >= need/j.SubGroupSize {
 			return true
 		}
 	}

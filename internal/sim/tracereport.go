@@ -41,6 +41,10 @@ type TraceSummary struct {
 	Waits            []float64
 	WaitP50, WaitP95 float64
 	Split, Partial   int
+	// SubGroupJobs counts the jobs with sub-groups; SplitSubGroupJobs those
+	// of them whose running pods had a sub-group in more than one domain of
+	// the sub-groups' level at some sample.
+	SubGroupJobs, SplitSubGroupJobs int
 	// Evicted counts pods deleted before they completed (reclaim); the
 	// simulator resubmits them.
 	Evicted int
@@ -104,6 +108,12 @@ func (tr TraceRun) Summary() TraceSummary {
 		}
 		s.Waits = append(s.Waits, wait.Seconds()*tr.Speed)
 		s.Evicted += j.Evicted
+		if size, _ := j.Job.subGroups(); size > 0 {
+			s.SubGroupJobs++
+			if j.MaxSplitSubGroups > 0 {
+				s.SplitSubGroupJobs++
+			}
+		}
 		if j.Job.MinMember > 0 {
 			// Domains spanned at once: a gang reclaimed and placed again
 			// elsewhere is not split.
@@ -196,11 +206,18 @@ func summaryRows(sums []TraceSummary) []summaryRow {
 		{"job wait p95 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP95) }},
 		{"split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) }},
 		{"partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) }},
+	}
+	if subGroupJobs(sums) {
+		rows = append(rows, summaryRow{"jobs with split sub-groups", func(s TraceSummary) string {
+			return fmt.Sprintf("%d/%d", s.SplitSubGroupJobs, s.SubGroupJobs)
+		}})
+	}
+	rows = append(rows, []summaryRow{
 		{"pods evicted (reclaim)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) }},
 		{"GPUs stranded by incomplete gangs, mean / peak", func(s TraceSummary) string {
 			return fmt.Sprintf("%.1f / %d", s.StrandedMean, s.StrandedPeak)
 		}},
-	}
+	}...)
 	if len(sums) == 0 {
 		return rows
 	}
@@ -213,6 +230,17 @@ func summaryRows(sums []TraceSummary) []summaryRow {
 		}})
 	}
 	return rows
+}
+
+// subGroupJobs reports whether any replay had jobs with sub-groups (the
+// row about them is left out otherwise).
+func subGroupJobs(sums []TraceSummary) bool {
+	for _, s := range sums {
+		if s.SubGroupJobs > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // WriteTraceText prints the replays side by side.
