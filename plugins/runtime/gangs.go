@@ -13,13 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
@@ -199,61 +197,6 @@ func unsynced[K comparable](m map[K]bool) []string {
 
 // --- identity ------------------------------------------------------------
 
-// resolve finds a pod's gang with workload.GangOf — the one precedence of
-// gang sources, shared with the controller: the scheduler-plugins PodGroup
-// label, else spec.schedulingGroup (upstream Workload API), else the
-// implicit-gang annotations. An invalid annotation is an error: the pod
-// belongs to a gang that cannot be formed.
-func (g *Gangs) resolve(pod *v1.Pod) (gang.Ref, *workload.Implicit, bool, error) {
-	ref, implicit, ok, err := g.leafRef(pod)
-	if ok && err == nil && ref.Source == gang.SourceWorkload {
-		if root, isComposite := g.compositeOf(ref); isComposite {
-			return root, nil, true, nil
-		}
-	}
-	return ref, implicit, ok, err
-}
-
-// leafRef is the group object a pod names itself (the PodGroup of a
-// CompositePodGroup's sub-group, not the composite): the key the member
-// index keeps pods under, whatever informer event comes first.
-func (g *Gangs) leafRef(pod *v1.Pod) (gang.Ref, *workload.Implicit, bool, error) {
-	r, err := workload.GangOf(pod)
-	if err != nil {
-		return gang.Ref{}, nil, true, err
-	}
-	switch r.Source {
-	case workload.SourceNone:
-		return gang.Ref{}, nil, false, nil
-	case workload.SourceWorkloadAPI:
-		return gang.Ref{Source: gang.SourceWorkload, Namespace: r.Namespace, Name: r.Name}, nil, true, nil
-	}
-	return gang.Ref{Namespace: r.Namespace, Name: r.Name}, r.Implicit, true, nil
-}
-
-// compositeOf is the gang CompositePodGroup an upstream PodGroup belongs
-// to, where the API server serves CompositePodGroups: its PodGroups are
-// that gang's sub-groups.
-func (g *Gangs) compositeOf(leaf gang.Ref) (gang.Ref, bool) {
-	up, comp := g.upstream.Load(), g.composites.Load()
-	if up == nil || comp == nil {
-		return gang.Ref{}, false
-	}
-	pg, err := up.PodGroups.PodGroups(leaf.Namespace).Get(leaf.Name)
-	if err != nil {
-		return gang.Ref{}, false
-	}
-	parent := workload.ParentOf(pg)
-	if parent == "" {
-		return gang.Ref{}, false
-	}
-	cpg, err := comp.Lister.CompositePodGroups(leaf.Namespace).Get(parent)
-	if err != nil || !workload.IsGang(cpg) {
-		return gang.Ref{}, false
-	}
-	return gang.Ref{Source: gang.SourceComposite, Namespace: leaf.Namespace, Name: parent}, true
-}
-
 // RefOf returns the gang a pod belongs to (false for pods outside gangs and
 // for pods whose gang annotations are invalid).
 func (g *Gangs) RefOf(pod *v1.Pod) (gang.Ref, bool) {
@@ -285,83 +228,6 @@ func indexByDependency(obj any) ([]string, error) {
 	return out, nil
 }
 
-// Spec returns the gang's definition; a NotFound error when its group object
-// does not exist (yet), or its API is not served.
-func (g *Gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
-	spec, err := g.adapter(ref.Source).Spec(ref.Namespace, ref.Name)
-	if err != nil {
-		return nil, err
-	}
-	g.addSubGroups(spec)
-	return spec, nil
-}
-
-// addSubGroups reads a gang's sub-group annotations: on its group object,
-// else on its members' pod template (operators that make the PodGroup
-// themselves copy nothing of ours onto it). Invalid ones are kept as an
-// error the planner reports.
-func (g *Gangs) addSubGroups(spec *gang.Spec) {
-	if spec.SubGroups != nil {
-		return
-	}
-	g.mu.Lock()
-	podAnnotations := g.memberAnnotations[spec.Ref]
-	g.mu.Unlock()
-	sg, err := workload.SubGroupsByRank(spec.Annotations, podAnnotations, spec.MinMember)
-	if err != nil {
-		sg = &gang.SubGroups{Err: err.Error()}
-	}
-	spec.SubGroups = sg
-}
-
-// noteMemberAnnotations keeps a member's annotations when they declare
-// sub-groups, for addSubGroups.
-func (g *Gangs) noteMemberAnnotations(ref gang.Ref, pod *v1.Pod) {
-	if pod.Annotations[phalanxv1alpha1.SubGroupSizeAnnotation] == "" {
-		return
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.memberAnnotations[ref]; !ok {
-		g.memberAnnotations[ref] = pod.Annotations
-	}
-}
-
-// adapter reads the gangs of a source.
-func (g *Gangs) adapter(source gang.Source) workload.Adapter {
-	switch source {
-	case gang.SourceWorkload:
-		if up := g.upstream.Load(); up != nil {
-			return *up
-		}
-		return workload.Upstream{}
-	case gang.SourceComposite:
-		if c := g.composites.Load(); c != nil {
-			return *c
-		}
-		return workload.Composites{}
-	}
-	return g.podGroups
-}
-
-// WatchesWorkloadAPI reports whether the API server serves the upstream
-// Workload API now (as far as the last look found: see workloadAPI).
-func (g *Gangs) WatchesWorkloadAPI() bool { return g.upstream.Load() != nil }
-
-// specOf reads a group object any adapter's informer delivered.
-func (g *Gangs) specOf(obj any) *gang.Spec {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	for _, source := range []gang.Source{gang.SourcePodGroup, gang.SourceWorkload, gang.SourceComposite} {
-		if s := g.adapter(source).SpecOf(obj); s != nil {
-			g.addSubGroups(s)
-			return s
-		}
-	}
-	return nil
-}
-
 // GangOf returns a pod's gang and its definition. ok is false for pods
 // outside gangs; err is set when the group object is missing (NotFound) —
 // for an implicit gang it is being made, outside the scheduling cycle — or
@@ -374,123 +240,6 @@ func (g *Gangs) GangOf(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err
 	}
 	spec, err = g.Spec(ref)
 	return ref, spec, true, err
-}
-
-// ensureImplicitFor makes (or gives an owner to) the PodGroup of a pending
-// implicit-gang member, when this replica leads. It runs from the pod
-// informer's handler, never from a scheduling cycle.
-func (g *Gangs) ensureImplicitFor(pod *v1.Pod) {
-	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !g.rt.Leading() {
-		return
-	}
-	ref, implicit, ok, err := g.resolve(pod)
-	if !ok || err != nil || implicit == nil {
-		return
-	}
-	_, err = g.Spec(ref)
-	g.ensureImplicit(pod, *implicit, err == nil)
-}
-
-// ensureAllImplicit makes the PodGroups of implicit gangs whose members
-// arrived while this replica stood by.
-func (g *Gangs) ensureAllImplicit() {
-	pods, err := g.pods.List(labels.Everything())
-	if err != nil {
-		return
-	}
-	for _, p := range pods {
-		g.ensureImplicitFor(p)
-	}
-}
-
-// ensureImplicit creates the PodGroup of an implicit gang, owned by the
-// workload (garbage-collected with it), once; for a gang-name gang that
-// spans workloads, each workload becomes an owner. It runs in the
-// background: the pods wait (PreEnqueue) until the informer has it.
-func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
-	ref := gang.Ref{Namespace: pod.Namespace, Name: im.Name}
-	owner := im.Owner
-	if owner == nil && im.OwnerPod != "" {
-		// An LeaderWorkerSet worker names its leader pod, not its UID.
-		if leader, err := g.pods.Pods(pod.Namespace).Get(im.OwnerPod); err == nil {
-			owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: leader.Name, UID: leader.UID}
-		}
-	}
-	key := ref.String()
-	if owner != nil {
-		key += "@" + string(owner.UID)
-	}
-	g.mu.Lock()
-	if g.implicit[key] {
-		g.mu.Unlock()
-		return
-	}
-	g.implicit[key] = true
-	g.mu.Unlock()
-	retry := func() {
-		g.mu.Lock()
-		delete(g.implicit, key)
-		g.mu.Unlock()
-	}
-	go func() {
-		ctx := g.rt.ctx
-		client := g.pgClient.SchedulingV1alpha1().PodGroups(pod.Namespace)
-		if !exists {
-			pg := workload.PodGroupFor(pod, im)
-			if owner != nil {
-				pg.OwnerReferences = []metav1.OwnerReference{*owner}
-			}
-			_, err := client.Create(ctx, pg, metav1.CreateOptions{})
-			switch {
-			case err == nil:
-				klog.FromContext(ctx).V(2).Info("Created the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload, "minMember", im.MinMember)
-				return
-			case !apierrors.IsAlreadyExists(err):
-				klog.FromContext(ctx).Error(err, "Creating the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload)
-				g.PodEvent(pod, ReasonPodGroupMissing, fmt.Sprintf("creating PodGroup %s for %s: %v", im.Name, im.Workload, err))
-				retry()
-				return
-			}
-			// Made meanwhile, for a member of another workload of the same
-			// gang-name: this workload becomes an owner too.
-		}
-		if owner == nil {
-			return
-		}
-		pg, err := g.podGroups.Lister.PodGroups(pod.Namespace).Get(im.Name)
-		if err != nil {
-			// The informer may not have it yet.
-			pg, err = client.Get(ctx, im.Name, metav1.GetOptions{})
-		}
-		if err != nil {
-			retry()
-			return
-		}
-		pg = pg.DeepCopy()
-		if workload.AddOwner(pg, *owner) {
-			if _, err := client.Update(ctx, pg, metav1.UpdateOptions{}); err != nil {
-				retry()
-			}
-		}
-	}()
-}
-
-// forgetImplicit drops ensureImplicit's keys of a deleted gang
-// ("namespace/name", and "namespace/name@<owner UID>" per owner added), so
-// that the next GangOf of a member still there creates the PodGroup again.
-func (g *Gangs) forgetImplicit(ref gang.Ref) {
-	if ref.Source != gang.SourcePodGroup {
-		return
-	}
-	key := ref.String()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.implicit, key)
-	for k := range g.implicit {
-		if strings.HasPrefix(k, key+"@") {
-			delete(g.implicit, k)
-		}
-	}
 }
 
 // Members lists the gang's pods known to the scheduler (terminal pods are
@@ -850,51 +599,6 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	}
 	g.wake(spec.Ref)
 	g.rt.Changed()
-}
-
-// planInputsChanged reports whether what a gang's plan depends on changed
-// between two versions of its group object.
-func planInputsChanged(old, cur *gang.Spec) bool {
-	if gang.Quorum(old) != gang.Quorum(cur) || old.TopologyKey != cur.TopologyKey ||
-		!ptr.Equal(old.Priority, cur.Priority) || old.NeverPreempts != cur.NeverPreempts {
-		return true
-	}
-	for _, key := range []string{phalanxv1alpha1.TopologyRequiredAnnotation, phalanxv1alpha1.TopologyPreferredAnnotation,
-		phalanxv1alpha1.SubGroupSizeAnnotation, phalanxv1alpha1.SubGroupMinAnnotation,
-		phalanxv1alpha1.SubGroupTopologyRequiredAnnotation, phalanxv1alpha1.SubGroupTopologyPreferredAnnotation} {
-		if old.Annotations[key] != cur.Annotations[key] {
-			return true
-		}
-	}
-	return false
-}
-
-// regroup files a group's members again under the gang they belong to now:
-// a PodGroup that turns out to be a CompositePodGroup's sub-group (whichever
-// of the two the informers delivered first), or a composite's PodGroups.
-func (g *Gangs) regroup(ref gang.Ref) {
-	var leaves []gang.Ref
-	switch ref.Source {
-	case gang.SourceWorkload:
-		if _, ok := g.compositeOf(ref); ok {
-			leaves = []gang.Ref{ref}
-		}
-	case gang.SourceComposite:
-		if comp := g.composites.Load(); comp != nil {
-			for _, child := range comp.Children(ref.Namespace, ref.Name) {
-				leaves = append(leaves, gang.Ref{Source: gang.SourceWorkload, Namespace: child.Namespace, Name: child.Name})
-			}
-		}
-	}
-	for _, leaf := range leaves {
-		if !g.Lifecycle.Tracks(leaf) || g.Lifecycle.Phase(leaf) != gang.PhaseIdle {
-			continue
-		}
-		for _, m := range g.Members(leaf) {
-			g.onPod(m)
-		}
-		g.Lifecycle.Forget(leaf)
-	}
 }
 
 // wake moves the pending members of the gangs back to the active queue.
