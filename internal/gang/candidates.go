@@ -2,6 +2,7 @@ package gang
 
 import (
 	"sort"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -157,30 +158,49 @@ func CandidateNodes(groups []ShapeGroup, nodes []NodeState, verdicts []Verdict, 
 	needed := Members(groups)
 	out := make([]Node, len(nodes))
 	onePerNode := make([]bool, len(groups))
+	// Members of different sub-groups differ only in their sub-group: the
+	// first group of each shape is checked, the others take its limit (the
+	// cycle pod's filter verdict, for its own shape's sub-groups).
+	first := make([]int, len(groups))
+	seen := map[string]int{}
 	for gi, g := range groups {
 		onePerNode[gi] = OnePerNode(g.Rep)
+		base := g.Key
+		if i := strings.Index(base, subGroupSep); i >= 0 {
+			base = base[:i]
+		}
+		if j, ok := seen[base]; ok {
+			first[gi] = j
+		} else {
+			seen[base], first[gi] = gi, gi
+		}
 	}
 	for i, ns := range nodes {
 		free, pods := room(i)
 		c := Node{Name: ns.Node.Name, Free: free, FreePods: pods, Limit: make(map[string]int, len(groups))}
 		v := verdicts[i]
-		if v.Fits || (relaxed && v.ResourceOnly) {
-			c.Limit[groups[0].Key] = limitFor(onePerNode[0], needed)
-		}
-		for gi := 1; gi < len(groups); gi++ {
-			if NodeAdmits(groups[gi].Rep, ns.Node) {
-				c.Limit[groups[gi].Key] = limitFor(onePerNode[gi], needed)
-			}
-		}
-		if limiter != nil {
-			for gi, g := range groups {
-				if l, ok := c.Limit[g.Key]; ok {
-					// Arithmetic first: limiters (NUMA zones, device
-					// allocation) need not look past what fits anyway.
-					l = int(min(free.Copies(g.Request, int64(l)), pods))
-					c.Limit[g.Key] = limiter.Limit(groups[gi].Rep, c.Name, l)
+		for gi, g := range groups {
+			if j := first[gi]; j != gi {
+				if l, ok := c.Limit[groups[j].Key]; ok {
+					c.Limit[g.Key] = l
 				}
+				continue
 			}
+			admits := NodeAdmits(g.Rep, ns.Node)
+			if first[gi] == first[0] {
+				admits = v.Fits || (relaxed && v.ResourceOnly)
+			}
+			if !admits {
+				continue
+			}
+			l := limitFor(onePerNode[gi], needed)
+			if limiter != nil {
+				// Arithmetic first: limiters (NUMA zones, device
+				// allocation) need not look past what fits anyway.
+				l = int(min(free.Copies(g.Request, int64(l)), pods))
+				l = limiter.Limit(g.Rep, c.Name, l)
+			}
+			c.Limit[g.Key] = l
 		}
 		out[i] = c
 	}
