@@ -1,9 +1,16 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"slices"
+	"sort"
 	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -11,6 +18,7 @@ import (
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	featuregatetesting "k8s.io/component-base/featuregate/testing"
 	"k8s.io/kubernetes/pkg/features"
@@ -83,6 +91,13 @@ func cliquesOfPods(t *testing.T, c *testcluster.Cluster, ns, selector string) ma
 // size (annotations), ranks by label.
 func subGroupGang(t *testing.T, c *testcluster.Cluster, name string, members, size int, annotations map[string]string) {
 	t.Helper()
+	pg, pods := subGroupObjects(name, members, size, annotations)
+	createGang(t, c, pg, pods)
+}
+
+// subGroupObjects are subGroupGang's PodGroup and pods, to change before
+// they are created.
+func subGroupObjects(name string, members, size int, annotations map[string]string) (*pgv1alpha1.PodGroup, []testcluster.PodSpec) {
 	pg := testcluster.PodGroup("default", name, int32(members))
 	pg.Annotations = map[string]string{
 		phalanxv1alpha1.TopologyRequiredAnnotation:         "spine",
@@ -96,7 +111,7 @@ func subGroupGang(t *testing.T, c *testcluster.Cluster, name string, members, si
 	for i := range pods {
 		pods[i].Labels = map[string]string{phalanxv1alpha1.RankLabel: strconv.Itoa(i)}
 	}
-	createGang(t, c, pg, pods)
+	return pg, pods
 }
 
 // TestSubGroupsByRank: a gang of 2 tensor-parallel groups of 4 (annotations
@@ -323,4 +338,262 @@ func TestSubGroupsElasticGrowth(t *testing.T) {
 			t.Fatalf("rank %d in %q, want the second sub-group whole in s0-c1 (all: %v)", i, got, cliques)
 		}
 	}
+}
+
+// subGroupsWhole fails unless every sub-group of a subGroupObjects gang
+// (pods <name>-<rank>, ranks i … i+size−1 sharing one) that has bound
+// members is bound whole inside one clique, and the gang inside one spine.
+// It returns the clique of each sub-group.
+func subGroupsWhole(t *testing.T, c *testcluster.Cluster, name string, members, size int) []string {
+	t.Helper()
+	cliques := cliquesOfPods(t, c, "default", pgv1alpha1.PodGroupLabel+"="+name)
+	var out []string
+	spines := map[string]bool{}
+	for g := 0; g < members/size; g++ {
+		in := map[string]int{}
+		for i := g * size; i < (g+1)*size; i++ {
+			if cl, ok := cliques[fmt.Sprintf("%s-%d", name, i)]; ok {
+				in[cl]++
+			}
+		}
+		if len(in) != 1 {
+			t.Fatalf("gang %s: sub-group %d (ranks %d-%d) bound in cliques %v, want all %d in one (all: %v)", name, g, g*size, (g+1)*size-1, in, size, cliques)
+		}
+		for cl, n := range in {
+			if n != size {
+				t.Fatalf("gang %s: sub-group %d has %d of %d members bound (in %s)", name, g, n, size, cl)
+			}
+			out = append(out, cl)
+			spines[cl[:2]] = true
+		}
+	}
+	if len(spines) != 1 {
+		t.Fatalf("gang %s spans spines %v (sub-groups in %v), want one", name, spines, out)
+	}
+	return out
+}
+
+// TestSubGroupsReclaimedWhole: queue rich (reclaimable, the default) fills
+// the cluster with two gangs of 2 sub-groups of 8 GPUs, each sub-group in a
+// clique of its own; queue starved (same weight) then submits a gang of 2
+// sub-groups of 4, which needs one clique: exactly what one sub-group of a
+// rich gang holds. Once rich's gangs have run minRuntimeSeconds (15 s in the
+// canonical config; reclaim waits for it, which is most of this test's
+// time), one rich gang is reclaimed whole: all 16 of its members are
+// deleted, not the 8 of one sub-group that would have made room, and its
+// PodGroup says why; the other rich gang loses nothing; the starved gang
+// binds with each sub-group in one clique, in the room the victim left.
+func TestSubGroupsReclaimedWhole(t *testing.T) {
+	c := startCluster(t, cliqueNodes()...)
+	createCliqueTopology(t, c)
+	createQueue(t, c, queue("rich", 1))
+	createQueue(t, c, queue("starved", 1))
+	startScheduler(t, c)
+	ctx := ctxFor(t)
+	rich := []string{"rich-a", "rich-b"}
+	for _, name := range rich {
+		pg, pods := subGroupObjects(name, 16, 8, nil)
+		pg.Labels = map[string]string{phalanxv1alpha1.QueueLabel: "rich"}
+		createGang(t, c, pg, pods)
+	}
+	for _, name := range rich {
+		waitBoundCount(t, c, "default", name, 16)
+		subGroupsWhole(t, c, name, 16, 8)
+	}
+
+	// Every deletion of a rich member, by gang.
+	var mu sync.Mutex
+	deleted := map[string][]string{}
+	w, err := c.Client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: pgv1alpha1.PodGroupLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*v1.Pod)
+			if !ok || (ev.Type != watch.Deleted && p.DeletionTimestamp == nil) {
+				continue
+			}
+			mu.Lock()
+			g := p.Labels[pgv1alpha1.PodGroupLabel]
+			if !slices.Contains(deleted[g], p.Name) {
+				deleted[g] = append(deleted[g], p.Name)
+			}
+			mu.Unlock()
+		}
+	}()
+
+	start := time.Now()
+	pg, pods := subGroupObjects("starved", 8, 4, nil)
+	pg.Labels = map[string]string{phalanxv1alpha1.QueueLabel: "starved"}
+	createGang(t, c, pg, pods)
+	err = testcluster.Eventually(ctx, 45*time.Second, func(ctx context.Context) (bool, error) {
+		n, err := boundCount(ctx, c, "default", "starved")
+		return n == 8, err
+	})
+	if err != nil {
+		dumpPods(t, c, "default")
+		t.Fatalf("the starved gang was not bound within 45 s (reclaim waits 15 s for minRuntimeSeconds): %v", err)
+	}
+	t.Logf("starved gang bound %v after it was submitted", time.Since(start).Round(100*time.Millisecond))
+	starvedCliques := subGroupsWhole(t, c, "starved", 8, 4)
+
+	// Let any further eviction land before counting.
+	time.Sleep(time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	var victim, survivor string
+	for _, name := range rich {
+		left, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: pgv1alpha1.PodGroupLabel + "=" + name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, _ := boundCount(ctx, c, "default", name)
+		switch {
+		case len(deleted[name]) == 16 && len(left.Items) == 0:
+			victim = name
+		case len(deleted[name]) == 0 && n == 16:
+			survivor = name
+		default:
+			sort.Strings(deleted[name])
+			t.Fatalf("rich gang %s: %d of 16 members deleted (%v), %d left, %d bound; want all 16 deleted or none (one sub-group evicted alone?)",
+				name, len(deleted[name]), deleted[name], len(left.Items), n)
+		}
+	}
+	if victim == "" || survivor == "" {
+		t.Fatalf("victim %q, survivor %q: want one rich gang reclaimed whole and the other untouched (deleted: %v)", victim, survivor, deleted)
+	}
+	waitCondition(t, c, "default", victim, "Reclaimed", "evicted whole", "queue starved is below its deserved share")
+	subGroupsWhole(t, c, survivor, 16, 8)
+	// The starved gang sits where the victim was: the survivor's spine is full.
+	survivorCliques := cliquesOfPods(t, c, "default", pgv1alpha1.PodGroupLabel+"="+survivor)
+	for _, cl := range starvedCliques {
+		for _, scl := range survivorCliques {
+			if cl[:2] == scl[:2] {
+				t.Fatalf("starved sub-group in clique %s, in the spine of the surviving gang %s", cl, survivor)
+			}
+		}
+	}
+}
+
+// TestSubGroupsCrashWhileBinding: the scheduler binary is killed (SIGKILL)
+// while a gang of 2 sub-groups of 8 binds — its client throttled to a few
+// requests a second so that the binds take seconds, killed once 4 members
+// are bound — and restarted with the canonical configuration. The gang must
+// end whole, each sub-group in one NVLink clique and the gang in one spine,
+// and it may never stay partly bound longer than its timeout (10 s) plus
+// slack: the restarted scheduler completes the gang (its bare pods would not
+// come back if it evicted them).
+func TestSubGroupsCrashWhileBinding(t *testing.T) {
+	c := startCluster(t, cliqueNodes()...)
+	createCliqueTopology(t, c)
+	ctx := ctxFor(t)
+	throttled := bytes.Replace(manifests.SchedulerConfig, []byte("qps: 500"), []byte("qps: 5"), 1)
+	throttled = bytes.Replace(throttled, []byte("burst: 1000"), []byte("burst: 1"), 1)
+	if bytes.Equal(throttled, manifests.SchedulerConfig) {
+		t.Fatal("the canonical config no longer sets qps: 500 / burst: 1000: throttle the first scheduler another way")
+	}
+	var logs []string
+	start := func(config []byte) *testcluster.Scheduler {
+		s, err := c.StartSchedulerBinary(schedulerBinary, config, "--v=3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs = append(logs, s.Log)
+		return s
+	}
+	sched := start(throttled)
+
+	const name, members, size = "tp", 16, 8
+	var bound atomic.Int64
+	w, err := c.Client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: pgv1alpha1.PodGroupLabel + "=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		seen := map[string]bool{}
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*v1.Pod); ok && p.Spec.NodeName != "" && !seen[p.Name] {
+				seen[p.Name] = true
+				bound.Add(1)
+			}
+		}
+	}()
+	// No partial gang for longer than its timeout, at any time.
+	var mu sync.Mutex
+	var violation string
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		var partialSince time.Time
+		for watchCtx.Err() == nil {
+			if n, err := boundCount(watchCtx, c, "default", name); err == nil {
+				switch {
+				case n == 0 || n == members:
+					partialSince = time.Time{}
+				case partialSince.IsZero():
+					partialSince = time.Now()
+				case time.Since(partialSince) > crashGangTimeout*time.Second+crashSlack:
+					mu.Lock()
+					if violation == "" {
+						violation = fmt.Sprintf("gang %s stayed partly bound (%d of %d) for %v", name, n, members, time.Since(partialSince).Round(time.Second))
+					}
+					mu.Unlock()
+				}
+			}
+			select {
+			case <-watchCtx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+
+	pg, pods := subGroupObjects(name, members, size, nil)
+	pg.Spec.ScheduleTimeoutSeconds = ptr.To[int32](crashGangTimeout)
+	createGang(t, c, pg, pods)
+	deadline := time.Now().Add(30 * time.Second)
+	for bound.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if bound.Load() == 0 {
+		t.Fatal("no member bound within 30 s of the throttled scheduler")
+	}
+	sched.Kill()
+	atKill := bound.Load()
+	time.Sleep(500 * time.Millisecond)
+	t.Logf("killed with %d of %d members bound; %d bound after the kill settled", atKill, members, bound.Load())
+	if bound.Load() >= members {
+		t.Fatalf("all %d members were bound before the kill: the throttle did not slow the binds enough to crash mid-bind", members)
+	}
+	restarted := time.Now()
+	sched = start(manifests.SchedulerConfig)
+
+	err = testcluster.Eventually(ctx, 25*time.Second, func(ctx context.Context) (bool, error) {
+		n, err := boundCount(ctx, c, "default", name)
+		return n == members, err
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if violation != "" {
+		t.Error(violation)
+	}
+	if err != nil {
+		n, _ := boundCount(ctx, c, "default", name)
+		cond, _ := scheduledCondition(ctx, c, "default", name)
+		t.Logf("after the restart: %d of %d bound, cliques %v; condition %+v", n, members, cliquesOfPods(t, c, "default", pgv1alpha1.PodGroupLabel+"="+name), cond)
+		if log, rerr := os.ReadFile(logs[len(logs)-1]); rerr == nil {
+			var lines []string
+			for _, l := range strings.Split(string(log), "\n") {
+				if strings.Contains(l, "default/"+name) {
+					lines = append(lines, l)
+				}
+			}
+			t.Logf("restarted scheduler's log, lines about the gang (last 30):\n%s", strings.Join(lines[max(0, len(lines)-30):], "\n"))
+		}
+		t.Fatalf("the gang was not bound whole within 25 s of the restart: %v", err)
+	}
+	t.Logf("whole %v after the restart", time.Since(restarted).Round(100*time.Millisecond))
+	subGroupsWhole(t, c, name, members, size)
 }

@@ -36,10 +36,10 @@ var exampleKinds = []string{
 // admits a PodGroup only if its Workload exists.
 var referenced = map[string]bool{"Workload": true}
 
-// TestExamplesValidate creates every object of examples/workloads with
-// server-side dry run and strict field validation on an API server with the
-// operators' CRDs (from their Go modules), phalanx's CRDs and the Workload
-// API: an unknown or mistyped field fails, and so does a field the server
+// TestExamplesValidate creates every object of examples/workloads,
+// examples/dra and examples/subgroups with server-side dry run and strict
+// field validation on an API server with the operators' CRDs (from their Go
+// modules), phalanx's CRDs and the Workload API: an unknown or mistyped field fails, and so does a field the server
 // drops (a feature gate the example needs). A misspelt field added to each
 // object must fail, which shows each schema is strict.
 func TestExamplesValidate(t *testing.T) {
@@ -72,6 +72,13 @@ func TestExamplesValidate(t *testing.T) {
 		t.Fatalf("no DRA examples: %v", err)
 	}
 	files = append(files, dra...)
+	// The sub-group examples (examples/subgroups: gangs of tensor-parallel
+	// groups on NVLink cliques).
+	subgroups, err := filepath.Glob(filepath.Join(repoRoot(), "examples", "subgroups", "*.yaml"))
+	if err != nil || len(subgroups) == 0 {
+		t.Fatalf("no sub-group examples: %v", err)
+	}
+	files = append(files, subgroups...)
 	seen := map[string]bool{}
 	for _, file := range files {
 		raw, err := os.ReadFile(file)
@@ -82,7 +89,7 @@ func TestExamplesValidate(t *testing.T) {
 			if len(bytes.TrimSpace(doc)) == 0 {
 				continue
 			}
-			name := fmt.Sprintf("%s#%d", filepath.Base(file), i)
+			name := fmt.Sprintf("%s/%s#%d", filepath.Base(filepath.Dir(file)), filepath.Base(file), i)
 			obj := &unstructured.Unstructured{}
 			if err := yaml.UnmarshalStrict(doc, &obj.Object); err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -182,9 +189,9 @@ func missing(want, got any, path string) string {
 }
 
 // checkExampleContract: every pod template of a workload example asks for
-// phalanx-scheduler, names a queue and a topology level, and its gang
-// annotations (if any) are valid; a Workload API PodGroup carries a
-// topology constraint.
+// phalanx-scheduler, names a queue and a topology level, and its gang and
+// sub-group annotations (if any) are valid; a Workload API PodGroup carries
+// a topology constraint.
 func checkExampleContract(t *testing.T, file string, obj *unstructured.Unstructured) {
 	t.Helper()
 	if strings.HasPrefix(filepath.Base(file), "00-") {
@@ -220,8 +227,11 @@ func checkExampleContract(t *testing.T, file string, obj *unstructured.Unstructu
 			pod.Namespace, pod.Name = obj.GetNamespace(), "example"
 			controller := true
 			pod.OwnerReferences = []metav1.OwnerReference{{APIVersion: obj.GetAPIVersion(), Kind: obj.GetKind(), Name: obj.GetName(), UID: "example", Controller: &controller}}
-			if _, _, err := workload.ImplicitGang(pod); err != nil {
+			g, _, err := workload.ImplicitGang(pod)
+			if err != nil {
 				t.Errorf("gang annotations: %v", err)
+			} else if _, err := workload.SubGroupsByRank(nil, pt.Annotations, int(g.MinMember)); err != nil {
+				t.Errorf("sub-group annotations: %v", err)
 			}
 		}
 	}
