@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -84,8 +85,11 @@ type Attempt struct {
 	Topology *Constraint
 
 	groups []ShapeGroup
-	view   *View
-	placed int
+	// boundIn is, in a gang of sub-groups, the domain of each sub-group's
+	// members already bound: the rest of it goes there too.
+	boundIn map[string]string
+	view    *View
+	placed  int
 	// devices is the attempt's device view (nil when no member asks for
 	// devices); uncounted are the device resources whose node arithmetic
 	// is the allocator's.
@@ -158,11 +162,13 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 		}
 	}
 	var short string
-	a.groups, short = GroupForPlan(spec, a.Pod, pending, needed, m.demand())
+	var bound map[string]int
+	bound, a.boundIn = m.boundBySubGroup(a)
+	a.groups, short = GroupForPlan(spec, a.Pod, pending, needed, m.demand(), bound)
 	if have := Members(a.groups); have < needed {
 		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", a.placed, have, Quorum(spec))
 		if short != "" {
-			msg = fmt.Sprintf("%d members are placed; %s", a.placed, short)
+			msg = fmt.Sprintf("%s (%d members placed)", short, a.placed)
 		}
 		m.fx.SetCondition(spec, ReasonMembersPending, msg)
 		return "", fmt.Errorf("%s", msg)
@@ -257,6 +263,9 @@ func (m *Manager) request(a *Attempt, room Capacity, relaxed bool) (Request, str
 	req.Constrain(a.Topology.Tree, a.Topology.Required, a.Topology.Preferred, m.PlacedNodes(a.Ref))
 	if sg := a.Spec.SubGroups; sg != nil {
 		req.SubGroups = SubGroupsOf(shapes)
+		for i := range req.SubGroups {
+			req.SubGroups[i].In = a.boundIn[req.SubGroups[i].Key]
+		}
 		req.SubLevel, req.SubPreferred = a.Topology.SubRequired, false
 		if req.SubLevel == "" {
 			req.SubLevel, req.SubPreferred = a.Topology.SubPreferred, true
@@ -428,6 +437,21 @@ func (m *Manager) routeToPlan(ref Ref) Route {
 		return Route{Refusal: reason}
 	}
 	return Route{Plan: true}
+}
+
+// boundBySubGroup counts the gang's bound members per sub-group and where
+// they are at the sub-groups' level (BoundBySubGroup).
+func (m *Manager) boundBySubGroup(a *Attempt) (map[string]int, map[string]string) {
+	if a.Spec.SubGroups == nil {
+		return nil, nil
+	}
+	var topo Topology
+	li := -1
+	if a.Topology != nil && a.Topology.Tree != nil {
+		topo = a.Topology.Tree
+		li = slices.Index(topo.Levels(), a.Topology.SubRequired+a.Topology.SubPreferred)
+	}
+	return BoundBySubGroup(a.Spec, m.dir.Members(a.Ref), topo, li)
 }
 
 // routeSubGroup routes a member of a gang of sub-groups that its gang's plan

@@ -62,7 +62,10 @@ func SubGroupOfShape(key string) string {
 // pending and ranked), the cycle pod's own first, then in sub-group order.
 // short says what keeps sub-groups from being whole ("" when enough are).
 // Queue admission charges exactly these members.
-func GroupForPlan(spec *Spec, pod *v1.Pod, pending []*v1.Pod, needed int, demand DemandFunc) (groups []ShapeGroup, short string) {
+// placed counts each sub-group's members already bound (after a crash in the
+// middle of its binds, say): a sub-group is whole with the pending rest of
+// it, and only that rest is planned.
+func GroupForPlan(spec *Spec, pod *v1.Pod, pending []*v1.Pod, needed int, demand DemandFunc, placed map[string]int) (groups []ShapeGroup, short string) {
 	sg := spec.SubGroups
 	if sg == nil || sg.Of == nil || sg.Size < 1 {
 		return GroupPending(pod, pending, needed, demand), ""
@@ -84,7 +87,7 @@ func GroupForPlan(spec *Spec, pod *v1.Pod, pending []*v1.Pod, needed int, demand
 	}
 	var whole []string
 	for id, ms := range bySG {
-		if len(ms) >= sg.Size {
+		if len(ms)+placed[id] >= sg.Size {
 			whole = append(whole, id)
 		}
 	}
@@ -102,7 +105,7 @@ func GroupForPlan(spec *Spec, pod *v1.Pod, pending []*v1.Pod, needed int, demand
 		}
 		ms := bySG[id]
 		sort.Slice(ms, func(i, j int) bool { return ms[i].Name < ms[j].Name })
-		members = append(members, ms[:sg.Size]...)
+		members = append(members, ms[:max(sg.Size-placed[id], 0)]...)
 	}
 	if len(members) < needed {
 		short = fmt.Sprintf("%d of %d sub-groups %s have all their %d members pending", len(whole), (needed+sg.Size-1)/sg.Size, sg.Source, sg.Size)
@@ -113,10 +116,36 @@ func GroupForPlan(spec *Spec, pod *v1.Pod, pending []*v1.Pod, needed int, demand
 	return groupByKey(members, demand, func(p *v1.Pod) string { return MemberShape(spec, p) }), short
 }
 
+// BoundBySubGroup counts a gang's bound members per sub-group, and the
+// domain of level li each sub-group's bound members are in (li < 0: none).
+func BoundBySubGroup(spec *Spec, members []*v1.Pod, topo Topology, li int) (bound map[string]int, in map[string]string) {
+	sg := spec.SubGroups
+	if sg == nil || sg.Of == nil {
+		return nil, nil
+	}
+	bound, in = map[string]int{}, map[string]string{}
+	for _, p := range members {
+		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		id := sg.Of(p)
+		bound[id]++
+		if topo != nil && li >= 0 {
+			if d := topo.Domains(p.Spec.NodeName); li < len(d) && d[li] != "" {
+				in[id] = d[li]
+			}
+		}
+	}
+	return bound, in
+}
+
 // SubGroup is one sub-group of a planner request.
 type SubGroup struct {
 	Key    string
 	Shapes []Shape
+	// In is the domain the sub-group must go to: its members already bound
+	// are there ("" for none).
+	In string
 }
 
 func (sg SubGroup) members() int {
@@ -235,6 +264,9 @@ func (req Request) fillSubGroups(nodes []Node) (map[string]map[string]int, int, 
 		best, bestCap := -1, 0
 		var bestSlots map[string]map[string]int
 		for di, d := range domains {
+			if sg.In != "" && d.value != sg.In {
+				continue
+			}
 			dn := make([]Node, len(d.nodes))
 			for k, n := range d.nodes {
 				dn[k] = room[pos[n.Name]]

@@ -126,7 +126,8 @@ func (pl *CapacityQueue) need(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, need 
 	if placed >= gang.Quorum(spec) {
 		return ref, spec, pl.gangs.Manager.Demand(pod), true
 	}
-	groups, _ := gang.GroupForPlan(spec, pod, pl.gangs.Pending(ref), gang.Quorum(spec)-placed, pl.gangs.Manager.Demand)
+	bound, _ := gang.BoundBySubGroup(spec, pl.gangs.Members(ref), nil, -1)
+	groups, _ := gang.GroupForPlan(spec, pod, pl.gangs.Pending(ref), gang.Quorum(spec)-placed, pl.gangs.Manager.Demand, bound)
 	return ref, spec, gang.Demand(groups), false
 }
 
