@@ -568,7 +568,7 @@ func TestSubGroupsCrashWhileBinding(t *testing.T) {
 		t.Fatalf("all %d members were bound before the kill: the throttle did not slow the binds enough to crash mid-bind", members)
 	}
 	restarted := time.Now()
-	sched = start(manifests.SchedulerConfig)
+	start(manifests.SchedulerConfig)
 
 	err = testcluster.Eventually(ctx, 25*time.Second, func(ctx context.Context) (bool, error) {
 		n, err := boundCount(ctx, c, "default", name)
