@@ -38,6 +38,7 @@ const gpuResource v1.ResourceName = "nvidia.com/gpu"
 // Gangs is what this plugin needs of the gang directory.
 type Gangs interface {
 	GangOf(pod *v1.Pod) (gang.Ref, *gang.Spec, bool, error)
+	Members(ref gang.Ref) []*v1.Pod
 }
 
 // Placed is what this plugin needs of the gang lifecycle.
@@ -164,7 +165,9 @@ func subLevelProblem(tree *topology.Tree, c gang.Constraint) string {
 
 // PreFilter gives the planner the gang's constraint for this cycle and keeps
 // members of a gang with a required level inside the domain of the members
-// already placed (scale-out, replacements, a replan after a restart).
+// already placed (scale-out, replacements, a replan after a restart); a
+// member of a sub-group with a required level, inside its sub-group's
+// domain when the sub-group has bound members (a replacement).
 func (pl *NetworkTopology) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
 	if !ok || err != nil {
@@ -173,7 +176,16 @@ func (pl *NetworkTopology) PreFilter(ctx context.Context, state fwk.CycleState, 
 	c := pl.constraintOf(spec, pod)
 	state.Write(runtime.TopologyStateKey, &runtime.TopologyCycle{Constraint: c})
 	tree, _ := c.Tree.(*topology.Tree)
-	if c.Required == "" || tree == nil {
+	if tree == nil {
+		return nil, fwk.NewStatus(fwk.Skip)
+	}
+	if c.SubRequired != "" && c.SubErr == "" {
+		// The sub-group's domain lies inside the gang's.
+		if domain := pl.subGroupDomain(tree, c.SubRequired, ref, spec, pod); domain != "" {
+			return &fwk.PreFilterResult{NodeNames: pl.nodesOf(tree, c.SubRequired, domain)}, nil
+		}
+	}
+	if c.Required == "" {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	domain, _ := gang.PlacedDomain(tree, c.Required, pl.placed.PlacedNodes(ref))
@@ -181,6 +193,32 @@ func (pl *NetworkTopology) PreFilter(ctx context.Context, state fwk.CycleState, 
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return &fwk.PreFilterResult{NodeNames: pl.nodesOf(tree, c.Required, domain)}, nil
+}
+
+// subGroupDomain is the domain at level of the pod's sub-group's bound
+// members, "" when it has none (its sub-group is planned whole, and a plan
+// steers each member).
+func (pl *NetworkTopology) subGroupDomain(tree *topology.Tree, level string, ref gang.Ref, spec *gang.Spec, pod *v1.Pod) string {
+	sg := spec.SubGroups
+	if sg == nil || sg.Of == nil {
+		return ""
+	}
+	own := sg.Of(pod)
+	if own == "" {
+		return ""
+	}
+	var nodes []string
+	for _, m := range pl.gangs.Members(ref) {
+		if m.Spec.NodeName == "" || m.UID == pod.UID || m.DeletionTimestamp != nil ||
+			m.Status.Phase == v1.PodSucceeded || m.Status.Phase == v1.PodFailed {
+			continue
+		}
+		if sg.Of(m) == own {
+			nodes = append(nodes, m.Spec.NodeName)
+		}
+	}
+	domain, _ := gang.PlacedDomain(tree, level, nodes)
+	return domain
 }
 
 // nodesOf returns the nodes of a domain as a set, shared between cycles.

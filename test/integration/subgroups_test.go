@@ -597,3 +597,70 @@ func TestSubGroupsCrashWhileBinding(t *testing.T) {
 	t.Logf("whole %v after the restart", time.Since(restarted).Round(100*time.Millisecond))
 	subGroupsWhole(t, c, name, members, size)
 }
+
+// TestSubGroupReplacementStaysInClique: a replacement member of a running
+// sub-group (its gang above its minimum, so it joins without a plan) binds
+// only in its sub-group's NVLink clique: while that clique is full it waits,
+// although the other sub-group's clique in the same spine has room, and it
+// binds in its own clique once room comes there.
+func TestSubGroupReplacementStaysInClique(t *testing.T) {
+	c := startCluster(t, cliqueNodes()...)
+	createCliqueTopology(t, c)
+	startScheduler(t, c)
+	ctx := ctxFor(t)
+	// Spine s1 full; one node of each clique of s0 full: each s0 clique has
+	// room for one sub-group of 4 one-GPU members, not for both.
+	var fillers []testcluster.PodSpec
+	for _, n := range []string{"s1-c0-n0", "s1-c0-n1", "s1-c1-n0", "s1-c1-n1", "s0-c0-n0", "s0-c1-n0"} {
+		fillers = append(fillers, testcluster.PodSpec{Name: "fill-" + n, CPU: "100m", GPUs: 4, NodeSelector: map[string]string{v1.LabelHostname: n}})
+	}
+	if err := c.CreatePods(ctx, fillers...); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fillers {
+		waitBound(t, c, "default", f.Name)
+	}
+	const name, members, size = "rp", 8, 4
+	subGroupGang(t, c, name, members, size, map[string]string{phalanxv1alpha1.SubGroupMinAnnotation: "1"})
+	waitBoundCount(t, c, "default", name, members)
+	cliques := subGroupsWhole(t, c, name, members, size)
+	own, other := cliques[0], cliques[1]
+	if own == other {
+		t.Fatalf("both sub-groups in clique %s, which has room for one", own)
+	}
+
+	// Room in the other sub-group's clique; rank 0 is replaced while its own
+	// clique is full again.
+	otherFiller := "fill-" + other + "-n0"
+	if err := c.Client.CoreV1().Pods("default").Delete(ctx, otherFiller, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	lost, err := c.Client.CoreV1().Pods("default").Get(ctx, name+"-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Client.CoreV1().Pods("default").Delete(ctx, lost.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	blocker := testcluster.PodSpec{Name: "blocker", CPU: "100m", GPUs: 1, NodeSelector: map[string]string{v1.LabelHostname: lost.Spec.NodeName}}
+	if err := c.CreatePods(ctx, blocker); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, c, "default", blocker.Name)
+	replacement := gangPods("default", name, 1, testcluster.PodSpec{CPU: "100m", GPUs: 1})[0]
+	replacement.Name = name + "-0-replacement"
+	replacement.Labels = map[string]string{phalanxv1alpha1.RankLabel: "0", "replacement": "yes"}
+	if err := c.CreatePods(ctx, replacement); err != nil {
+		t.Fatal(err)
+	}
+	msgs := waitMembersUnschedulable(t, c, "default", "replacement=yes", replacement.Name)
+	t.Logf("while its clique %s is full: %s", own, msgs[replacement.Name])
+
+	if err := c.Client.CoreV1().Pods("default").Delete(ctx, blocker.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	waitBound(t, c, "default", replacement.Name)
+	if got := cliquesOfPods(t, c, "default", "replacement=yes")[replacement.Name]; got != own {
+		t.Fatalf("the replacement of rank 0 bound in clique %q, want its sub-group's %q", got, own)
+	}
+}
