@@ -23,11 +23,14 @@ import (
 // named <name>-<lowercased kind>, holding the template's apiVersion.
 var resourceBindings = schema.GroupVersionResource{Group: "work.karmada.io", Version: "v1alpha2", Resource: "resourcebindings"}
 
-// Read from a template: the queue label and the topology annotations. Gang
-// annotations are not: a dry run's members form one gang by construction.
+// Read from a template: the queue label, the topology and the sub-group
+// annotations. Gang annotations are not: a dry run's members form one gang
+// by construction.
 var (
 	templateLabels      = []string{phalanxv1alpha1.QueueLabel}
-	templateAnnotations = []string{phalanxv1alpha1.TopologyRequiredAnnotation, phalanxv1alpha1.TopologyPreferredAnnotation}
+	templateAnnotations = []string{phalanxv1alpha1.TopologyRequiredAnnotation, phalanxv1alpha1.TopologyPreferredAnnotation,
+		phalanxv1alpha1.SubGroupSizeAnnotation, phalanxv1alpha1.SubGroupMinAnnotation,
+		phalanxv1alpha1.SubGroupTopologyRequiredAnnotation, phalanxv1alpha1.SubGroupTopologyPreferredAnnotation}
 )
 
 // KarmadaTemplates reads resource templates from the Karmada API server:

@@ -15,7 +15,9 @@ type Query struct {
 	// Members are one copy's members (each pod stands for itself; equal
 	// shapes are grouped). The first member's shape is probed.
 	Members []*v1.Pod
-	// Spec carries the gang's annotations (topology); may be nil.
+	// Spec carries the gang's annotations (topology) and its sub-groups
+	// (each copy's sub-groups are placed whole, as Plan places them); may
+	// be nil.
 	Spec     *Spec
 	Priority int32
 	Prober   Prober
@@ -49,9 +51,9 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	if len(q.Members) == 0 {
 		return Answer{}
 	}
-	// Members of a dry run need not exist: grouped by shape, not told apart
-	// by UID as GroupPending does.
-	groups := GroupByShape(q.Members, m.demand())
+	// Members of a dry run need not exist: grouped by shape (and sub-group),
+	// not told apart by UID as GroupPending does.
+	groups := groupByKey(q.Members, m.demand(), func(p *v1.Pod) string { return MemberShape(q.Spec, p) })
 	// The NUMA limiter caps members per node over all copies; the request's
 	// own limits cap one copy.
 	a := &Attempt{Pod: q.Members[0], Spec: q.Spec, Priority: q.Priority, Topology: q.Topology, groups: groups}

@@ -169,3 +169,47 @@ func TestManagerCopiesSingleMember(t *testing.T) {
 		})
 	}
 }
+
+// A copy of a gang of sub-groups counts only when each of its sub-groups
+// fits whole in one domain of the sub-groups' level, as Plan places it: not
+// as one flat gang, and not as one group of all its members.
+func TestManagerCopiesSubGroups(t *testing.T) {
+	rack := func(name string, cpu int64, r string) fnode { return fnode{name: name, free: cpu, rack: r} }
+	for _, tc := range []struct {
+		name  string
+		nodes []fnode
+		flat  int // copies of 4 members with no sub-groups
+		want  int // copies of 2 sub-groups of 2, each in one rack
+	}{
+		// No rack holds 4 members, every rack one sub-group.
+		{name: "one sub-group per rack", nodes: []fnode{rack("a", 2000, "r1"), rack("b", 2000, "r2"), rack("c", 2000, "r3"), rack("d", 2000, "r4")}, flat: 2, want: 2},
+		// 8 CPU hold 2 flat copies; racks of 3, 3 and 2 hold 3 sub-groups.
+		{name: "room left in each rack is less than a sub-group", nodes: []fnode{rack("a", 2000, "r1"), rack("b", 1000, "r1"), rack("c", 3000, "r2"), rack("d", 2000, "r3")}, flat: 2, want: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &cluster{nodes: tc.nodes}
+			pods := members("copy", 4, 1000, 0)
+			for i, p := range pods {
+				p.Labels = map[string]string{"rank": fmt.Sprint(i)}
+			}
+			e := newEnv()
+			if flat := e.m.Copies(context.Background(), Query{Members: pods, Prober: c}); flat.Copies != tc.flat {
+				t.Fatalf("flat: Copies = %d (%s), want %d", flat.Copies, flat.Why, tc.flat)
+			}
+			spec := &Spec{Ref: Ref{Namespace: "ns", Name: "copy"}, MinMember: 4, SubGroups: &SubGroups{Size: 2, Required: "rack", Source: "by rank",
+				Of: func(p *v1.Pod) string {
+					var r int
+					_, _ = fmt.Sscan(p.Labels["rank"], &r)
+					return fmt.Sprint(r / 2)
+				}}}
+			q := Query{Members: pods, Prober: c, Spec: spec, Topology: &Constraint{Tree: c.topology(), SubRequired: "rack"}}
+			got := e.m.Copies(context.Background(), q)
+			if got.Copies != tc.want {
+				t.Fatalf("sub-groups of 2 per rack: Copies = %d (%s), want %d", got.Copies, got.Why, tc.want)
+			}
+			if !strings.Contains(got.Why, "sub-group") {
+				t.Errorf("Why %q, want it to say how many sub-groups fit", got.Why)
+			}
+		})
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,10 +30,13 @@ import (
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/metrics"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/estimator"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/internal/topology"
+	"github.com/phalanx-sched/phalanx/internal/workload"
 	"github.com/phalanx-sched/phalanx/plugins/capacityqueue"
 	"github.com/phalanx-sched/phalanx/plugins/coscheduling"
 	"github.com/phalanx-sched/phalanx/plugins/networktopology"
@@ -247,13 +251,26 @@ func (p *Planner) Copies(ctx context.Context, q estimator.Question) (gang.Answer
 	if nc := runtime.ReadNUMACycle(state); nc != nil {
 		query.Limiter = nc.Limiter
 	}
+	sg, err := subGroupsOf(q.Members)
+	if err != nil {
+		return gang.Answer{Why: "invalid sub-groups: " + err.Error()}, nil
+	}
+	var tree *topology.Tree
 	if topo := p.rt.TopologyIfBuilt(); topo != nil {
-		if tree, _ := topo.View(); tree != nil {
-			required, preferred := gang.TopologyConstraint(nil, rep.Annotations)
-			if required != "" || preferred != "" {
-				query.Topology = &gang.Constraint{Tree: tree, Required: required, Preferred: preferred}
-			}
+		tree, _ = topo.View()
+	}
+	if tree != nil {
+		required, preferred := gang.TopologyConstraint(nil, rep.Annotations)
+		if required != "" || preferred != "" || sg != nil {
+			query.Topology = &gang.Constraint{Tree: tree, Required: required, Preferred: preferred}
 		}
+	}
+	if sg != nil {
+		if query.Topology == nil {
+			return gang.Answer{Why: "invalid sub-groups: they need the NetworkTopology plugin in the profile and a NetworkTopology (or HyperNodes)"}, nil
+		}
+		query.Topology.SubRequired, query.Topology.SubPreferred = sg.Required, sg.Preferred
+		query.Spec = &gang.Spec{MinMember: len(q.Members), Annotations: rep.Annotations, SubGroups: sg}
 	}
 	if queues := p.rt.QueuesIfBuilt(); queues != nil {
 		name := queues.QueueOf(rep)
@@ -263,6 +280,24 @@ func (p *Planner) Copies(ctx context.Context, q estimator.Question) (gang.Answer
 		}
 	}
 	return gangs.Manager.Copies(ctx, query), nil
+}
+
+// subGroupsOf reads the sub-group annotations of one set's template (its
+// members carry them): nil without them. A set's members are ranked in the
+// order given (Karmada's components in order, each one's replicas), the
+// ranks their operator gives the pods it creates.
+func subGroupsOf(members []*v1.Pod) (*gang.SubGroups, error) {
+	sg, err := workload.SubGroupsByRank(nil, members[0].Annotations, len(members))
+	if sg == nil || err != nil {
+		return nil, err
+	}
+	for i, m := range members {
+		if m.Labels == nil {
+			m.Labels = map[string]string{}
+		}
+		m.Labels[phalanxv1alpha1.RankLabel] = strconv.Itoa(i)
+	}
+	return sg, nil
 }
 
 func (p *Planner) setPriority(pod *v1.Pod) error {

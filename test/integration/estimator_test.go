@@ -168,6 +168,54 @@ func TestKarmadaEstimator(t *testing.T) {
 		deleteGang(t, c, "train")
 	})
 
+	t.Run("the template's sub-groups: a set counts when each sub-group fits in one leaf", func(t *testing.T) {
+		// 6 × 6 GPUs fit one per GPU node (flat: 1 set). In sub-groups of 3
+		// per leaf, leaf a holds one and leaf b none: 0 sets; in
+		// sub-groups of 2, a holds two and b one: 1 set.
+		workers6 := estimatortest.Component("worker", 6, gpu("1", 6), nil)
+		for _, tc := range []struct {
+			size string
+			want int32
+		}{{"3", 0}, {"2", 1}} {
+			name := "tp" + tc.size
+			job := &batchv1.Job{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+				Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: v1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{
+						phalanxv1alpha1.SubGroupSizeAnnotation:             tc.size,
+						phalanxv1alpha1.SubGroupTopologyRequiredAnnotation: "leaf",
+					}},
+					Spec: v1.PodSpec{RestartPolicy: v1.RestartPolicyNever, Containers: []v1.Container{{Name: "c", Image: "x"}}},
+				}},
+			}
+			if _, err := c.Client.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			rb := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
+				"metadata": map[string]any{"name": name + "-job", "namespace": "default"},
+				"spec":     map[string]any{"resource": map[string]any{"apiVersion": "batch/v1", "kind": "Job", "name": name, "namespace": "default"}},
+			}}
+			gvr := schema.GroupVersionResource{Group: "work.karmada.io", Version: "v1alpha2", Resource: "resourcebindings"}
+			if _, err := c.Dynamic.Resource(gvr).Namespace("default").Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			var flat, got int32
+			err := testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+				// The refused gang's pods are leaving.
+				flat, err = sets(ctx, "default", workers6)
+				return err == nil && flat == 1, nil
+			})
+			if err != nil {
+				t.Fatalf("6 × 6 GPUs without a template: %d sets (%v), want 1", flat, err)
+			}
+			got, err = sets(estimatortest.WithObject(ctx, "Job", "default", name), "default", workers6)
+			if err != nil || got != tc.want {
+				t.Fatalf("6 × 6 GPUs in sub-groups of %s per leaf: %d sets (%v), want %d", tc.size, got, err, tc.want)
+			}
+		}
+	})
+
 	t.Run("master and workers: whole sets, then the scheduler binds exactly that", func(t *testing.T) {
 		master := estimatortest.Component("master", 1, gpu("1", 0), map[string]string{"role": "cpu"})
 		workers := estimatortest.Component("worker", 4, gpu("1", 6), map[string]string{"role": "gpu"})
