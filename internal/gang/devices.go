@@ -73,6 +73,19 @@ func (m *Manager) place(a *Attempt, req Request) (*Plan, *Diagnosis) {
 	if plan == nil || a.devices == nil {
 		return plan, diag
 	}
+	groupOf := map[*v1.Pod]string{}
+	for _, g := range a.groups {
+		groupOf[g.Rep] = g.Key
+		for _, m := range g.Members {
+			groupOf[m] = g.Key
+		}
+	}
+	keyOf := func(p *v1.Pod) string {
+		if k, ok := groupOf[p]; ok {
+			return k
+		}
+		return ShapeKey(p)
+	}
 	for try := 0; ; try++ {
 		order := placements(plan, a.groups)
 		failed, ok := a.devices.Assign(order)
@@ -82,37 +95,26 @@ func (m *Manager) place(a *Attempt, req Request) (*Plan, *Diagnosis) {
 		if try == maxDeviceReplans {
 			return nil, &Diagnosis{Needed: Members(a.groups), Placed: failed}
 		}
-		// Cap the failing member's node and shape at the members of that
-		// shape placed there before it.
+		// Cap the failing member's node and group (its shape, and its
+		// sub-group in a gang of sub-groups) at the members of that group
+		// placed there before it.
 		bad := order[failed]
-		shape := ShapeKey(bad.Pod)
+		key := keyOf(bad.Pod)
 		fitted := 0
 		for _, p := range order[:failed] {
-			if p.Node == bad.Node && ShapeKey(p.Pod) == shape {
+			if p.Node == bad.Node && keyOf(p.Pod) == key {
 				fitted++
 			}
 		}
 		for i := range req.Nodes {
 			if req.Nodes[i].Name == bad.Node {
-				req.Nodes[i].Limit = withLimit(req.Nodes[i].Limit, shapeKeyOf(a.groups, bad.Pod), fitted)
+				req.Nodes[i].Limit = withLimit(req.Nodes[i].Limit, key, fitted)
 			}
 		}
 		if plan, diag = Place(req); plan == nil {
 			return nil, diag
 		}
 	}
-}
-
-// shapeKeyOf is the group key of a member.
-func shapeKeyOf(groups []ShapeGroup, pod *v1.Pod) string {
-	for _, g := range groups {
-		for _, m := range g.Members {
-			if m == pod {
-				return g.Key
-			}
-		}
-	}
-	return ShapeKey(pod)
 }
 
 // placements lists the plan's members in planned order: shape by shape,

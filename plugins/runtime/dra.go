@@ -96,12 +96,16 @@ func (w claimWriter) UpdateClaimStatus(ctx context.Context, claim *resourceapi.R
 }
 
 // watchDevices retries failed gangs when devices may have been freed or
-// published: a claim deallocated or deleted, a slice or class changed.
+// published: a claim deallocated or deleted, a slice or class changed. It
+// wakes them too: the queue retries a member on such an event only if the
+// plugin that turned it away registered it, and a gang turned away by its
+// cached failure waited for another event (a slice published after the
+// first plan left a gang unplanned for 20 s).
 func (g *Gangs) watchDevices(fw *FrameworkPorts) error {
 	changed := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { g.Lifecycle.Changed() },
-		UpdateFunc: func(any, any) { g.Lifecycle.Changed() },
-		DeleteFunc: func(any) { g.Lifecycle.Changed() },
+		AddFunc:    func(any) { g.wakeFailed() },
+		UpdateFunc: func(any, any) { g.wakeFailed() },
+		DeleteFunc: func(any) { g.wakeFailed() },
 	}
 	for _, inf := range []cache.SharedIndexInformer{
 		fw.Informers.Resource().V1().ResourceSlices().Informer(),
@@ -116,10 +120,10 @@ func (g *Gangs) watchDevices(fw *FrameworkPorts) error {
 			o, _ := oldObj.(*resourceapi.ResourceClaim)
 			n, _ := newObj.(*resourceapi.ResourceClaim)
 			if o != nil && n != nil && o.Status.Allocation != nil && n.Status.Allocation == nil {
-				g.Lifecycle.Changed()
+				g.wakeFailed()
 			}
 		},
-		DeleteFunc: func(any) { g.Lifecycle.Changed() },
+		DeleteFunc: func(any) { g.wakeFailed() },
 	})
 	return err
 }

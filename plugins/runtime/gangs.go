@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
@@ -369,10 +371,29 @@ func (g *Gangs) onPodUpdate(oldObj, newObj any) {
 	g.onPod(newObj)
 	old, ok1 := oldObj.(*v1.Pod)
 	pod, ok2 := newObj.(*v1.Pod)
-	if ok1 && ok2 && len(old.Spec.SchedulingGates) > 0 && len(pod.Spec.SchedulingGates) == 0 &&
-		pod.Spec.NodeName == "" && pod.DeletionTimestamp == nil {
+	if !ok1 || !ok2 || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		return
+	}
+	if len(old.Spec.SchedulingGates) > 0 && len(pod.Spec.SchedulingGates) == 0 {
 		g.memberArrived(pod)
 	}
+	if !slices.EqualFunc(old.Status.ResourceClaimStatuses, pod.Status.ResourceClaimStatuses, func(a, b v1.PodResourceClaimStatus) bool {
+		return a.Name == b.Name && ptr.Equal(a.ResourceClaimName, b.ResourceClaimName)
+	}) {
+		g.claimsNamed(pod)
+	}
+}
+
+// claimsNamed runs when the resourceclaim controller names a pending
+// member's claims made from templates: until then the member's devices
+// cannot be planned, so a plan that failed, or ran, before it is retried.
+func (g *Gangs) claimsNamed(pod *v1.Pod) {
+	ref, ok := g.RefOf(pod)
+	if !ok {
+		return
+	}
+	g.Lifecycle.Changed()
+	g.inBackground("claims/"+ref.String(), func() { g.wakeOne(ref) })
 }
 
 // memberArrived runs when a pending member is added or loses its last

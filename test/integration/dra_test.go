@@ -446,6 +446,59 @@ func TestDRAGangs(t *testing.T) {
 		}
 	})
 
+	// A gang of 2 sub-groups of 2, each member with one device from a
+	// template, each sub-group inside one NVLink clique (the topology of the
+	// case above). Clique ka has 2 devices on 2 nodes, kb 3 on one node
+	// with little CPU, kc none on a CPU-rich node: one sub-group in ka, the
+	// other in kb, none in kc or split.
+	t.Run("sub-groups with devices, each in one clique", func(t *testing.T) {
+		const driver, ns = "k.example.com", "dra-k"
+		clique := func(v string) map[string]string { return map[string]string{"nvidia.com/gpu.clique": v} }
+		draSetup(t, c, driver, "",
+			draNode{name: "k-a0", cpu: "64", devices: 1, labels: clique("ka")}, draNode{name: "k-a1", cpu: "64", devices: 1, labels: clique("ka")},
+			draNode{name: "k-b0", cpu: "8", devices: 3, labels: clique("kb")},
+			draNode{name: "k-c0", cpu: "128", labels: clique("kc")})
+		draTemplate(t, c, ns, driver)
+		ctx := ctxFor(t)
+		pg := testcluster.PodGroup(ns, "tp", 4)
+		pg.Annotations = map[string]string{
+			phalanxv1alpha1.SubGroupSizeAnnotation:             "2",
+			phalanxv1alpha1.SubGroupTopologyRequiredAnnotation: "nvlink-clique",
+		}
+		if err := c.CreatePodGroup(ctx, pg); err != nil {
+			t.Fatal(err)
+		}
+		created := time.Now()
+		for i := range 4 {
+			p := withClaim(draPod(ns, "tp", driver, i, "1"), "", "gpu")
+			p.Labels[phalanxv1alpha1.RankLabel] = fmt.Sprint(i)
+			if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitBoundCount(t, c, ns, "tp", 4)
+		// A plan made before the resourceclaim controller named the
+		// members' claims fails; naming them retries it. Without that the
+		// gang waited for the 20 s retry of failed plans.
+		if took := time.Since(created); took > 10*time.Second {
+			t.Fatalf("the gang bound %v after its pods were created, want the plan retried once their claims were named", took.Round(100*time.Millisecond))
+		}
+		waitClaimsAllocated(t, c, ns, 4)
+		allocatedDevices(t, ctx, c)
+		bound, err := c.BoundPods(ctx, ns, "scheduling.x-k8s.io/pod-group=tp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cliqueOf := map[string]string{}
+		for _, p := range bound {
+			cliqueOf[p.Name] = "k" + p.Spec.NodeName[2:3] // k-a0 -> ka
+		}
+		first, second := cliqueOf["tp-0"], cliqueOf["tp-2"]
+		if cliqueOf["tp-1"] != first || cliqueOf["tp-3"] != second || first == second || first == "kc" || second == "kc" {
+			t.Fatalf("cliques by member = %v, want ranks 0-1 in one clique and 2-3 in the other of ka and kb", cliqueOf)
+		}
+	})
+
 	// Reclaim across queues with DRA GPUs: the class counts as nvidia.com/gpu
 	// in queues. queue-b (weight 2) fills the node's 6 devices with 3 gangs;
 	// queue-a (weight 1) deserves 2 and gets them: one whole gang of
