@@ -172,10 +172,13 @@ func (s *Server) ask(ctx context.Context, members []*v1.Pod, assumed []*karmadap
 // when there is none or it cannot be read (the answer then applies no
 // topology requirement and the namespace's queue).
 func (s *Server) template(ctx context.Context) *Template {
+	kind, ns, name, ok := ObjectOf(ctx)
 	if s.Templates == nil {
+		// Warned of at start; every call answered blind counts.
+		templateMisses.Inc()
+		klog.FromContext(ctx).V(4).Info("No Karmada kubeconfig; answering without the workload's template", "kind", kind, "namespace", ns, "name", name)
 		return nil
 	}
-	kind, ns, name, ok := ObjectOf(ctx)
 	if !ok {
 		return nil
 	}

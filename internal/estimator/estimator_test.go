@@ -9,9 +9,11 @@ import (
 	"google.golang.org/grpc/metadata"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/component-base/metrics/testutil"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/estimator/karmadapb"
+	"github.com/phalanx-sched/phalanx/internal/gang"
 )
 
 func TestObjectOf(t *testing.T) {
@@ -140,5 +142,37 @@ func TestCredentialsErrorsNameTheFlag(t *testing.T) {
 	}
 	if opt, err := (TLSFiles{}).Credentials(f); err != nil || opt != nil {
 		t.Errorf("no files: %v %v, want plaintext", opt, err)
+	}
+}
+
+type onePlanner struct{}
+
+func (onePlanner) Copies(context.Context, Question) (gang.Answer, error) {
+	return gang.Answer{Copies: 1}, nil
+}
+
+// Without a Karmada kubeconfig every call is answered without the
+// workload's template, and counted as such (docs/multicluster.md says so).
+func TestCallsWithoutTemplatesAreCounted(t *testing.T) {
+	registerMetrics()
+	s := &Server{Planner: onePlanner{}}
+	before, err := testutil.GetCounterMetricValue(templateMisses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("object", "kind=Job, name=team-a/train"))
+	req := &karmadapb.MaxAvailableComponentSetsRequest{Namespace: "team-a", Components: []*karmadapb.Component{{Name: "w", Replicas: 2,
+		ReplicaRequirements: &karmadapb.ComponentReplicaRequirements{}}}}
+	for range 2 {
+		if _, err := s.MaxAvailableComponentSets(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after, err := testutil.GetCounterMetricValue(templateMisses)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after-before != 2 {
+		t.Fatalf("phalanx_estimator_template_misses_total grew by %v over 2 calls without templates, want 2", after-before)
 	}
 }

@@ -89,7 +89,11 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, opts ...grpc.Serve
 		hs.Shutdown()
 		g.GracefulStop()
 	}()
-	klog.FromContext(ctx).Info("Serving Karmada's scheduler-estimator", "address", lis.Addr().String(), "cluster", s.Cluster)
+	logger := klog.FromContext(ctx)
+	logger.Info("Serving Karmada's scheduler-estimator", "address", lis.Addr().String(), "cluster", s.Cluster)
+	if s.Templates == nil {
+		logger.Info("Warning: no --karmada-kubeconfig: answers ignore the workloads' queue labels, topology and sub-group annotations; each call counts in phalanx_estimator_template_misses_total")
+	}
 	if err := g.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
 		return err
 	}
