@@ -1,10 +1,16 @@
 package estimator
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"encoding/pem"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/metadata"
 	v1 "k8s.io/api/core/v1"
@@ -12,6 +18,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/estimator/estimatortest"
 	"github.com/phalanx-sched/phalanx/internal/estimator/karmadapb"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 )
@@ -174,5 +181,75 @@ func TestCallsWithoutTemplatesAreCounted(t *testing.T) {
 	}
 	if after-before != 2 {
 		t.Fatalf("phalanx_estimator_template_misses_total grew by %v over 2 calls without templates, want 2", after-before)
+	}
+}
+
+// A rotated key pair is served from the next handshake on, without a
+// restart; a half-written rotation keeps the previous pair.
+func TestKeyPairReloaded(t *testing.T) {
+	dir := t.TempDir()
+	a, err := estimatortest.WriteTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := estimatortest.WriteTLS(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	stamp := time.Now()
+	install := func(cert, key string) {
+		t.Helper()
+		stamp = stamp.Add(time.Minute)
+		for src, dst := range map[string]string{cert: certFile, key: keyFile} {
+			raw, err := os.ReadFile(src)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(dst, raw, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(dst, stamp, stamp); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	leaf := func(certPEM string) []byte {
+		t.Helper()
+		raw, err := os.ReadFile(certPEM)
+		if err != nil {
+			t.Fatal(err)
+		}
+		block, _ := pem.Decode(raw)
+		return block.Bytes
+	}
+	served := func(cfg *tls.Config) []byte {
+		t.Helper()
+		c, err := cfg.GetCertificate(nil)
+		if err != nil || c == nil {
+			t.Fatalf("GetCertificate: %v", err)
+		}
+		return c.Certificate[0]
+	}
+
+	install(a.ServerCert, a.ServerKey)
+	cfg, err := TLSFiles{CertFile: certFile, KeyFile: keyFile}.Config(Field{Cert: "--cert", Key: "--key"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(served(cfg), leaf(a.ServerCert)) {
+		t.Fatal("not serving the installed certificate")
+	}
+	install(b.ServerCert, b.ServerKey)
+	if !bytes.Equal(served(cfg), leaf(b.ServerCert)) {
+		t.Fatal("the rotated certificate is not served")
+	}
+	install(a.ServerCert, b.ServerKey) // the certificate written, not its key yet
+	if !bytes.Equal(served(cfg), leaf(b.ServerCert)) {
+		t.Fatal("a mismatched pair replaced the previous one")
+	}
+	install(a.ServerCert, a.ServerKey)
+	if !bytes.Equal(served(cfg), leaf(a.ServerCert)) {
+		t.Fatal("the completed rotation is not served")
 	}
 }

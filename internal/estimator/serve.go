@@ -9,6 +9,8 @@ import (
 	"net"
 	"os"
 	"runtime/debug"
+	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -37,6 +39,18 @@ type Field struct {
 
 // Credentials loads the TLS files; errors name the flag at fault.
 func (f TLSFiles) Credentials(field Field) (grpc.ServerOption, error) {
+	cfg, err := f.Config(field)
+	if cfg == nil || err != nil {
+		return nil, err
+	}
+	return grpc.Creds(credentials.NewTLS(cfg)), nil
+}
+
+// Config is the server's TLS configuration (nil for plaintext). The key
+// pair is read again when its files change (a rotated Secret), so rotation
+// needs no restart; a pair that does not load (the certificate written
+// before its key) leaves the previous one in use until it does.
+func (f TLSFiles) Config(field Field) (*tls.Config, error) {
 	if f.CertFile == "" && f.KeyFile == "" {
 		if f.ClientCAFile != "" {
 			return nil, fmt.Errorf("%s: a client CA needs a serving certificate (%s and %s)", field.ClientCA, field.Cert, field.Key)
@@ -46,11 +60,11 @@ func (f TLSFiles) Credentials(field Field) (grpc.ServerOption, error) {
 	if f.CertFile == "" || f.KeyFile == "" {
 		return nil, fmt.Errorf("%s and %s: give both or neither", field.Cert, field.Key)
 	}
-	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
-	if err != nil {
+	pair := &keyPair{certFile: f.CertFile, keyFile: f.KeyFile}
+	if err := pair.load(); err != nil {
 		return nil, fmt.Errorf("%s, %s: %w", field.Cert, field.Key, err)
 	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{GetCertificate: pair.get, MinVersion: tls.VersionTLS12}
 	if f.ClientCAFile != "" {
 		raw, err := os.ReadFile(f.ClientCAFile)
 		if err != nil {
@@ -62,7 +76,51 @@ func (f TLSFiles) Credentials(field Field) (grpc.ServerOption, error) {
 		}
 		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 	}
-	return grpc.Creds(credentials.NewTLS(cfg)), nil
+	return cfg, nil
+}
+
+// keyPair is the serving certificate, reloaded when its files' modification
+// times change.
+type keyPair struct {
+	certFile, keyFile string
+
+	mu              sync.Mutex
+	cert            *tls.Certificate
+	certMod, keyMod time.Time
+}
+
+func (k *keyPair) load() error {
+	certMod, keyMod := modTime(k.certFile), modTime(k.keyFile)
+	cert, err := tls.LoadX509KeyPair(k.certFile, k.keyFile)
+	if err != nil {
+		return err
+	}
+	k.cert, k.certMod, k.keyMod = &cert, certMod, keyMod
+	return nil
+}
+
+func (k *keyPair) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if modTime(k.certFile).Equal(k.certMod) && modTime(k.keyFile).Equal(k.keyMod) {
+		return k.cert, nil
+	}
+	if err := k.load(); err != nil {
+		klog.Background().Error(err, "Cannot reload the estimator's key pair; serving the previous one", "cert", k.certFile, "key", k.keyFile)
+		return k.cert, nil
+	}
+	klog.Background().Info("Reloaded the estimator's key pair", "cert", k.certFile)
+	return k.cert, nil
+}
+
+// modTime is a file's modification time (zero when it cannot be read);
+// Stat follows a Secret volume's symlinks to the current files.
+func modTime(path string) time.Time {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }
 
 func recoverPanics(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
