@@ -78,6 +78,12 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 		return plan
 	}
 	fits := func(victims []Victim) bool { return planFor(victims) != nil }
+	if !fits(all.victims) {
+		// Not even an empty cluster takes it (a pod larger than any NUMA
+		// zone, a gang larger than any domain): eviction cannot help, and
+		// saying why none is chosen would bury the blocking reason.
+		return nil, ""
+	}
 
 	if qc == nil || qc.Admitted {
 		var cands []Victim

@@ -384,3 +384,29 @@ func TestManagerMakeRoomDisruptionMode(t *testing.T) {
 		})
 	}
 }
+
+// A gang that would not fit even with every running pod gone gets no
+// preemption or reclaim note: its message is the blocking reason alone.
+func TestManagerMakeRoomSaysNothingWhenEvictionCannotHelp(t *testing.T) {
+	old := t0.Add(-time.Hour)
+	e := newEnv()
+	c := &cluster{nodes: []fnode{
+		{name: "a", pods: e.runningGang("lo", 1, 2, 2000, "a", old)},
+		{name: "b", free: 1000},
+	}}
+	pods := members("huge", 2, 5000, 100) // no node holds 5 CPU, empty or not
+	spec := e.dir.gang("huge", 2, 100, pods...)
+	e.dir.pending[spec.Ref] = pods
+	a := e.attempt(spec, c)
+	ctx := context.Background()
+	if _, err := e.m.Plan(ctx, a); err == nil {
+		t.Fatal("the gang fits")
+	}
+	room, msg := e.m.MakeRoom(ctx, a)
+	if room != nil || msg != "" {
+		t.Fatalf("MakeRoom = %+v, %q; want no room and no note", room, msg)
+	}
+	if len(e.fx.evictions) != 0 {
+		t.Fatalf("evicted %+v", e.fx.evictions)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,7 +32,8 @@ func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
 	config := func(profile string) []byte {
 		return []byte(strings.Replace(string(bench.StockConfig), "schedulerName: stock-scheduler", "schedulerName: "+profile, 1))
 	}
-	gates := "--feature-gates=" + strings.Join(bench.UpstreamGates, "=true,") + "=true"
+	// CompositePodGroup too: jobs with sub-groups are composites for it.
+	gates := "--feature-gates=" + strings.Join(append(slices.Clone(bench.UpstreamGates), bench.CompositeGate), "=true,") + "=true"
 	switch name {
 	case TracePhalanx, TracePhalanxNoFGD:
 		return nil, nil
@@ -41,7 +43,7 @@ func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
 		return &SchedulerSpec{
 			Name: name, Binary: kubeScheduler, Config: config(bench.UpstreamGang.SchedulerName()), SchedulerName: bench.UpstreamGang.SchedulerName(),
 			Args:           []string{gates},
-			APIServerFlags: []string{gates, "--runtime-config=scheduling.k8s.io/v1beta1=true"},
+			APIServerFlags: []string{gates, "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"},
 			UpstreamGang:   true,
 		}, nil
 	}
