@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -47,6 +48,12 @@ func TestReadTraceSubGroups(t *testing.T) {
 	}
 	if sc.Jobs[1].Ranks || len(sc.Jobs[1].Annotations) != 1 {
 		t.Errorf("flat job: %+v", sc.Jobs[1])
+	}
+	// For upstream-gang, tp is a CompositePodGroup of 2 PodGroups of 4
+	// (ranks 0-3, 4-7); flat is one PodGroup.
+	d := &driver{sc: sc}
+	if got := []string{d.upstreamGroupOf(sc.Jobs[0], 3), d.upstreamGroupOf(sc.Jobs[0], 4), d.upstreamGroupOf(sc.Jobs[1], 1)}; !slices.Equal(got, []string{"tp-tp-0", "tp-tp-1", "flat"}) {
+		t.Errorf("upstream PodGroups of tp ranks 3 and 4, flat rank 1: %v", got)
 	}
 	if spec := podSpec(sc.Jobs[0], 5); spec.Labels[phalanxv1alpha1.RankLabel] != "5" {
 		t.Errorf("pod 5 of tp labels %v, want rank 5", spec.Labels)
