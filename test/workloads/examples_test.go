@@ -194,7 +194,7 @@ func missing(want, got any, path string) string {
 // a topology constraint.
 func checkExampleContract(t *testing.T, file string, obj *unstructured.Unstructured) {
 	t.Helper()
-	if strings.HasPrefix(filepath.Base(file), "00-") {
+	if prerequisite(file) {
 		return
 	}
 	switch obj.GetKind() {
@@ -221,6 +221,15 @@ func checkExampleContract(t *testing.T, file string, obj *unstructured.Unstructu
 		}
 		if pt.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation] == "" && pt.Annotations[phalanxv1alpha1.TopologyPreferredAnnotation] == "" && pt.Spec.SchedulingGroup == nil {
 			t.Errorf("pod template without a topology constraint")
+		}
+		// A level the directory's NetworkTopology lacks would be refused
+		// (required) or silently ignored (preferred).
+		levels := exampleLevels(t, filepath.Dir(file))
+		for _, key := range []string{phalanxv1alpha1.TopologyRequiredAnnotation, phalanxv1alpha1.TopologyPreferredAnnotation,
+			phalanxv1alpha1.SubGroupTopologyRequiredAnnotation, phalanxv1alpha1.SubGroupTopologyPreferredAnnotation} {
+			if level := pt.Annotations[key]; level != "" && !levels[level] {
+				t.Errorf("annotation %s names level %q, which the NetworkTopology of %s/00-*.yaml does not define (levels %v)", key, level, filepath.Base(filepath.Dir(file)), levels)
+			}
 		}
 		if _, ok := pt.Annotations[phalanxv1alpha1.GangSizeAnnotation]; ok {
 			pod := &v1.Pod{ObjectMeta: pt.ObjectMeta}
@@ -270,4 +279,41 @@ func runtimeFromMap(m map[string]any, into any) error {
 		return err
 	}
 	return yaml.Unmarshal(raw, into)
+}
+
+// prerequisite reports whether an example file holds what the others need
+// (namespaces, queues, the topology, device classes): 00-*.yaml, 01-*.yaml.
+func prerequisite(file string) bool {
+	base := filepath.Base(file)
+	return len(base) > 3 && base[0] >= '0' && base[0] <= '9' && base[1] >= '0' && base[1] <= '9' && base[2] == '-'
+}
+
+// exampleLevels reads the levels of the NetworkTopology that an examples
+// directory's prerequisite files define.
+func exampleLevels(t *testing.T, dir string) map[string]bool {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "0*-*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	levels := map[string]bool{}
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range bytes.Split(raw, []byte("\n---")) {
+			var nt phalanxv1alpha1.NetworkTopology
+			if err := yaml.Unmarshal(doc, &nt); err != nil || nt.Kind != "NetworkTopology" {
+				continue
+			}
+			for _, l := range nt.Spec.Levels {
+				levels[l.Name] = true
+			}
+		}
+	}
+	if len(levels) == 0 {
+		t.Fatalf("%s: no NetworkTopology in its 00-*.yaml: an example's levels are defined nowhere", dir)
+	}
+	return levels
 }
