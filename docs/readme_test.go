@@ -1,90 +1,113 @@
 package docs
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-
-	appsv1 "k8s.io/api/apps/v1"
-	"sigs.k8s.io/yaml"
 )
 
-var setImage = regexp.MustCompile(`(?m)^kubectl -n (\S+) set image deployment/(\S+) ([a-z0-9-]+)=(\S+)`)
-
-// TestReadmeSetsImages checks the README's kubectl install path: its
-// `kubectl set image` commands name Deployments and containers that
-// manifests/install really has, and cover every container that runs the
-// phalanx image (manifests/install names an image that is not published).
-func TestReadmeSetsImages(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
+// TestInstallCommandsSetTheImage checks every install, configuration and
+// upgrade command in the README and docs/: the rendered manifests name an
+// image that is not published, so a `kubectl apply` of a file with an image
+// must go through `sed` replacing exactly that image (a changed default
+// fails here), and every `helm upgrade` of the chart keeps the user's image
+// (`--reuse-values` or `image.repository`).
+func TestInstallCommandsSetTheImage(t *testing.T) {
+	withImage := map[string]string{} // repo path -> its phalanx image
+	for _, pattern := range []string{"../manifests/install/*.yaml", "../manifests/replace/*.yaml"} {
+		files, err := filepath.Glob(pattern)
+		if err != nil || len(files) == 0 {
+			t.Fatalf("no %s: %v", pattern, err)
+		}
+		for _, file := range files {
+			raw, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m := imageField.FindSubmatch(raw); m != nil && strings.Contains(string(m[1]), "/phalanx:") {
+				withImage[strings.TrimPrefix(file, "../")] = string(m[1])
+			}
+		}
 	}
-	files, err := filepath.Glob("../manifests/install/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no manifests/install: %v", err)
+	if len(withImage) < 3 {
+		t.Fatalf("phalanx images found only in %v; want the scheduler, the controller and the replace-mode static pod", withImage)
 	}
-	// namespace/deployment/container -> image
-	containers := map[string]string{}
-	for _, file := range files {
-		raw, err := os.ReadFile(file)
+	var image string
+	for _, img := range withImage {
+		if image != "" && img != image {
+			t.Fatalf("the manifests name two images: %v", withImage)
+		}
+		image = img
+	}
+	docs, _ := filepath.Glob("*.md")
+	docs = append(docs, "../README.md", "../charts/phalanx/README.md", "../charts/phalanx/values-replace.yaml")
+	checked := 0
+	for _, doc := range docs {
+		raw, err := os.ReadFile(doc)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, doc := range bytes.Split(raw, []byte("\n---")) {
-			var meta struct{ Kind string }
-			if err := yaml.Unmarshal(doc, &meta); err != nil {
-				t.Fatalf("%s: %v", file, err)
-			}
-			if meta.Kind != "Deployment" {
+		for _, line := range commandLines(string(raw)) {
+			if m := sedImage.FindStringSubmatch(line); m != nil {
+				checked++
+				if m[1] != image {
+					t.Errorf("%s: %q replaces %q, but the manifests name %q", doc, line, m[1], image)
+				}
 				continue
 			}
-			var d appsv1.Deployment
-			if err := yaml.Unmarshal(doc, &d); err != nil {
-				t.Fatalf("%s: %v", file, err)
+			if strings.Contains(line, "kubectl apply") {
+				for path := range withImage {
+					dir := filepath.Dir(path) + "/"
+					for _, arg := range strings.Fields(line) {
+						arg = strings.TrimSuffix(arg, "/")
+						if arg == path || arg+"/" == dir && strings.HasPrefix(path, "manifests/install/") {
+							t.Errorf("%s: %q applies %s as it stands, with the unpublished image %s: pipe it through sed", doc, line, path, image)
+						}
+					}
+				}
 			}
-			for _, c := range d.Spec.Template.Spec.Containers {
-				containers[d.Namespace+"/"+d.Name+"/"+c.Name] = c.Image
+			if helmInstall.MatchString(line) {
+				checked++
+				if !strings.Contains(line, "image.repository") {
+					t.Errorf("%s: %q installs the unpublished default image: add --set image.repository", doc, line)
+				}
+			}
+			if helmUpgrade.MatchString(line) {
+				checked++
+				if !strings.Contains(line, "--reuse-values") && !strings.Contains(line, "image.repository") {
+					t.Errorf("%s: %q resets the image to the unpublished default: add --reuse-values (or --set image.repository)", doc, line)
+				}
 			}
 		}
 	}
-	if len(containers) == 0 {
-		t.Fatal("no Deployment in manifests/install")
-	}
-	set := map[string]bool{}
-	for _, m := range setImage.FindAllStringSubmatch(string(readme), -1) {
-		key := m[1] + "/" + m[2] + "/" + m[3]
-		image, ok := containers[key]
-		if !ok {
-			t.Errorf("README.md: %q names no container of manifests/install (have %v)", m[0], keys(containers))
-		} else if tag(m[4]) != tag(image) {
-			t.Errorf("README.md: %q sets tag %q; manifests/install (the chart's appVersion) runs %q", m[0], tag(m[4]), tag(image))
-		}
-		set[key] = true
-	}
-	for key, image := range containers {
-		if strings.Contains(image, "/phalanx:") && !set[key] {
-			t.Errorf("README.md: no `kubectl -n %s set image deployment/%s %s=...` for the image %s of manifests/install",
-				strings.Split(key, "/")[0], strings.Split(key, "/")[1], strings.Split(key, "/")[2], image)
-		}
+	if checked < 5 {
+		t.Fatalf("only %d install or upgrade commands found in the docs", checked)
 	}
 }
 
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+var (
+	imageField  = regexp.MustCompile(`(?m)^\s*image:\s*"?([^"\s]+)`)
+	sedImage    = regexp.MustCompile(`sed "s\|([^|]+)\|[^|]+\|"`)
+	helmUpgrade = regexp.MustCompile(`helm upgrade\s.*charts/phalanx`)
+	helmInstall = regexp.MustCompile(`helm install\s.*charts/phalanx`)
+)
+
+// commandLines are a document's lines with shell continuations joined and
+// inline code marks dropped, so a command split over lines or quoted in
+// prose reads as one.
+func commandLines(doc string) []string {
+	var out []string
+	cur := ""
+	for _, l := range strings.Split(doc, "\n") {
+		l = strings.ReplaceAll(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "#")), "`", "")
+		if strings.HasSuffix(l, "\\") {
+			cur += strings.TrimSuffix(l, "\\") + " "
+			continue
+		}
+		out = append(out, cur+l)
+		cur = ""
 	}
 	return out
-}
-
-// tag is the tag of an image reference ("" without one).
-func tag(image string) string {
-	if i := strings.LastIndex(image, ":"); i > strings.LastIndex(image, "/") {
-		return image[i+1:]
-	}
-	return ""
 }
