@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
+	"github.com/phalanx-sched/phalanx/manifests"
 )
 
 // gpuNodes returns n nodes with the given GPUs and 32 CPUs, publishing no
@@ -101,13 +103,22 @@ func pendingSmall(ctx context.Context, c *testcluster.Cluster) (int, error) {
 // gang of the same queue and priority would never find 56 free GPUs by
 // chance. After reservationAfterSeconds it reserves the nodes it needs,
 // the small gangs only backfill around it, and it starts — while the stream
-// goes on.
+// goes on. reservationAfterSeconds is 3 here (30 in the canonical config):
+// a loaded machine's stream once fell behind for the 16 s it took 56 GPUs
+// to come free, and the gang started without needing its reservation; in 3 s
+// at most a fifth of the 15-second pods end.
 func TestBigGangNotStarved(t *testing.T) {
 	c := startCluster(t, nodes("n", 64, testcluster.NodeSpec{CPU: "4", Memory: "16Gi", GPUs: 1})...)
 	if err := c.StartKwok(); err != nil {
 		t.Fatal(err)
 	}
-	startScheduler(t, c)
+	config := bytes.Replace(manifests.SchedulerConfig, []byte("reservationAfterSeconds: 30"), []byte("reservationAfterSeconds: 3"), 1)
+	if bytes.Equal(config, manifests.SchedulerConfig) {
+		t.Fatal("the canonical config no longer sets reservationAfterSeconds: 30: shorten it another way")
+	}
+	if _, err := c.StartScheduler(config); err != nil {
+		t.Fatal(err)
+	}
 	ctx := ctxFor(t)
 	streamCtx, stopStream := context.WithCancel(ctx)
 	var wg sync.WaitGroup
