@@ -316,7 +316,7 @@ func (w Workload) PodName(i int) string {
 func (w Workload) Rank(i int) int { return i % w.GangSize }
 
 // SubGroupName is the upstream PodGroup of sub-group k of gang g.
-func SubGroupName(g, k int) string { return fmt.Sprintf("%s-tp-%d", GangName(g), k) }
+func SubGroupName(g, k int) string { return UpstreamSubGroupName(GangName(g), k) }
 
 // Pod is pod i for scheduler s. Every scheduler gets the same pod (gang
 // members carry the PodGroup label, which the stock scheduler ignores, and,
@@ -374,99 +374,38 @@ func (w Workload) PodGroupFor(s Scheduler, ns string, g int) *pgv1alpha1.PodGrou
 	return pg
 }
 
-// upstreamTemplate is the name of the PodGroupTemplate in each Workload;
-// with sub-groups, upstreamComposite is its CompositePodGroupTemplate and
-// upstreamTemplate the sub-groups' PodGroupTemplate inside it.
-const (
-	upstreamTemplate  = "workers"
-	upstreamComposite = "replicas"
-)
-
-// UpstreamWorkload is gang g as the upstream Workload a job controller
-// would create: one gang template of GangSize, or, with sub-groups, one
-// composite template (GangSize/SubGroupSize groups, the gang's level) of
-// one gang template of SubGroupSize (the sub-groups' level).
-func (w Workload) UpstreamWorkload(ns string, g int) *schedulingv1beta1.Workload {
+// upstream is gang g as upstream's Workload API writes it: a gang of
+// GangSize with the gang's key (the topology workload's ib-cluster), or,
+// with sub-groups, a composite of the gang's level over sub-groups of
+// SubGroupSize of the sub-groups' level.
+func (w Workload) upstream(ns string, g int) UpstreamObjects {
+	u := UpstreamObjects{Namespace: ns, Name: GangName(g), MinCount: int32(w.GangSize)}
 	if w.SubGroupSize > 0 {
-		return &schedulingv1beta1.Workload{
-			TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "Workload"},
-			ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
-			Spec: schedulingv1beta1.WorkloadSpec{CompositePodGroupTemplates: []schedulingv1beta1.CompositePodGroupTemplate{{
-				Name: upstreamComposite,
-				SchedulingPolicy: schedulingv1beta1.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1beta1.CompositeGangSchedulingPolicy{
-					MinGroupCount: int32(w.GangSize / w.SubGroupSize)}},
-				SchedulingConstraints: &schedulingv1beta1.CompositePodGroupSchedulingConstraints{
-					Topology: []schedulingv1beta1.TopologyConstraint{{Key: LevelLabel(w.RequiredLevel)}}},
-				PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{
-					Name:                  upstreamTemplate,
-					SchedulingPolicy:      w.upstreamPolicy(),
-					SchedulingConstraints: w.upstreamConstraints(),
-				}},
-			}}},
-		}
+		u.SubGroupSize, u.Key, u.SubKey = int32(w.SubGroupSize), LevelLabel(w.RequiredLevel), LevelLabel(w.SubGroupLevel)
+	} else if w.RequiredLevel == "ib-cluster" {
+		u.Key = LevelLabel(w.RequiredLevel)
 	}
-	return &schedulingv1beta1.Workload{
-		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "Workload"},
-		ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
-		Spec: schedulingv1beta1.WorkloadSpec{PodGroupTemplates: []schedulingv1beta1.PodGroupTemplate{{
-			Name:                  upstreamTemplate,
-			SchedulingPolicy:      w.upstreamPolicy(),
-			SchedulingConstraints: w.upstreamConstraints(),
-		}}},
-	}
+	return u
 }
 
-// UpstreamPodGroup is gang g as the upstream runtime PodGroup of its Workload.
-// A required topology level becomes the group's one topology key (the
-// in-tree plugin has no hierarchy: one label key, one placement per value).
+// UpstreamWorkload is gang g's upstream Workload (UpstreamObjects.Workload).
+func (w Workload) UpstreamWorkload(ns string, g int) *schedulingv1beta1.Workload {
+	return w.upstream(ns, g).Workload()
+}
+
+// UpstreamPodGroup is gang g's runtime PodGroup (no sub-groups).
 func (w Workload) UpstreamPodGroup(ns string, g int) *schedulingv1beta1.PodGroup {
-	return &schedulingv1beta1.PodGroup{
-		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"},
-		ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
-		Spec: schedulingv1beta1.PodGroupSpec{
-			WorkloadRef: &schedulingv1beta1.WorkloadReference{
-				WorkloadName: GangName(g), TemplateName: upstreamTemplate,
-			},
-			SchedulingPolicy:      w.upstreamPolicy(),
-			SchedulingConstraints: w.upstreamConstraints(),
-		},
-	}
+	return w.upstream(ns, g).PodGroup()
 }
 
-// UpstreamCompositePodGroup is gang g of a workload with sub-groups as the
-// runtime v1alpha3 CompositePodGroup of its Workload: all its sub-groups
-// (minGroupCount) inside one domain of the gang's level.
+// UpstreamCompositePodGroup is gang g's runtime CompositePodGroup.
 func (w Workload) UpstreamCompositePodGroup(ns string, g int) *schedulingv1alpha3.CompositePodGroup {
-	return &schedulingv1alpha3.CompositePodGroup{
-		TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1alpha3.SchemeGroupVersion.String(), Kind: "CompositePodGroup"},
-		ObjectMeta: metav1.ObjectMeta{Name: GangName(g), Namespace: ns},
-		Spec: schedulingv1alpha3.CompositePodGroupSpec{
-			WorkloadRef: &schedulingv1alpha3.WorkloadReference{WorkloadName: GangName(g), TemplateName: upstreamComposite},
-			SchedulingPolicy: schedulingv1alpha3.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1alpha3.CompositeGangSchedulingPolicy{
-				MinGroupCount: int32(w.GangSize / w.SubGroupSize)}},
-			SchedulingConstraints: &schedulingv1alpha3.CompositePodGroupSchedulingConstraints{
-				Topology: []schedulingv1alpha3.TopologyConstraint{{Key: LevelLabel(w.RequiredLevel)}}},
-		},
-	}
+	return w.upstream(ns, g).CompositePodGroup()
 }
 
-// UpstreamSubGroups are gang g's sub-groups as the runtime PodGroups of its
-// composite: minCount SubGroupSize, each inside one domain of SubGroupLevel.
+// UpstreamSubGroups are gang g's sub-groups' runtime PodGroups.
 func (w Workload) UpstreamSubGroups(ns string, g int) []*schedulingv1beta1.PodGroup {
-	var out []*schedulingv1beta1.PodGroup
-	for k := 0; k < w.GangSize/w.SubGroupSize; k++ {
-		out = append(out, &schedulingv1beta1.PodGroup{
-			TypeMeta:   metav1.TypeMeta{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup"},
-			ObjectMeta: metav1.ObjectMeta{Name: SubGroupName(g, k), Namespace: ns},
-			Spec: schedulingv1beta1.PodGroupSpec{
-				ParentCompositePodGroupName: ptr.To(GangName(g)),
-				WorkloadRef:                 &schedulingv1beta1.WorkloadReference{WorkloadName: GangName(g), TemplateName: upstreamTemplate},
-				SchedulingPolicy:            w.upstreamPolicy(),
-				SchedulingConstraints:       w.upstreamConstraints(),
-			},
-		})
-	}
-	return out
+	return w.upstream(ns, g).SubGroups()
 }
 
 // upstreamGates are the gates of the API server and of the UpstreamGang
@@ -476,31 +415,4 @@ func (w Workload) upstreamGates() []string {
 		return append(append([]string(nil), UpstreamGates...), CompositeGate)
 	}
 	return UpstreamGates
-}
-
-// upstreamPolicy is the gang policy of one upstream PodGroup: the gang, or
-// with sub-groups one sub-group.
-func (w Workload) upstreamPolicy() schedulingv1beta1.PodGroupSchedulingPolicy {
-	n := w.GangSize
-	if w.SubGroupSize > 0 {
-		n = w.SubGroupSize
-	}
-	return schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(n)}}
-}
-
-// upstreamConstraints is the topology key of one upstream PodGroup: the
-// gang's required level (the topology workload's ib-cluster), or with
-// sub-groups the sub-groups' level (the composite has the gang's).
-func (w Workload) upstreamConstraints() *schedulingv1beta1.PodGroupSchedulingConstraints {
-	level := ""
-	switch {
-	case w.SubGroupSize > 0:
-		level = w.SubGroupLevel
-	case w.RequiredLevel == "ib-cluster":
-		level = w.RequiredLevel
-	}
-	if level == "" {
-		return nil
-	}
-	return &schedulingv1beta1.PodGroupSchedulingConstraints{Topology: []schedulingv1beta1.TopologyConstraint{{Key: LevelLabel(level)}}}
 }

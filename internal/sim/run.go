@@ -430,7 +430,7 @@ func (d *driver) createPod(ctx context.Context, j Job, i int) error {
 	}
 	pod := spec.Pod()
 	if d.sched != nil && d.sched.UpstreamGang && j.MinMember > 0 {
-		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(d.upstreamGroupOf(j, i))}
+		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(d.upstreamGang(j).GroupOf(i))}
 	}
 	created, err := d.c.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {

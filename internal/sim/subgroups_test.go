@@ -52,7 +52,7 @@ func TestReadTraceSubGroups(t *testing.T) {
 	// For upstream-gang, tp is a CompositePodGroup of 2 PodGroups of 4
 	// (ranks 0-3, 4-7); flat is one PodGroup.
 	d := &driver{sc: sc}
-	if got := []string{d.upstreamGroupOf(sc.Jobs[0], 3), d.upstreamGroupOf(sc.Jobs[0], 4), d.upstreamGroupOf(sc.Jobs[1], 1)}; !slices.Equal(got, []string{"tp-tp-0", "tp-tp-1", "flat"}) {
+	if got := []string{d.upstreamGang(sc.Jobs[0]).GroupOf(3), d.upstreamGang(sc.Jobs[0]).GroupOf(4), d.upstreamGang(sc.Jobs[1]).GroupOf(1)}; !slices.Equal(got, []string{"tp-tp-0", "tp-tp-1", "flat"}) {
 		t.Errorf("upstream PodGroups of tp ranks 3 and 4, flat rank 1: %v", got)
 	}
 	if spec := podSpec(sc.Jobs[0], 5); spec.Labels[phalanxv1alpha1.RankLabel] != "5" {
