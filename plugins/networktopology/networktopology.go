@@ -207,18 +207,8 @@ func (pl *NetworkTopology) subGroupDomain(tree *topology.Tree, level string, ref
 	if own == "" {
 		return ""
 	}
-	var nodes []string
-	for _, m := range pl.gangs.Members(ref) {
-		if m.Spec.NodeName == "" || m.UID == pod.UID || m.DeletionTimestamp != nil ||
-			m.Status.Phase == v1.PodSucceeded || m.Status.Phase == v1.PodFailed {
-			continue
-		}
-		if sg.Of(m) == own {
-			nodes = append(nodes, m.Spec.NodeName)
-		}
-	}
-	domain, _ := gang.PlacedDomain(tree, level, nodes)
-	return domain
+	_, in := gang.BoundBySubGroup(spec, pl.gangs.Members(ref), tree, slices.Index(tree.Levels(), level))
+	return in[own]
 }
 
 // nodesOf returns the nodes of a domain as a set, shared between cycles.

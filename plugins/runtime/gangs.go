@@ -486,21 +486,31 @@ func (g *Gangs) CountMembers(spec *gang.Spec) MemberCount {
 // still going: API writes and wakes that many events ask for at once are
 // done once at a time.
 func (g *Gangs) inBackground(key string, f func()) {
-	g.mu.Lock()
-	if g.implicit[key] {
-		g.mu.Unlock()
+	if !g.claim(key) {
 		return
 	}
-	g.implicit[key] = true
-	g.mu.Unlock()
 	go func() {
-		defer func() {
-			g.mu.Lock()
-			delete(g.implicit, key)
-			g.mu.Unlock()
-		}()
+		defer g.release(key)
 		f()
 	}()
+}
+
+// claim marks key as in flight; false when it already is.
+func (g *Gangs) claim(key string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.implicit[key] {
+		return false
+	}
+	g.implicit[key] = true
+	return true
+}
+
+// release ends key's claim.
+func (g *Gangs) release(key string) {
+	g.mu.Lock()
+	delete(g.implicit, key)
+	g.mu.Unlock()
 }
 
 // clearNomination removes a nomination that no plan of this scheduler

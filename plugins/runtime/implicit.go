@@ -63,18 +63,11 @@ func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
 	if owner != nil {
 		key += "@" + string(owner.UID)
 	}
-	g.mu.Lock()
-	if g.implicit[key] {
-		g.mu.Unlock()
+	// Claimed for good once made; released to try again after a failure.
+	if !g.claim(key) {
 		return
 	}
-	g.implicit[key] = true
-	g.mu.Unlock()
-	retry := func() {
-		g.mu.Lock()
-		delete(g.implicit, key)
-		g.mu.Unlock()
-	}
+	retry := func() { g.release(key) }
 	go func() {
 		ctx := g.rt.ctx
 		client := g.pgClient.SchedulingV1alpha1().PodGroups(pod.Namespace)

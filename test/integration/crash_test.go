@@ -123,22 +123,8 @@ func crashSeed(t *testing.T, seed uint64) {
 	// Kill points: the moment a random number of members is bound — while
 	// gangs plan, wait in Permit and bind — seen through a watch, or a
 	// random moment after start (planning, before any bind).
-	var bound atomic.Int64
+	bound := countBinds(t, c, "default", "")
 	boundNow := func() int { return int(bound.Load()) }
-	w, err := c.Client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	go func() {
-		seen := map[string]bool{}
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*v1.Pod); ok && p.Spec.NodeName != "" && !seen[p.Name] {
-				seen[p.Name] = true
-				bound.Add(1)
-			}
-		}
-	}()
 	kills := 1 + rng.IntN(3)
 	for k := 0; k < kills && boundNow() < capacity; k++ {
 		at := boundNow() + 1 + rng.IntN(capacity-boundNow())
@@ -154,7 +140,7 @@ func crashSeed(t *testing.T, seed uint64) {
 		t.Logf("kill %d of %d (aimed at %d bound): %d of %d members bound", k+1, kills, at, boundNow(), capacity)
 		sched = start()
 	}
-	err = testcluster.Eventually(ctx, 150*time.Second, func(ctx context.Context) (bool, error) {
+	err := testcluster.Eventually(ctx, 150*time.Second, func(ctx context.Context) (bool, error) {
 		total := 0
 		for name := range sizes {
 			n, err := boundCount(ctx, c, "default", name)
@@ -244,4 +230,26 @@ func TestStaleNominations(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the gang was not completed on the nodes its stale nominations named: %v", err)
 	}
+}
+
+// countBinds counts, through a watch, the pods of selector in ns seen bound
+// (each once), until the test ends.
+func countBinds(t *testing.T, c *testcluster.Cluster, ns, selector string) *atomic.Int64 {
+	t.Helper()
+	w, err := c.Client.CoreV1().Pods(ns).Watch(ctxFor(t), metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	var bound atomic.Int64
+	go func() {
+		seen := map[string]bool{}
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*v1.Pod); ok && p.Spec.NodeName != "" && !seen[p.Name] {
+				seen[p.Name] = true
+				bound.Add(1)
+			}
+		}
+	}()
+	return &bound
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -506,21 +505,7 @@ func TestSubGroupsCrashWhileBinding(t *testing.T) {
 	sched := start(throttled)
 
 	const name, members, size = "tp", 16, 8
-	var bound atomic.Int64
-	w, err := c.Client.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{LabelSelector: pgv1alpha1.PodGroupLabel + "=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
-	go func() {
-		seen := map[string]bool{}
-		for ev := range w.ResultChan() {
-			if p, ok := ev.Object.(*v1.Pod); ok && p.Spec.NodeName != "" && !seen[p.Name] {
-				seen[p.Name] = true
-				bound.Add(1)
-			}
-		}
-	}()
+	bound := countBinds(t, c, "default", pgv1alpha1.PodGroupLabel+"="+name)
 	// No partial gang for longer than its timeout, at any time.
 	var mu sync.Mutex
 	var violation string
@@ -570,7 +555,7 @@ func TestSubGroupsCrashWhileBinding(t *testing.T) {
 	restarted := time.Now()
 	start(manifests.SchedulerConfig)
 
-	err = testcluster.Eventually(ctx, 25*time.Second, func(ctx context.Context) (bool, error) {
+	err := testcluster.Eventually(ctx, 25*time.Second, func(ctx context.Context) (bool, error) {
 		n, err := boundCount(ctx, c, "default", name)
 		return n == members, err
 	})
