@@ -26,6 +26,7 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-scheduler ./cmd/phalanx-scheduler
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-controller ./cmd/phalanx-controller
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 
 ## test: everything CI checks — verify, unit tests, integration tests on a real API server,
 ## the operators' controllers (workloads), e2e
@@ -119,6 +120,7 @@ ESTIMATOR_ARGS ?=
 bench-estimator:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-scheduler ./cmd/phalanx-scheduler
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 	$(BIN)/phalanx-sim estimator-bench -phalanx-scheduler $(BIN)/phalanx-scheduler $(ESTIMATOR_ARGS)
 
 ## bench-perf: the same workloads through upstream's scheduler_perf (plain and
@@ -137,6 +139,7 @@ bench-all: bench bench-perf
 bench-bins:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-scheduler ./cmd/phalanx-scheduler
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 	$(GO) build -o $(BIN)/etcd ./test/schedperf/etcd
 

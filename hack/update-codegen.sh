@@ -65,6 +65,7 @@ echo "controller-gen CRDs" >&2
 crds=(
   scheduling.phalanx.dev_queues.yaml
   scheduling.phalanx.dev_networktopologies.yaml
+  scheduling.phalanx.dev_queuepositions.yaml
   scheduling.x-k8s.io_podgroups.yaml
 )
 "${bin}/controller-gen" crd:crdVersions=v1 \

@@ -43,6 +43,7 @@ var installFiles = map[string]string{
 	"scheduler.yaml":      "11-scheduler.yaml",
 	"controller.yaml":     "20-controller.yaml",
 	"metrics.yaml":        "30-metrics.yaml",
+	"user-rbac.yaml":      "40-user-rbac.yaml",
 }
 
 // Manifests are rendered without CRDs: manifests/crds holds them.
@@ -121,7 +122,7 @@ func Generate(install, replace []byte) (map[string][]byte, error) {
 		return nil, fmt.Errorf("replace render: %w", err)
 	}
 	// Replace mode reuses install's namespace and controller files.
-	for _, shared := range []string{"namespace.yaml", "controller.yaml"} {
+	for _, shared := range []string{"namespace.yaml", "controller.yaml", "user-rbac.yaml"} {
 		if !bytes.Equal(rep[shared], inst[shared]) {
 			return nil, fmt.Errorf("%s renders differently in replace mode; manifests/replace/README.md tells users to apply install's copy", shared)
 		}

@@ -90,12 +90,19 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 			return nil, err
 		}
 	}
+	// Queue positions, where the QueuePositions CRD is installed (an older
+	// install lacks it: say so once, and keep the rest working).
+	positions := servedKind(mgr.GetRESTMapper(), phalanxv1alpha1.SchemeGroupVersion.WithKind("QueuePositions"))
+	if !positions {
+		ctrl.Log.WithName("setup").Info("The API server does not serve QueuePositions (scheduling.phalanx.dev/v1alpha1): queue positions are not written; apply manifests/crds to get them")
+	}
 	if err := mgr.Add(&QueueStatusUpdater{Client: mgr.GetClient(), Cache: mgr.GetCache(), DefaultQueue: defaultQueue, MinInterval: 500 * time.Millisecond,
 		// The upstream Workload API (beta in 1.37 but off by default) is
 		// watched while the API server serves it, as in the scheduler.
 		Served:             func(gv, resource string) (bool, error) { return served.Resource(cfg, gv, resource) },
 		WorkloadAPIRecheck: o.WorkloadAPIRecheck,
-		DRA:                dra}); err != nil {
+		DRA:                dra,
+		Positions:          positions}); err != nil {
 		return nil, err
 	}
 	if o.HealthProbeAddr != "0" && o.HealthProbeAddr != "" {

@@ -67,6 +67,15 @@ type QueueStatusUpdater struct {
 	recount atomic.Bool
 	changed chan struct{}
 	last    map[string]phalanxv1alpha1.QueueStatus
+
+	// Positions: the API server serves QueuePositions (phalanx's CRDs are
+	// up to date); each namespace's pending gangs' positions are written.
+	Positions bool
+	// PositionsInterval spaces the writes of QueuePositions (0: 2 s): a
+	// gang that starts moves every gang behind it, so positions are written
+	// at most this often, per namespace whose gangs moved.
+	PositionsInterval time.Duration
+	positionsAt       time.Time
 }
 
 // Start runs until ctx ends (a controller-runtime Runnable).
@@ -419,7 +428,14 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	statuses := u.acct.Snapshot(held).Status()
+	snap := u.acct.Snapshot(held)
+	statuses := snap.Status()
+	if u.Positions {
+		// Positions are a view: their failure must not hold queue status.
+		if err := u.syncPositions(ctx, groups.Items, snap.Compare); err != nil {
+			log.FromContext(ctx).V(1).Info("Queue positions", "err", err)
+		}
+	}
 	running, pending := map[string]int32{}, map[string]int32{}
 	for _, pg := range groups.Items {
 		q := queue.Of(nil, pg.Labels, u.namespaceLabels(ctx, pg.Namespace), u.DefaultQueue)

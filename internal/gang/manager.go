@@ -316,23 +316,36 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		defer a.devices.Without(leaving)()
 	}
 	future, futurePods, busy := make([]resources.List, n), make([]int64, n), make([]int64, n)
+	unheld, unheldPods := make([]resources.List, n), make([]int64, n)
+	othersHold := false
 	for i, ns := range a.view.Nodes {
 		f, pods, b := m.futureRoom(ns, a.view.PodsOn(i), a.Priority)
-		held, heldPods := m.Held(ns.Node.Name, ref, math.MinInt32)
-		f.Sub(held)
 		a.leaveDevicesToAllocator(f)
+		unheld[i], unheldPods[i] = f.Clone(), pods
+		held, heldPods := m.Held(ns.Node.Name, ref, math.MinInt32)
+		othersHold = othersHold || !held.IsZero() || heldPods > 0
+		f.Sub(held)
 		future[i], futurePods[i], busy[i] = f, pods-heldPods, b
 	}
-	req, _ := m.request(a, func(i int) (resources.List, int64) { return future[i], futurePods[i] }, true)
-	for i := range req.Nodes {
-		if j, ok := a.view.index(req.Nodes[i].Name); ok {
-			req.Nodes[i].Busy = busy[j]
+	placeOn := func(room []resources.List, pods []int64) *Plan {
+		req, _ := m.request(a, func(i int) (resources.List, int64) { return room[i], pods[i] }, true)
+		for i := range req.Nodes {
+			if j, ok := a.view.index(req.Nodes[i].Name); ok {
+				req.Nodes[i].Busy = busy[j]
+			}
 		}
+		plan, _ := m.place(a, req)
+		return plan
 	}
-	plan, _ := m.place(a, req)
+	plan := placeOn(future, futurePods)
 	if plan == nil {
 		if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationStarved {
 			m.DropReservation(ref)
+		}
+		if othersHold && placeOn(unheld, unheldPods) != nil {
+			// Say so: it would fit once pods leave, but that room is
+			// already promised to gangs ahead of it.
+			return "nothing is reserved for it yet: the room it would wait for is held for gangs ahead of it", false
 		}
 		return "nothing is reserved: the gang does not fit the cluster even when pods of equal or lower priority leave", false
 	}

@@ -111,6 +111,15 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 // queue below its own.
 func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor func([]Victim) *Plan) (*Room, string) {
 	qc := a.Queue
+	others := false
+	for _, v := range all.victims {
+		others = others || (v.Queue != qc.Queue && v.Of == "")
+	}
+	if !others {
+		// No other queue runs a gang: reclaim does not apply, and saying
+		// why it takes nothing would bury the blocking reason.
+		return nil, ""
+	}
 	if r, over := qc.Snapshot().Exceeds(qc.Queue, qc.Need); over {
 		return nil, fmt.Sprintf("nothing to reclaim: queue %s would go above its deserved share (%s)", qc.Queue, r)
 	}

@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"k8s.io/kubernetes/pkg/controller/clusterroleaggregation"
 	"maps"
 	"slices"
 	"sync"
@@ -38,6 +39,7 @@ type kcm struct {
 	job, gc  bool
 	sts      bool
 	claims   bool
+	roles    bool
 }
 
 func (c *Cluster) controllerManager() *kcm {
@@ -168,6 +170,19 @@ func (c *Cluster) StartStatefulSetController() error {
 			sc := statefulset.NewStatefulSetController(ctx, inf.Core().V1().Pods(), inf.Apps().V1().StatefulSets(),
 				inf.Core().V1().PersistentVolumeClaims(), inf.Apps().V1().ControllerRevisions(), client)
 			return func() { sc.Run(ctx, 2) }, nil
+		})
+}
+
+// StartClusterRoleAggregation runs kube-controller-manager's ClusterRole
+// aggregation controller (k8s.io/kubernetes/pkg/controller/clusterroleaggregation):
+// the bootstrap view, edit and admin roles get the rules of every
+// ClusterRole labelled to aggregate into them, as in a real cluster (without
+// it they grant nothing). Idempotent.
+func (c *Cluster) StartClusterRoleAggregation() error {
+	return c.startController("clusterrole-aggregation-controller", func(m *kcm) *bool { return &m.roles },
+		func(ctx context.Context, client kubernetes.Interface, inf informers.SharedInformerFactory) (func(), error) {
+			rc := clusterroleaggregation.NewClusterRoleAggregation(inf.Rbac().V1().ClusterRoles(), client.RbacV1())
+			return func() { rc.Run(ctx, 1) }, nil
 		})
 }
 

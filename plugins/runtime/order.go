@@ -11,45 +11,23 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang"
 )
 
-// OrderKey is what the queue sort compares of one pod: its gang (or the pod
-// itself, outside gangs).
+// OrderKey is what the queue sort compares of one pod: its gang's order
+// (or the pod's own, outside gangs), and when it entered the queue.
 type OrderKey struct {
-	// Queue is set when the profile orders by queue share.
-	Queue      string
-	Incomplete bool
-	Priority   int32
-	Created    time.Time
-	// Namespace, Name and Source name the gang, or the pod outside gangs.
-	Namespace, Name string
-	Source          gang.Source
+	gang.Order
 	// Queued is when the pod entered the scheduling queue.
 	Queued time.Time
 }
 
-// Less orders two keys: by queue share when queues is set (the queue
-// furthest below its deserved share first), then gangs that are partly
-// placed (they hold capacity they cannot use until complete — after a crash
-// in the middle of their binds, say), then priority, then gang age, keeping
-// each gang's members together so they are scheduled back to back.
+// Less orders two keys by gang.Compare (queues' shares when queues is set),
+// then by the time each pod entered the queue.
 func Less(a, b OrderKey, queues *Queues) bool {
+	var byQueue func(a, b string) int
 	if queues != nil {
-		if c := queues.Ordering().Compare(a.Queue, b.Queue); c != 0 {
-			return c < 0
-		}
+		byQueue = queues.Ordering().Compare
 	}
-	switch {
-	case a.Incomplete != b.Incomplete:
-		return a.Incomplete
-	case a.Priority != b.Priority:
-		return a.Priority > b.Priority
-	case !a.Created.Equal(b.Created):
-		return a.Created.Before(b.Created)
-	case a.Namespace != b.Namespace:
-		return a.Namespace < b.Namespace
-	case a.Name != b.Name:
-		return a.Name < b.Name
-	case a.Source != b.Source:
-		return a.Source < b.Source
+	if c, _ := gang.Compare(a.Order, b.Order, byQueue); c != 0 {
+		return c < 0
 	}
 	return a.Queued.Before(b.Queued)
 }
@@ -118,7 +96,7 @@ func (g *Gangs) OrderKey(pod *v1.Pod, queued time.Time, queues *Queues) OrderKey
 
 func (g *Gangs) orderKey(pod *v1.Pod, gen uint64, queues *Queues) cachedKey {
 	c := cachedKey{gen: gen, resourceVersion: pod.ResourceVersion, byQueue: queues != nil}
-	c.key = OrderKey{Priority: corev1helpers.PodPriority(pod), Namespace: pod.Namespace, Name: pod.Name}
+	c.key = OrderKey{Order: gang.Order{Priority: corev1helpers.PodPriority(pod), Namespace: pod.Namespace, Name: pod.Name}}
 	ref, spec, ok, err := g.GangOf(pod)
 	c.member, c.ref = ok, ref
 	if ok && err == nil {

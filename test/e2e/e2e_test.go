@@ -47,6 +47,7 @@ func runSuite(t *testing.T, env *Env) {
 	t.Run("Queues", func(t *testing.T) { testQueues(t, env) })
 	t.Run("Topology", func(t *testing.T) { testTopology(t, env) })
 	t.Run("NUMA", func(t *testing.T) { testNUMA(t, env) })
+	t.Run("KubectlPlugin", func(t *testing.T) { testKubectlPlugin(t, env) })
 	// After the scenarios above, so that every metric has samples.
 	t.Run("Metrics", func(t *testing.T) { testMetrics(t, env) })
 	// Last: everything the components did must have been allowed.

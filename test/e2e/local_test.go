@@ -89,6 +89,11 @@ func startLocal(t *testing.T, mode string) *Env {
 	if err := c.StartStatefulSetController(); err != nil {
 		t.Fatal(err)
 	}
+	// Its ClusterRole aggregation: the namespace's view role gains the
+	// chart's phalanx-namespace-viewer rules (the kubectl plugin scenario).
+	if err := c.StartClusterRoleAggregation(); err != nil {
+		t.Fatal(err)
+	}
 
 	env := &Env{Cluster: c, Mode: mode, Namespace: ns}
 	var procs []*testcluster.PodProcess

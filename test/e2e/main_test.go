@@ -32,7 +32,7 @@ import (
 
 // binaries built (or found) by TestMain for the in-process bootstrap.
 var bins struct {
-	scheduler, controller, kubeScheduler, helm string
+	scheduler, controller, kubeScheduler, helm, kubectlPhalanx string
 }
 
 func TestMain(m *testing.M) {
@@ -82,6 +82,7 @@ func buildBinaries(dir string) error {
 	if d := os.Getenv("PHALANX_BIN_DIR"); d != "" {
 		bins.scheduler = filepath.Join(d, "phalanx-scheduler")
 		bins.controller = filepath.Join(d, "phalanx-controller")
+		bins.kubectlPhalanx = filepath.Join(d, "kubectl-phalanx")
 	} else {
 		bins.scheduler = filepath.Join(dir, "phalanx-scheduler")
 		bins.controller = filepath.Join(dir, "phalanx-controller")

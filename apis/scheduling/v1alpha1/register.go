@@ -36,6 +36,8 @@ func addKnownTypes(scheme *runtime.Scheme) error {
 		&QueueList{},
 		&NetworkTopology{},
 		&NetworkTopologyList{},
+		&QueuePositions{},
+		&QueuePositionsList{},
 	)
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil

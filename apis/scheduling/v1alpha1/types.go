@@ -285,3 +285,102 @@ type NetworkTopologyList struct {
 	// Items are the topologies.
 	Items []NetworkTopology `json:"items"`
 }
+
+// QueuePositionsName is the name of the one QueuePositions object of each
+// namespace with pending gangs.
+const QueuePositionsName = "phalanx"
+
+// MaxGangPositions bounds the gangs listed in one QueuePositions object
+// (the first ones in the cluster's order); the rest are counted.
+const MaxGangPositions = 1000
+
+// +genclient
+// +resourceName=queuepositions
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:resource:scope=Namespaced,path=queuepositions,singular=queuepositions,shortName=qpos,categories=phalanx
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.pendingGangs`,description="Gangs of this namespace waiting"
+// +kubebuilder:printcolumn:name="Cluster",type=integer,JSONPath=`.clusterPendingGangs`,description="Gangs waiting in the cluster"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// QueuePositions says where each pending gang of a namespace stands: its
+// position in its queue and in the cluster, and why the gang ahead of it
+// goes first. phalanx-controller writes one, named "phalanx", in every
+// namespace with pending gangs, from the order the scheduler sorts its queue
+// by (gang.Compare); users read it with the namespace's view role.
+type QueuePositions struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// PendingGangs counts the namespace's gangs not yet started.
+	// +optional
+	PendingGangs int32 `json:"pendingGangs,omitempty"`
+
+	// ClusterPendingGangs counts the gangs not yet started in the cluster.
+	// +optional
+	ClusterPendingGangs int32 `json:"clusterPendingGangs,omitempty"`
+
+	// Gangs are the namespace's pending gangs in the cluster's order, at
+	// most 1000 (the first ones); PendingGangs counts them all.
+	// +optional
+	// +kubebuilder:validation:MaxItems=1000
+	Gangs []GangPosition `json:"gangs,omitempty"`
+}
+
+// GangPosition is one pending gang's place.
+type GangPosition struct {
+	// Name of the gang's group object (a PodGroup, or the PodGroup phalanx
+	// made for an implicit gang).
+	Name string `json:"name"`
+
+	// Kind of the group object: PodGroup (scheduling.x-k8s.io),
+	// Workload (a scheduling.k8s.io PodGroup) or CompositePodGroup.
+	Kind string `json:"kind"`
+
+	// Queue the gang waits in.
+	Queue string `json:"queue"`
+
+	// Priority the gang is ordered by.
+	// +optional
+	Priority int32 `json:"priority,omitempty"`
+
+	// Submitted is when the gang's group object was created.
+	Submitted metav1.Time `json:"submitted"`
+
+	// PositionInQueue counts from 1 among the pending gangs of its queue.
+	PositionInQueue int32 `json:"positionInQueue"`
+
+	// QueueLength counts the pending gangs of its queue.
+	QueueLength int32 `json:"queueLength"`
+
+	// PositionInCluster counts from 1 among every pending gang, the queues
+	// interleaved by their shares as the scheduler interleaves them now.
+	PositionInCluster int32 `json:"positionInCluster"`
+
+	// Ahead is the gang just before this one in its queue, if any.
+	// +optional
+	Ahead *GangAhead `json:"ahead,omitempty"`
+}
+
+// GangAhead is the gang just ahead of another in its queue.
+type GangAhead struct {
+	// Name of the gang ahead, when it is in the same namespace; a gang of
+	// another namespace is not named.
+	// +optional
+	Name string `json:"name,omitempty"`
+
+	// Reason it goes first, in words.
+	Reason string `json:"reason"`
+}
+
+// +kubebuilder:object:root=true
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// QueuePositionsList is a list of QueuePositions.
+type QueuePositionsList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// Items are the namespaces' positions.
+	Items []QueuePositions `json:"items"`
+}

@@ -57,6 +57,8 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Scheduling().V1alpha1().NetworkTopologies().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("queues"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Scheduling().V1alpha1().Queues().Informer()}, nil
+	case v1alpha1.SchemeGroupVersion.WithResource("queuepositions"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Scheduling().V1alpha1().QueuePositionses().Informer()}, nil
 
 	}
 

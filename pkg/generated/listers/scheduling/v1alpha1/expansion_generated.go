@@ -25,3 +25,11 @@ type NetworkTopologyListerExpansion interface{}
 // QueueListerExpansion allows custom methods to be added to
 // QueueLister.
 type QueueListerExpansion interface{}
+
+// QueuePositionsListerExpansion allows custom methods to be added to
+// QueuePositionsLister.
+type QueuePositionsListerExpansion interface{}
+
+// QueuePositionsNamespaceListerExpansion allows custom methods to be added to
+// QueuePositionsNamespaceLister.
+type QueuePositionsNamespaceListerExpansion interface{}

@@ -28,6 +28,8 @@ type Interface interface {
 	NetworkTopologies() NetworkTopologyInformer
 	// Queues returns a QueueInformer.
 	Queues() QueueInformer
+	// QueuePositionses returns a QueuePositionsInformer.
+	QueuePositionses() QueuePositionsInformer
 }
 
 type version struct {
@@ -49,4 +51,9 @@ func (v *version) NetworkTopologies() NetworkTopologyInformer {
 // Queues returns a QueueInformer.
 func (v *version) Queues() QueueInformer {
 	return &queueInformer{factory: v.factory, tweakListOptions: v.tweakListOptions}
+}
+
+// QueuePositionses returns a QueuePositionsInformer.
+func (v *version) QueuePositionses() QueuePositionsInformer {
+	return &queuePositionsInformer{factory: v.factory, namespace: v.namespace, tweakListOptions: v.tweakListOptions}
 }

@@ -21,3 +21,5 @@ package v1alpha1
 type NetworkTopologyExpansion interface{}
 
 type QueueExpansion interface{}
+
+type QueuePositionsExpansion interface{}

@@ -30,6 +30,7 @@ type SchedulingV1alpha1Interface interface {
 	RESTClient() rest.Interface
 	NetworkTopologiesGetter
 	QueuesGetter
+	QueuePositionsesGetter
 }
 
 // SchedulingV1alpha1Client is used to interact with features provided by the scheduling.phalanx.dev group.
@@ -43,6 +44,10 @@ func (c *SchedulingV1alpha1Client) NetworkTopologies() NetworkTopologyInterface 
 
 func (c *SchedulingV1alpha1Client) Queues() QueueInterface {
 	return newQueues(c)
+}
+
+func (c *SchedulingV1alpha1Client) QueuePositionses(namespace string) QueuePositionsInterface {
+	return newQueuePositionses(c, namespace)
 }
 
 // NewForConfig creates a new SchedulingV1alpha1Client for the given config.

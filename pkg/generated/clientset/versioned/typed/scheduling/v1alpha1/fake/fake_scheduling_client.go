@@ -36,6 +36,10 @@ func (c *FakeSchedulingV1alpha1) Queues() v1alpha1.QueueInterface {
 	return newFakeQueues(c)
 }
 
+func (c *FakeSchedulingV1alpha1) QueuePositionses(namespace string) v1alpha1.QueuePositionsInterface {
+	return newFakeQueuePositionses(c, namespace)
+}
+
 // RESTClient returns a RESTClient that is used to communicate
 // with API server by this client implementation.
 func (c *FakeSchedulingV1alpha1) RESTClient() rest.Interface {

@@ -1,0 +1,277 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/phalanx-sched/phalanx/internal/workload"
+)
+
+// ownerLabels are the labels operators put on their pods with the owning
+// job's name, for pods whose direct owner is an intermediate object.
+var ownerLabels = []string{
+	"batch.kubernetes.io/job-name", "job-name",
+	"jobset.sigs.k8s.io/jobset-name",
+	"training.kubeflow.org/job-name",
+	"trainer.kubeflow.org/trainjob-name",
+	"ray.io/cluster",
+	"leaderworkerset.sigs.k8s.io/name",
+}
+
+// Why is the why command's output.
+type Why struct {
+	Target string  `json:"target"`
+	Gang   *JobRow `json:"gang,omitempty"`
+	// WaitsFor is what the gang waits for, in the scheduler's words (the
+	// blocking reason first), or the pod's own reason outside gangs.
+	WaitsFor string      `json:"waitsFor"`
+	Members  []MemberRow `json:"members,omitempty"`
+	Events   []EventRow  `json:"events,omitempty"`
+}
+
+// MemberRow is one pod of the gang.
+type MemberRow struct {
+	Name   string `json:"name"`
+	Node   string `json:"node,omitempty"`
+	Phase  string `json:"phase"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// EventRow is one recent event of the gang or its pods.
+type EventRow struct {
+	Age     string `json:"age"`
+	Type    string `json:"type"`
+	Object  string `json:"object"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	at      time.Time
+}
+
+func why(ctx context.Context, c *clients, target string) (*Why, error) {
+	ns := c.namespace
+	if ns == "" {
+		return nil, fmt.Errorf("why needs a namespace (-n), not -A")
+	}
+	kind, name, hasKind := strings.Cut(target, "/")
+	if !hasKind {
+		kind, name = "", target
+	}
+	kind = strings.ToLower(kind)
+	rows, _, err := gangRows(ctx, c, ns)
+	if err != nil {
+		return nil, err
+	}
+	find := func(gangName, gangKind string) *JobRow {
+		for i := range rows {
+			if rows[i].Gang == gangName && (gangKind == "" || rows[i].Kind == gangKind) {
+				return &rows[i]
+			}
+		}
+		return nil
+	}
+	out := &Why{Target: ns + "/" + target}
+	var pod *corev1.Pod
+	switch {
+	case kind == "podgroup" || kind == "gang" || kind == "podgroups" || kind == "pg":
+		out.Gang = find(name, "")
+	case kind == "pod" || kind == "pods" || kind == "po":
+		p, err := c.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		pod = p
+	case kind == "":
+		if out.Gang = find(name, ""); out.Gang == nil {
+			p, err := c.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err == nil {
+				pod = p
+			} else if !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+		}
+	}
+	pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	if out.Gang == nil && pod == nil {
+		// An owner: a pod it owns (directly or by the operator's label).
+		for i := range pods.Items {
+			if ownedBy(&pods.Items[i], kind, name) {
+				pod = &pods.Items[i]
+				break
+			}
+		}
+	}
+	if out.Gang == nil && pod != nil {
+		ref, err := workload.GangOf(pod)
+		switch {
+		case err != nil:
+			out.WaitsFor = "the pod's gang annotations are invalid: " + err.Error()
+		case ref.Source == workload.SourceNone:
+			out.WaitsFor = "the pod is in no gang; " + podReason(pod)
+			out.Members = []MemberRow{member(pod)}
+		default:
+			kind := "PodGroup"
+			if ref.Source == workload.SourceWorkloadAPI {
+				kind = "Workload"
+			}
+			if out.Gang = find(ref.Name, kind); out.Gang == nil {
+				out.WaitsFor = fmt.Sprintf("the pod names gang %s, whose group object does not exist (yet): the scheduler keeps its pods waiting until it does", ref.Name)
+			}
+		}
+	}
+	if out.Gang == nil && out.WaitsFor == "" {
+		return nil, fmt.Errorf("no gang, pod or owner %q in namespace %s", target, ns)
+	}
+	objects := map[string]bool{}
+	if g := out.Gang; g != nil {
+		objects[g.Gang] = true
+		out.WaitsFor = waitsFor(g)
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if ref, err := workload.GangOf(p); err == nil && ref.Name == g.Gang {
+				out.Members = append(out.Members, member(p))
+				objects[p.Name] = true
+			}
+		}
+	} else if pod != nil {
+		objects[pod.Name] = true
+	}
+	events, err := c.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err == nil {
+		for _, e := range events.Items {
+			if !objects[e.InvolvedObject.Name] {
+				continue
+			}
+			at := e.LastTimestamp.Time
+			if at.IsZero() {
+				at = e.EventTime.Time
+			}
+			if at.IsZero() {
+				at = e.CreationTimestamp.Time
+			}
+			out.Events = append(out.Events, EventRow{Age: time.Since(at).Round(time.Second).String(), Type: e.Type,
+				Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Reason: e.Reason, Message: e.Message, at: at})
+		}
+		sort.Slice(out.Events, func(i, j int) bool { return out.Events[i].at.After(out.Events[j].at) })
+		if len(out.Events) > 10 {
+			out.Events = out.Events[:10]
+		}
+	}
+	return out, nil
+}
+
+func waitsFor(g *JobRow) string {
+	switch g.State {
+	case "Running":
+		return fmt.Sprintf("nothing: the gang runs (%d of minimum %d members bound)", g.Bound, g.Min)
+	case "Finished":
+		return "nothing: the gang finished"
+	}
+	msg := g.Message
+	if msg == "" {
+		msg = "the scheduler has not tried it yet"
+	}
+	if g.Reason != "" && g.Reason != "Queued" {
+		msg = g.Reason + ": " + msg
+	}
+	return msg
+}
+
+func ownedBy(p *corev1.Pod, kind, name string) bool {
+	for _, o := range p.OwnerReferences {
+		if o.Name == name && (kind == "" || strings.EqualFold(o.Kind, kind) || strings.EqualFold(o.Kind+"s", kind)) {
+			return true
+		}
+	}
+	for _, l := range ownerLabels {
+		if p.Labels[l] == name {
+			return true
+		}
+	}
+	return false
+}
+
+func member(p *corev1.Pod) MemberRow {
+	m := MemberRow{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase)}
+	if p.Spec.NodeName == "" {
+		m.Reason = podReason(p)
+	}
+	return m
+}
+
+// podReason is the pod's PodScheduled condition, or its scheduling gates.
+func podReason(p *corev1.Pod) string {
+	if len(p.Spec.SchedulingGates) > 0 {
+		names := make([]string, 0, len(p.Spec.SchedulingGates))
+		for _, g := range p.Spec.SchedulingGates {
+			names = append(names, g.Name)
+		}
+		return "waits on scheduling gates " + strings.Join(names, ", ")
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+			return c.Reason + ": " + c.Message
+		}
+	}
+	if p.Spec.NodeName == "" {
+		return "not tried by the scheduler yet"
+	}
+	return ""
+}
+
+func (w *Why) table(out io.Writer) error {
+	fmt.Fprintf(out, "Target:     %s\n", w.Target)
+	if g := w.Gang; g != nil {
+		fmt.Fprintf(out, "Gang:       %s %s/%s (source: %s)\n", g.Kind, g.Namespace, g.Gang, g.Source)
+		fmt.Fprintf(out, "Members:    %d of minimum %d bound\n", g.Bound, g.Min)
+		fmt.Fprintf(out, "State:      %s", g.State)
+		if g.Waiting != "" {
+			fmt.Fprintf(out, ", waiting %s", g.Waiting)
+		}
+		fmt.Fprintln(out)
+		if q := g.Queue; q != "" {
+			fmt.Fprintf(out, "Queue:      %s\n", q)
+		}
+		if p := g.Position; p != nil {
+			fmt.Fprintf(out, "Position:   %d of %d in queue %s, %d in the cluster\n", p.PositionInQueue, p.QueueLength, p.Queue, p.PositionInCluster)
+			if a := p.Ahead; a != nil {
+				who := "a gang of another namespace"
+				if a.Name != "" {
+					who = a.Name
+				}
+				fmt.Fprintf(out, "Ahead:      %s, because of %s\n", who, a.Reason)
+			}
+		}
+	}
+	fmt.Fprintf(out, "Waits for:  %s\n", w.WaitsFor)
+	if len(w.Members) > 0 {
+		fmt.Fprintln(out, "Pods:")
+		for _, m := range w.Members {
+			line := fmt.Sprintf("  %s  %s", m.Name, m.Phase)
+			if m.Node != "" {
+				line += " on " + m.Node
+			}
+			if m.Reason != "" {
+				line += "  " + m.Reason
+			}
+			fmt.Fprintln(out, line)
+		}
+	}
+	if len(w.Events) > 0 {
+		fmt.Fprintln(out, "Recent events:")
+		for _, e := range w.Events {
+			fmt.Fprintf(out, "  %s ago  %s  %s  %s: %s\n", e.Age, e.Type, e.Object, e.Reason, e.Message)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+package gang
+
+import (
+	"fmt"
+	"time"
+)
+
+// Order is what places a pending gang (or a pod outside gangs) in the
+// scheduling queue. The scheduler's queue sort and the positions that
+// phalanx-controller serves compare it with the same function, Compare.
+type Order struct {
+	// Queue is set when queues order the gangs (CapacityQueue enabled).
+	Queue      string
+	Incomplete bool
+	Priority   int32
+	Created    time.Time
+	// Namespace, Name and Source name the gang, or the pod outside gangs.
+	Namespace, Name string
+	Source          Source
+}
+
+// Decider names the rule of Compare that decided between two gangs.
+type Decider int
+
+const (
+	ByQueue Decider = iota
+	ByIncomplete
+	ByPriority
+	ByCreated
+	ByName
+)
+
+// Compare orders a before b (<0) or after (>0): by queue share when
+// queues is set (the queue furthest below its deserved share first), then
+// gangs that are partly placed (they hold capacity they cannot use until
+// complete — after a crash in the middle of their binds, say), then
+// priority, then gang age, then name, keeping each gang's members together
+// so they are scheduled back to back. It also says which rule decided.
+func Compare(a, b Order, queues func(a, b string) int) (int, Decider) {
+	if queues != nil {
+		if c := queues(a.Queue, b.Queue); c != 0 {
+			return c, ByQueue
+		}
+	}
+	switch {
+	case a.Incomplete != b.Incomplete:
+		if a.Incomplete {
+			return -1, ByIncomplete
+		}
+		return 1, ByIncomplete
+	case a.Priority != b.Priority:
+		if a.Priority > b.Priority {
+			return -1, ByPriority
+		}
+		return 1, ByPriority
+	case !a.Created.Equal(b.Created):
+		if a.Created.Before(b.Created) {
+			return -1, ByCreated
+		}
+		return 1, ByCreated
+	case a.Namespace != b.Namespace:
+		return cmpString(a.Namespace, b.Namespace), ByName
+	case a.Name != b.Name:
+		return cmpString(a.Name, b.Name), ByName
+	case a.Source != b.Source:
+		return cmpString(string(a.Source), string(b.Source)), ByName
+	}
+	return 0, ByName
+}
+
+func cmpString(a, b string) int {
+	if a < b {
+		return -1
+	}
+	return 1
+}
+
+// Why says in words why first goes before second, as decided by d.
+func Why(first, second Order, d Decider) string {
+	switch d {
+	case ByQueue:
+		return fmt.Sprintf("queue %s is further below its deserved share than queue %s", first.Queue, second.Queue)
+	case ByIncomplete:
+		return "it is partly bound and holds capacity until it completes"
+	case ByPriority:
+		return fmt.Sprintf("higher priority (%d > %d)", first.Priority, second.Priority)
+	case ByCreated:
+		return fmt.Sprintf("submitted earlier (%s, %s before)", first.Created.UTC().Format(time.RFC3339), second.Created.Sub(first.Created).Round(time.Second))
+	}
+	return "same priority and submission time; names are compared"
+}

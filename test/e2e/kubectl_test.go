@@ -1,0 +1,257 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/cli"
+	"github.com/phalanx-sched/phalanx/internal/testcluster"
+)
+
+// kubectlPhalanx is the plugin binary: PHALANX_BIN_DIR's, else built once.
+func kubectlPhalanx(t *testing.T) string {
+	t.Helper()
+	if bins.kubectlPhalanx != "" {
+		return bins.kubectlPhalanx
+	}
+	out := filepath.Join(t.TempDir(), "kubectl-phalanx")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/kubectl-phalanx")
+	cmd.Dir = repoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("building kubectl-phalanx: %v\n%s", err, b)
+	}
+	return out
+}
+
+// plugin runs kubectl-phalanx as a user does: its exit code, stdout, stderr.
+func plugin(t *testing.T, bin, kubeconfig string, args ...string) (int, string, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("kubectl-phalanx %v: %v", args, err)
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// testKubectlPlugin: a namespace user (a ServiceAccount with the
+// namespace's view role) runs kubectl phalanx. Three gangs wait behind a
+// running one on a 4-GPU node; jobs shows their positions (the
+// higher-priority one first, then by submission), why explains the one in
+// the middle, and the gangs then start in exactly that order as capacity
+// frees. The user is refused other namespaces and the cluster views with a
+// message naming the missing permission; an admin sees the queue and the
+// node's free GPUs.
+func testKubectlPlugin(t *testing.T, env *Env) {
+	s := newScenario(t, env, "kubectl")
+	s.nodes(t, testcluster.NodeSpec{Name: "n0", CPU: "8", Memory: "16Gi", GPUs: 4})
+	ctx := ctxFor(t, 10*time.Minute)
+	bin := kubectlPhalanx(t)
+
+	q := &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: s.name}}
+	if _, err := env.Phalanx.SchedulingV1alpha1().Queues().Create(ctx, q, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Phalanx.SchedulingV1alpha1().Queues().Delete(context.Background(), q.Name, metav1.DeleteOptions{})
+	})
+	// c goes first by priority, without preempting the running gang.
+	never := corev1.PreemptNever
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: s.name + "-high"}, Value: 1000, PreemptionPolicy: &never}
+	if _, err := env.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), pc.Name, metav1.DeleteOptions{})
+	})
+	inQueue := map[string]string{phalanxv1alpha1.QueueLabel: q.Name}
+	wholeNode := testcluster.PodSpec{CPU: "1", Memory: "1Gi", GPUs: 2, Labels: inQueue}
+
+	s.gang(t, "first", 2, nil, inQueue, 2, wholeNode)
+	waitBound(t, s, gangSelector("first"), 2)
+	s.gang(t, "a", 2, nil, inQueue, 2, wholeNode)
+	s.gang(t, "b", 2, nil, inQueue, 2, wholeNode)
+	high := wholeNode
+	high.PriorityClassName = pc.Name
+	s.gang(t, "c", 2, nil, inQueue, 2, high)
+
+	// The namespace user: the namespace's view role, into which the chart's
+	// phalanx-namespace-viewer aggregates (gangs and positions).
+	const user = "researcher"
+	if _, err := env.Client.CoreV1().ServiceAccounts(s.ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: user}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	rb := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user + "-view"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "view"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: user, Namespace: s.ns}},
+	}
+	if _, err := env.Client.RbacV1().RoleBindings(s.ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	token, err := env.ServiceAccountToken(ctx, s.ns, user)
+	if err != nil {
+		t.Fatal(err)
+	}
+	userConfig := filepath.Join(t.TempDir(), "user.kubeconfig")
+	if err := env.WriteTokenKubeconfig(userConfig, token); err != nil {
+		t.Fatal(err)
+	}
+
+	// jobs: the three pending gangs with positions c, a, b.
+	var list cli.JobList
+	positions := map[string]*phalanxv1alpha1.GangPosition{}
+	err = testcluster.Eventually(ctx, 2*time.Minute, func(context.Context) (bool, error) {
+		code, stdout, stderr := plugin(t, bin, userConfig, "-n", s.ns, "jobs", "-o", "json")
+		if code != 0 {
+			t.Logf("jobs: exit %d: %s", code, stderr)
+			return false, nil
+		}
+		list = cli.JobList{}
+		if err := json.Unmarshal([]byte(stdout), &list); err != nil {
+			return false, err
+		}
+		positions = map[string]*phalanxv1alpha1.GangPosition{}
+		for _, j := range list.Jobs {
+			if j.Position != nil {
+				positions[j.Gang] = j.Position
+			}
+		}
+		return len(positions) == 3 && positions["c"].PositionInQueue == 1, nil
+	})
+	if err != nil {
+		t.Fatalf("jobs never listed positions for a, b and c: %+v (%v)", list, err)
+	}
+	want := []string{"c", "a", "b"}
+	for i, g := range want {
+		p := positions[g]
+		if p.PositionInQueue != int32(i+1) || p.QueueLength != 3 || p.Queue != q.Name {
+			t.Errorf("%s: position %d/%d in %s, want %d/3 in %s", g, p.PositionInQueue, p.QueueLength, p.Queue, i+1, q.Name)
+		}
+	}
+	if a := positions["a"].Ahead; a == nil || a.Name != "c" || a.Reason != "higher priority (1000 > 0)" {
+		t.Errorf("a: ahead %+v, want c by higher priority", a)
+	}
+	for _, j := range list.Jobs {
+		switch j.Gang {
+		case "first":
+			if j.State != "Running" || j.Bound != 2 || j.Position != nil {
+				t.Errorf("first: %+v, want Running 2/2 without a position", j)
+			}
+		case "a", "b", "c":
+			if j.Bound != 0 || j.Min != 2 || j.Waiting == "" || j.Source != "PodGroup" {
+				t.Errorf("%s: %+v, want 0/2 bound, waiting, source PodGroup", j.Gang, j)
+			}
+		}
+	}
+	code, stdout, stderr := plugin(t, bin, userConfig, "-n", s.ns, "jobs")
+	if code != 0 || !strings.Contains(stdout, "2/3 in "+q.Name) {
+		t.Errorf("jobs table (exit %d, %s):\n%s", code, stderr, stdout)
+	}
+
+	// why, from a pod of the middle gang.
+	code, stdout, stderr = plugin(t, bin, userConfig, "-n", s.ns, "why", "pod/a-0")
+	for _, line := range []string{
+		"Gang:       PodGroup " + s.ns + "/a",
+		"Members:    0 of minimum 2 bound",
+		"Position:   2 of 3 in queue " + q.Name,
+		"Ahead:      c, because of higher priority (1000 > 0)",
+		"Waits for:  ",
+		"a-0  Pending",
+	} {
+		if code != 0 || !strings.Contains(stdout, line) {
+			t.Errorf("why pod/a-0 (exit %d, %s): no %q in\n%s", code, stderr, line, stdout)
+		}
+	}
+
+	// Refused, with the permission named: another namespace, the queues.
+	code, _, stderr = plugin(t, bin, userConfig, "-n", "kube-system", "jobs")
+	if code != 1 || !strings.Contains(stderr, "permission denied: you may not read") || strings.Contains(stderr, "goroutine") {
+		t.Errorf("jobs in kube-system as a namespace user: exit %d, stderr %q", code, stderr)
+	}
+	code, _, stderr = plugin(t, bin, userConfig, "queues")
+	if code != 1 || !strings.Contains(stderr, "phalanx-cluster-viewer") {
+		t.Errorf("queues as a namespace user: exit %d, stderr %q", code, stderr)
+	}
+
+	// An admin: the queue with its pending gangs, the node's GPUs all used.
+	admin := env.Kubeconfig
+	err = testcluster.Eventually(ctx, time.Minute, func(context.Context) (bool, error) {
+		code, stdout, _ := plugin(t, bin, admin, "queues", "-o", "json")
+		var tree cli.QueueTree
+		if code != 0 || json.Unmarshal([]byte(stdout), &tree) != nil {
+			return false, nil
+		}
+		for _, r := range tree.Queues {
+			if r.Name == q.Name {
+				return r.Pending == 3 && r.Running == 1 && r.Allocated["nvidia.com/gpu"] == "4", nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Errorf("queues never showed %s with 3 pending, 1 running, 4 GPUs allocated: %v", q.Name, err)
+	}
+	code, stdout, stderr = plugin(t, bin, admin, "top", "-o", "json")
+	var topOut cli.Top
+	if code != 0 || json.Unmarshal([]byte(stdout), &topOut) != nil {
+		t.Fatalf("top: exit %d: %s %s", code, stderr, stdout)
+	}
+	found := false
+	for _, d := range topOut.Domains {
+		if d.Level == "host" && d.Domain == s.name+"-n0" {
+			found = true
+			if d.Allocatable != 4 || d.Used != 4 || d.Free != 0 {
+				t.Errorf("top: %+v, want 4 GPUs allocatable, all used", d)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("top: no host domain %s-n0 in %+v", s.name, topOut.Domains)
+	}
+
+	// The positions hold: as each running gang goes, the next one starts.
+	running := "first"
+	for _, next := range want {
+		zero := int64(0)
+		if err := env.Client.CoreV1().Pods(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
+			metav1.ListOptions{LabelSelector: gangSelector(running)}); err != nil {
+			t.Fatal(err)
+		}
+		waitBound(t, s, gangSelector(next), 2)
+		for _, later := range want[indexOf(want, next)+1:] {
+			if pods, err := s.bound(ctx, gangSelector(later)); err != nil || len(pods) != 0 {
+				t.Fatalf("%s bound before %s (positions said %v)", later, next, want)
+			}
+		}
+		running = next
+	}
+}
+
+func indexOf(list []string, s string) int {
+	for i, v := range list {
+		if v == s {
+			return i
+		}
+	}
+	return -1
+}
