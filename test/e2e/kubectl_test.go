@@ -10,10 +10,12 @@ import (
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	schedulingv1 "k8s.io/api/scheduling/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/cli"
@@ -55,10 +57,9 @@ func plugin(t *testing.T, bin, kubeconfig string, args ...string) (int, string, 
 
 // testKubectlPlugin: a namespace user (a ServiceAccount with the
 // namespace's view role) runs kubectl phalanx. Three gangs wait behind a
-// running one on a 4-GPU node; jobs shows their positions (the
-// higher-priority one first, then by submission), why explains the one in
-// the middle, and the gangs then start in exactly that order as capacity
-// frees. The user is refused other namespaces and the cluster views with a
+// running Job's gang on a 4-GPU node; jobs shows their positions (by
+// submission), why explains the one in the middle, and the gangs then start
+// in exactly that order as capacity frees. The user is refused other namespaces and the cluster views with a
 // message naming the missing permission; an admin sees the queue and the
 // node's free GPUs.
 func testKubectlPlugin(t *testing.T, env *Env) {
@@ -74,25 +75,47 @@ func testKubectlPlugin(t *testing.T, env *Env) {
 	t.Cleanup(func() {
 		_ = env.Phalanx.SchedulingV1alpha1().Queues().Delete(context.Background(), q.Name, metav1.DeleteOptions{})
 	})
-	// c goes first by priority, without preempting the running gang.
-	never := corev1.PreemptNever
-	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: s.name + "-high"}, Value: 1000, PreemptionPolicy: &never}
-	if _, err := env.Client.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = env.Client.SchedulingV1().PriorityClasses().Delete(context.Background(), pc.Name, metav1.DeleteOptions{})
-	})
 	inQueue := map[string]string{phalanxv1alpha1.QueueLabel: q.Name}
 	wholeNode := testcluster.PodSpec{CPU: "1", Memory: "1Gi", GPUs: 2, Labels: inQueue}
 
-	s.gang(t, "first", 2, nil, inQueue, 2, wholeNode)
-	waitBound(t, s, gangSelector("first"), 2)
-	s.gang(t, "a", 2, nil, inQueue, 2, wholeNode)
-	s.gang(t, "b", 2, nil, inQueue, 2, wholeNode)
-	high := wholeNode
-	high.PriorityClassName = pc.Name
-	s.gang(t, "c", 2, nil, inQueue, 2, high)
+	// The running gang is a Job's (an implicit gang: phalanx makes its
+	// PodGroup), run by the Job controller.
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: "first", Namespace: s.ns},
+		Spec: batchv1.JobSpec{
+			Parallelism: ptr.To[int32](2), Completions: ptr.To[int32](2),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: inQueue, Annotations: map[string]string{phalanxv1alpha1.GangSizeAnnotation: "2"}},
+				Spec: corev1.PodSpec{
+					SchedulerName:                 "phalanx-scheduler",
+					RestartPolicy:                 corev1.RestartPolicyNever,
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					NodeSelector:                  map[string]string{scenarioLabel: s.name},
+					Tolerations:                   []corev1.Toleration{{Key: suiteTaint, Operator: corev1.TolerationOpExists}},
+					Containers: []corev1.Container{{Name: "train", Image: "registry.k8s.io/pause:3.10",
+						Resources: corev1.ResourceRequirements{
+							Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), "nvidia.com/gpu": resource.MustParse("2")},
+							Limits:   corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")},
+						}}},
+				},
+			},
+		},
+	}
+	if _, err := env.Client.BatchV1().Jobs(s.ns).Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Client.BatchV1().Jobs(s.ns).Delete(context.Background(), job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)})
+	})
+	jobPods := batchv1.JobNameLabel + "=" + job.Name
+	waitBound(t, s, jobPods, 2)
+	// Three gangs of one priority, submitted a second apart (creation
+	// times have a second's precision): their order is a, b, c.
+	want := []string{"a", "b", "c"}
+	for _, g := range want {
+		nextSecond(ctx, t)
+		s.gang(t, g, 2, nil, inQueue, 2, wholeNode)
+	}
 
 	// The namespace user: the namespace's view role, into which the chart's
 	// phalanx-namespace-viewer aggregates (gangs and positions).
@@ -136,32 +159,39 @@ func testKubectlPlugin(t *testing.T, env *Env) {
 				positions[j.Gang] = j.Position
 			}
 		}
-		return len(positions) == 3 && positions["c"].PositionInQueue == 1, nil
+		return len(positions) == 3, nil
 	})
 	if err != nil {
 		t.Fatalf("jobs never listed positions for a, b and c: %+v (%v)", list, err)
 	}
-	want := []string{"c", "a", "b"}
 	for i, g := range want {
 		p := positions[g]
 		if p.PositionInQueue != int32(i+1) || p.QueueLength != 3 || p.Queue != q.Name {
 			t.Errorf("%s: position %d/%d in %s, want %d/3 in %s", g, p.PositionInQueue, p.QueueLength, p.Queue, i+1, q.Name)
 		}
 	}
-	if a := positions["a"].Ahead; a == nil || a.Name != "c" || a.Reason != "higher priority (1000 > 0)" {
-		t.Errorf("a: ahead %+v, want c by higher priority", a)
+	if p := positions["a"]; p.Ahead != nil {
+		t.Errorf("a: ahead %+v, want none", p.Ahead)
 	}
+	if b := positions["b"].Ahead; b == nil || b.Name != "a" || !strings.HasPrefix(b.Reason, "submitted earlier (") || !strings.HasSuffix(b.Reason, ", 1s before)") {
+		t.Errorf("b: ahead %+v, want a, submitted 1s earlier", b)
+	}
+	sawJob := false
 	for _, j := range list.Jobs {
 		switch j.Gang {
-		case "first":
-			if j.State != "Running" || j.Bound != 2 || j.Position != nil {
-				t.Errorf("first: %+v, want Running 2/2 without a position", j)
-			}
 		case "a", "b", "c":
 			if j.Bound != 0 || j.Min != 2 || j.Waiting == "" || j.Source != "PodGroup" {
 				t.Errorf("%s: %+v, want 0/2 bound, waiting, source PodGroup", j.Gang, j)
 			}
+		default:
+			sawJob = true
+			if j.Source != "Job first" || j.State != "Running" || j.Bound != 2 || j.Min != 2 || j.Position != nil {
+				t.Errorf("the Job's gang: %+v, want source Job first, Running 2/2, no position", j)
+			}
 		}
+	}
+	if !sawJob {
+		t.Errorf("jobs lists no gang of Job first: %+v", list.Jobs)
 	}
 	code, stdout, stderr := plugin(t, bin, userConfig, "-n", s.ns, "jobs")
 	if code != 0 || !strings.Contains(stdout, "2/3 in "+q.Name) {
@@ -169,18 +199,24 @@ func testKubectlPlugin(t *testing.T, env *Env) {
 	}
 
 	// why, from a pod of the middle gang.
-	code, stdout, stderr = plugin(t, bin, userConfig, "-n", s.ns, "why", "pod/a-0")
+	code, stdout, stderr = plugin(t, bin, userConfig, "-n", s.ns, "why", "pod/b-0")
 	for _, line := range []string{
-		"Gang:       PodGroup " + s.ns + "/a",
+		"Gang:       PodGroup " + s.ns + "/b",
 		"Members:    0 of minimum 2 bound",
 		"Position:   2 of 3 in queue " + q.Name,
-		"Ahead:      c, because of higher priority (1000 > 0)",
+		"Ahead:      a, because of submitted earlier (",
 		"Waits for:  ",
-		"a-0  Pending",
+		"b-0  Pending",
 	} {
 		if code != 0 || !strings.Contains(stdout, line) {
-			t.Errorf("why pod/a-0 (exit %d, %s): no %q in\n%s", code, stderr, line, stdout)
+			t.Errorf("why pod/b-0 (exit %d, %s): no %q in\n%s", code, stderr, line, stdout)
 		}
+	}
+
+	// why, from the Job: its gang runs.
+	code, stdout, stderr = plugin(t, bin, userConfig, "-n", s.ns, "why", "job/first")
+	if code != 0 || !strings.Contains(stdout, "Waits for:  nothing: the gang runs (2 of minimum 2 members bound)") {
+		t.Errorf("why job/first (exit %d, %s):\n%s", code, stderr, stdout)
 	}
 
 	// Refused, with the permission named: another namespace, the queues.
@@ -229,29 +265,40 @@ func testKubectlPlugin(t *testing.T, env *Env) {
 		t.Errorf("top: no host domain %s-n0 in %+v", s.name, topOut.Domains)
 	}
 
-	// The positions hold: as each running gang goes, the next one starts.
-	running := "first"
-	for _, next := range want {
+	// The positions hold: as each running gang goes, the gang first in
+	// line starts. Each waits until the head of the line holds its
+	// reservation (after reservationAfterSeconds, 30 s in the canonical
+	// profile): before that, a gang behind may take freed room while the
+	// ones ahead sit out their backoff (docs/user-guide.md says so).
+	if err := env.Client.BatchV1().Jobs(s.ns).Delete(ctx, job.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationOrphan)}); err != nil {
+		t.Fatal(err)
+	}
+	running := jobPods
+	for i, next := range want {
+		s.waitCondition(t, next, metav1.ConditionFalse, "Reserving")
 		zero := int64(0)
 		if err := env.Client.CoreV1().Pods(s.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero},
-			metav1.ListOptions{LabelSelector: gangSelector(running)}); err != nil {
+			metav1.ListOptions{LabelSelector: running}); err != nil {
 			t.Fatal(err)
 		}
 		waitBound(t, s, gangSelector(next), 2)
-		for _, later := range want[indexOf(want, next)+1:] {
+		for _, later := range want[i+1:] {
 			if pods, err := s.bound(ctx, gangSelector(later)); err != nil || len(pods) != 0 {
 				t.Fatalf("%s bound before %s (positions said %v)", later, next, want)
 			}
 		}
-		running = next
+		running = gangSelector(next)
 	}
 }
 
-func indexOf(list []string, s string) int {
-	for i, v := range list {
-		if v == s {
-			return i
-		}
+// nextSecond waits for the wall clock's next second, so that objects
+// created after it have a later creationTimestamp than those before.
+func nextSecond(ctx context.Context, t *testing.T) {
+	t.Helper()
+	now := time.Now()
+	select {
+	case <-time.After(now.Truncate(time.Second).Add(time.Second).Sub(now)):
+	case <-ctx.Done():
+		t.Fatal(ctx.Err())
 	}
-	return -1
 }

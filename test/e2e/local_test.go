@@ -94,6 +94,11 @@ func startLocal(t *testing.T, mode string) *Env {
 	if err := c.StartClusterRoleAggregation(); err != nil {
 		t.Fatal(err)
 	}
+	// Its Job controller: the kubectl plugin scenario's running gang is a
+	// Job's.
+	if err := c.StartJobController(); err != nil {
+		t.Fatal(err)
+	}
 
 	env := &Env{Cluster: c, Mode: mode, Namespace: ns}
 	var procs []*testcluster.PodProcess
