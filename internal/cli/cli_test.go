@@ -1,0 +1,86 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestExplain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want []string
+	}{
+		{"forbidden names the resource and the role",
+			apierrors.NewForbidden(schema.GroupResource{Group: "scheduling.phalanx.dev", Resource: "queues"}, "", errors.New("no")),
+			[]string{"permission denied: you may not read queues.scheduling.phalanx.dev here", "phalanx-cluster-viewer"}},
+		{"a kind not served names the CRDs",
+			&meta.NoKindMatchError{GroupKind: schema.GroupKind{Group: "scheduling.phalanx.dev", Kind: "QueuePositions"}},
+			[]string{"the API server does not serve", "manifests/crds"}},
+		{"other errors pass through", errors.New("connection refused"), []string{"connection refused"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := explain(tc.err).Error()
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("explain = %q, want it to contain %q", got, w)
+				}
+			}
+		})
+	}
+}
+
+func TestRunRefusesBadInput(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--output", "xml", "jobs"}, 2, `--output "xml": use table, json or yaml`},
+		{[]string{"--no-such-flag"}, 2, "unknown flag: --no-such-flag"},
+		{[]string{"--kubeconfig", "/nonexistent/kubeconfig", "jobs"}, 1, "reading the kubeconfig"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := Run(tc.args, &stdout, &stderr); code != tc.code || !strings.Contains(stderr.String(), tc.want) {
+			t.Errorf("Run(%v) = %d, stderr %q; want %d and %q", tc.args, code, stderr.String(), tc.code, tc.want)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if code := Run([]string{"--help"}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "why <target>") {
+		t.Errorf("--help: %d %q", code, stdout.String())
+	}
+}
+
+func TestResourcesGPUsFirst(t *testing.T) {
+	names := []string{"memory", "cpu", "example.com/fpga", "nvidia.com/gpu", "pods"}
+	resourceOrder(names)
+	if got := strings.Join(names, ","); got != "nvidia.com/gpu,example.com/fpga,cpu,memory,pods" {
+		t.Errorf("order %s", got)
+	}
+	used := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("12"), corev1.ResourceCPU: resource.MustParse("4")}
+	guarantee := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("8")}
+	if got := list(above(used, guarantee)); got != "nvidia.com/gpu=4" {
+		t.Errorf("borrowing %s, want nvidia.com/gpu=4", got)
+	}
+	if got := ofDeserved(quantities(used), quantities(guarantee)); got != "nvidia.com/gpu=12/8,cpu=4/8" {
+		t.Errorf("allocated/deserved %s", got)
+	}
+}
+
+func TestFirstClause(t *testing.T) {
+	msg := "no placement for 4 more members (minMember 4, 0 placed): at most 2 fit. nothing is reserved"
+	if got := firstClause("Unschedulable", msg); got != "Unschedulable: no placement for 4 more members (minMember 4, 0 placed): at most 2 fit" {
+		t.Errorf("firstClause = %q", got)
+	}
+	if got := firstClause("", ""); got != "-" {
+		t.Errorf("empty: %q", got)
+	}
+}
