@@ -64,9 +64,27 @@ func plugin(t *testing.T, bin, kubeconfig string, args ...string) (int, string, 
 // node's free GPUs.
 func testKubectlPlugin(t *testing.T, env *Env) {
 	s := newScenario(t, env, "kubectl")
-	s.nodes(t, testcluster.NodeSpec{Name: "n0", CPU: "8", Memory: "16Gi", GPUs: 4})
+	// Two leaves: one node of 4 GPUs where the gangs run, one of a single
+	// GPU where no 2-GPU member fits (what top shows).
+	const leafLabel = "e2e.phalanx.dev/leaf"
+	s.nodes(t,
+		testcluster.NodeSpec{Name: "n0", CPU: "8", Memory: "16Gi", GPUs: 4, Labels: map[string]string{leafLabel: s.name + "-l1"}},
+		testcluster.NodeSpec{Name: "n1", CPU: "8", Memory: "16Gi", GPUs: 1, Labels: map[string]string{leafLabel: s.name + "-l2"}})
 	ctx := ctxFor(t, 10*time.Minute)
 	bin := kubectlPhalanx(t)
+	nt := &phalanxv1alpha1.NetworkTopology{
+		ObjectMeta: metav1.ObjectMeta{Name: phalanxv1alpha1.DefaultNetworkTopologyName},
+		Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
+			{Name: "leaf", NodeLabel: leafLabel},
+			{Name: "host", NodeLabel: corev1.LabelHostname},
+		}},
+	}
+	if _, err := env.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctx, nt, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("NetworkTopology default: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = env.Phalanx.SchedulingV1alpha1().NetworkTopologies().Delete(context.Background(), nt.Name, metav1.DeleteOptions{})
+	})
 
 	q := &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: s.name}}
 	if _, err := env.Phalanx.SchedulingV1alpha1().Queues().Create(ctx, q, metav1.CreateOptions{}); err != nil {
@@ -252,17 +270,26 @@ func testKubectlPlugin(t *testing.T, env *Env) {
 	if code != 0 || json.Unmarshal([]byte(stdout), &topOut) != nil {
 		t.Fatalf("top: exit %d: %s %s", code, stderr, stdout)
 	}
-	found := false
+	wantDomains := map[string]cli.DomainRow{
+		"leaf/" + s.name + "-l1": {Nodes: 1, Allocatable: 4, Used: 4},
+		"leaf/" + s.name + "-l2": {Nodes: 1, Allocatable: 1, Free: 1, LargestOnNode: 1, FreeNodes: 1},
+		"host/" + s.name + "-n0": {Nodes: 1, Allocatable: 4, Used: 4},
+		"host/" + s.name + "-n1": {Nodes: 1, Allocatable: 1, Free: 1, LargestOnNode: 1, FreeNodes: 1},
+	}
 	for _, d := range topOut.Domains {
-		if d.Level == "host" && d.Domain == s.name+"-n0" {
-			found = true
-			if d.Allocatable != 4 || d.Used != 4 || d.Free != 0 {
-				t.Errorf("top: %+v, want 4 GPUs allocatable, all used", d)
-			}
+		key := d.Level + "/" + d.Domain
+		w, ok := wantDomains[key]
+		if !ok {
+			continue
+		}
+		delete(wantDomains, key)
+		w.Level, w.Domain = d.Level, d.Domain
+		if d != w {
+			t.Errorf("top: %+v, want %+v", d, w)
 		}
 	}
-	if !found {
-		t.Errorf("top: no host domain %s-n0 in %+v", s.name, topOut.Domains)
+	if len(wantDomains) > 0 {
+		t.Errorf("top: domains missing %v in %+v", wantDomains, topOut.Domains)
 	}
 
 	// The positions hold: as each running gang goes, the gang first in
