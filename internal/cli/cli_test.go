@@ -84,3 +84,21 @@ func TestFirstClause(t *testing.T) {
 		t.Errorf("empty: %q", got)
 	}
 }
+
+func TestMembersFitting(t *testing.T) {
+	q := resource.MustParse
+	alloc := corev1.ResourceList{"nvidia.com/gpu": q("8"), corev1.ResourceCPU: q("64")}
+	used := corev1.ResourceList{"nvidia.com/gpu": q("3"), corev1.ResourceCPU: q("60")}
+	for _, tc := range []struct {
+		req  corev1.ResourceList
+		want int
+	}{
+		{corev1.ResourceList{"nvidia.com/gpu": q("2")}, 2},
+		{corev1.ResourceList{"nvidia.com/gpu": q("2"), corev1.ResourceCPU: q("3")}, 1},
+		{corev1.ResourceList{"example.com/fpga": q("1")}, 0},
+	} {
+		if got := membersFitting(alloc, used, tc.req); got != tc.want {
+			t.Errorf("membersFitting(%v) = %d, want %d", tc.req, got, tc.want)
+		}
+	}
+}

@@ -46,6 +46,8 @@ type JobRow struct {
 	// Position is the gang's place, while it waits (QueuePositions).
 	Position *phalanxv1alpha1.GangPosition `json:"position,omitempty"`
 	created  time.Time
+	// required is the gang's required topology level, if any.
+	required string
 }
 
 // JobList is the jobs command's output.
@@ -126,7 +128,8 @@ func gangRows(ctx context.Context, c *clients, ns string) ([]JobRow, string, err
 		pg := &pgs[i]
 		k := key{pg.Namespace, pg.Name, "PodGroup"}
 		r := JobRow{Namespace: pg.Namespace, Gang: pg.Name, Kind: "PodGroup", Source: ownerOf(pg.OwnerReferences, "PodGroup"),
-			Min: pg.Spec.MinMember, Queue: pg.Labels[phalanxv1alpha1.QueueLabel], created: pg.CreationTimestamp.Time}
+			Min: pg.Spec.MinMember, Queue: pg.Labels[phalanxv1alpha1.QueueLabel], created: pg.CreationTimestamp.Time,
+			required: pg.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]}
 		r.State = string(pg.Status.Phase)
 		if r.State == "" {
 			r.State = string(pgv1alpha1.PodGroupPending)
@@ -145,7 +148,8 @@ func gangRows(ctx context.Context, c *clients, ns string) ([]JobRow, string, err
 				pg := &ups.Items[i]
 				k := key{pg.Namespace, pg.Name, "Workload"}
 				r := JobRow{Namespace: pg.Namespace, Gang: pg.Name, Kind: "Workload", Source: "PodGroup (Workload API)",
-					Min: 1, Queue: pg.Labels[phalanxv1alpha1.QueueLabel], State: "Pending", created: pg.CreationTimestamp.Time}
+					Min: 1, Queue: pg.Labels[phalanxv1alpha1.QueueLabel], State: "Pending", created: pg.CreationTimestamp.Time,
+					required: pg.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]}
 				if wl := workload.WorkloadOf(pg); wl != "" {
 					r.Source = "Workload " + wl
 				}
@@ -204,6 +208,9 @@ func finish(r JobRow, pods []*corev1.Pod, pos *phalanxv1alpha1.GangPosition) Job
 		}
 		if r.Queue == "" {
 			r.Queue = p.Labels[phalanxv1alpha1.QueueLabel]
+		}
+		if r.required == "" {
+			r.required = p.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
 		}
 	}
 	if pos != nil {

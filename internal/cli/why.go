@@ -32,9 +32,13 @@ type Why struct {
 	Gang   *JobRow `json:"gang,omitempty"`
 	// WaitsFor is what the gang waits for, in the scheduler's words (the
 	// blocking reason first), or the pod's own reason outside gangs.
-	WaitsFor string      `json:"waitsFor"`
-	Members  []MemberRow `json:"members,omitempty"`
-	Events   []EventRow  `json:"events,omitempty"`
+	WaitsFor string `json:"waitsFor"`
+	// Closest is where the gang comes nearest to fitting now, and what
+	// must free there; ClosestNote says why it is not shown.
+	Closest     *Closest    `json:"closest,omitempty"`
+	ClosestNote string      `json:"closestNote,omitempty"`
+	Members     []MemberRow `json:"members,omitempty"`
+	Events      []EventRow  `json:"events,omitempty"`
 }
 
 // MemberRow is one pod of the gang.
@@ -141,6 +145,23 @@ func why(ctx context.Context, c *clients, target string) (*Why, error) {
 			if ref, err := workload.GangOf(p); err == nil && ref.Name == g.Gang {
 				out.Members = append(out.Members, member(p))
 				objects[p.Name] = true
+			}
+		}
+		if g.State == "Pending" || g.State == "Scheduling" {
+			var waiting *corev1.Pod
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				if ref, err := workload.GangOf(p); err == nil && ref.Name == g.Gang && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+					waiting = p
+					break
+				}
+			}
+			if waiting != nil {
+				cl, err := closest(ctx, c, waiting, g.required, int(g.Min-g.Bound))
+				if err != nil {
+					out.ClosestNote = "closest placement not shown: " + explain(err).Error()
+				}
+				out.Closest = cl
 			}
 		}
 	} else if pod != nil {
@@ -254,6 +275,12 @@ func (w *Why) table(out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "Waits for:  %s\n", w.WaitsFor)
+	if w.Closest != nil {
+		fmt.Fprintf(out, "Closest:    %s\n", w.Closest)
+	}
+	if w.ClosestNote != "" {
+		fmt.Fprintf(out, "Note:       %s\n", w.ClosestNote)
+	}
 	if len(w.Members) > 0 {
 		fmt.Fprintln(out, "Pods:")
 		for _, m := range w.Members {

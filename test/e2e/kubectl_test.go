@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -225,6 +226,7 @@ func testKubectlPlugin(t *testing.T, env *Env) {
 		"Ahead:      a, because of submitted earlier (",
 		"Waits for:  ",
 		"b-0  Pending",
+		"Note:       closest placement not shown: permission denied: you may not read nodes",
 	} {
 		if code != 0 || !strings.Contains(stdout, line) {
 			t.Errorf("why pod/b-0 (exit %d, %s): no %q in\n%s", code, stderr, line, stdout)
@@ -264,6 +266,16 @@ func testKubectlPlugin(t *testing.T, env *Env) {
 	})
 	if err != nil {
 		t.Errorf("queues never showed %s with 3 pending, 1 running, 4 GPUs allocated: %v", q.Name, err)
+	}
+	// why, as the admin: the closest placement and what must free.
+	code, stdout, stderr = plugin(t, bin, admin, "-n", s.ns, "why", "pod/b-0", "-o", "json")
+	var w cli.Why
+	if code != 0 || json.Unmarshal([]byte(stdout), &w) != nil {
+		t.Fatalf("why as admin: exit %d: %s %s", code, stderr, stdout)
+	}
+	wantFree := map[string]string{"nvidia.com/gpu": "4", "cpu": "2", "memory": "2Gi"}
+	if cl := w.Closest; cl == nil || cl.Fit != 0 || cl.Need != 2 || fmt.Sprint(cl.ToFree) != fmt.Sprint(wantFree) {
+		t.Errorf("why as admin: closest %+v (%s), want 0 of 2 fit and %v to free", cl, w.ClosestNote, wantFree)
 	}
 	code, stdout, stderr = plugin(t, bin, admin, "top", "-o", "json")
 	var topOut cli.Top
