@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -63,7 +62,7 @@ type clients struct {
 	kube      kubernetes.Interface
 	phalanx   phalanxclientset.Interface
 	podGroups pgclientset.Interface
-	discovery discovery.DiscoveryInterface
+	config    *rest.Config
 	namespace string
 }
 
@@ -153,7 +152,7 @@ func connect(o Options) (*clients, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = 50, 100
-	c := &clients{namespace: ns}
+	c := &clients{namespace: ns, config: cfg}
 	if c.kube, err = kubernetes.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
@@ -163,7 +162,6 @@ func connect(o Options) (*clients, error) {
 	if c.podGroups, err = pgclientset.NewForConfig(cfg); err != nil {
 		return nil, err
 	}
-	c.discovery = c.kube.Discovery()
 	return c, nil
 }
 

@@ -57,32 +57,13 @@ func closest(ctx context.Context, c *clients, member *corev1.Pod, required strin
 			return nil, fmt.Errorf("level %q is not in NetworkTopology default", required)
 		}
 	}
-	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, used, err := nodeUsage(ctx, c)
 	if err != nil {
 		return nil, err
-	}
-	pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"})
-	if err != nil {
-		return nil, err
-	}
-	used := map[string]corev1.ResourceList{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		u := used[p.Spec.NodeName]
-		if u == nil {
-			u = corev1.ResourceList{}
-			used[p.Spec.NodeName] = u
-		}
-		for n, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-			sum := u[n]
-			sum.Add(q)
-			u[n] = sum
-		}
 	}
 	selector := labels.SelectorFromSet(member.Spec.NodeSelector)
 	fits := map[string]int{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	for _, n := range nodes {
 		if n.Spec.Unschedulable || !selector.Matches(labels.Set(n.Labels)) {
 			continue
 		}
@@ -129,6 +110,37 @@ func closest(ctx context.Context, c *clients, member *corev1.Pod, required strin
 		}
 	}
 	return out, nil
+}
+
+// nodeUsage reads the nodes and what their bound, unfinished pods request.
+func nodeUsage(ctx context.Context, c *clients) ([]*corev1.Node, map[string]corev1.ResourceList, error) {
+	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, err
+	}
+	pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"})
+	if err != nil {
+		return nil, nil, err
+	}
+	used := map[string]corev1.ResourceList{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		u := used[p.Spec.NodeName]
+		if u == nil {
+			u = corev1.ResourceList{}
+			used[p.Spec.NodeName] = u
+		}
+		for n, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
+			sum := u[n]
+			sum.Add(q)
+			u[n] = sum
+		}
+	}
+	out := make([]*corev1.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		out[i] = &nodes.Items[i]
+	}
+	return out, used, nil
 }
 
 // membersFitting counts the members of request r that fit the room

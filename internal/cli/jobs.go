@@ -17,6 +17,7 @@ import (
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/served"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
@@ -107,8 +108,7 @@ func gangRows(ctx context.Context, c *clients, ns string) ([]JobRow, string, err
 	positions := map[key]*phalanxv1alpha1.GangPosition{}
 	var note []string
 	qps, err := c.phalanx.SchedulingV1alpha1().QueuePositionses(ns).List(ctx, metav1.ListOptions{})
-	switch {
-	case err == nil:
+	if err == nil {
 		for i := range qps.Items {
 			qp := &qps.Items[i]
 			for j := range qp.Gangs {
@@ -116,7 +116,7 @@ func gangRows(ctx context.Context, c *clients, ns string) ([]JobRow, string, err
 				positions[key{qp.Namespace, g.Name, g.Kind}] = g
 			}
 		}
-	default:
+	} else {
 		note = append(note, "positions not shown: "+explain(err).Error())
 	}
 	var rows []JobRow
@@ -139,7 +139,7 @@ func gangRows(ctx context.Context, c *clients, ns string) ([]JobRow, string, err
 		}
 		rows = append(rows, finish(r, members[k], positions[k]))
 	}
-	if served(c, schedulingv1beta1.SchemeGroupVersion.String(), "podgroups") {
+	if ok, _ := served.Resource(c.config, schedulingv1beta1.SchemeGroupVersion.String(), "podgroups"); ok {
 		ups, err := c.kube.SchedulingV1beta1().PodGroups(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			note = append(note, "Workload API PodGroups not shown: "+explain(err).Error())
@@ -235,20 +235,6 @@ func ownerOf(refs []metav1.OwnerReference, def string) string {
 		return o.Kind + " " + o.Name
 	}
 	return def
-}
-
-// served asks discovery whether the API server serves resource in gv.
-func served(c *clients, gv, resource string) bool {
-	list, err := c.discovery.ServerResourcesForGroupVersion(gv)
-	if err != nil {
-		return false
-	}
-	for _, r := range list.APIResources {
-		if r.Name == resource {
-			return true
-		}
-	}
-	return false
 }
 
 func (l *JobList) table(w io.Writer) error {

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	resourcehelper "k8s.io/component-helpers/resource"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
@@ -53,34 +52,23 @@ func top(ctx context.Context, c *clients, res string) (*Top, error) {
 	if len(levels) == 0 || levels[len(levels)-1].NodeLabel != corev1.LabelHostname {
 		levels = append(levels, phalanxv1alpha1.TopologyLevel{Name: "host", NodeLabel: corev1.LabelHostname})
 	}
-	nodes, err := c.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, used, err := nodeUsage(ctx, c)
 	if err != nil {
 		return nil, err
-	}
-	pods, err := c.kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"})
-	if err != nil {
-		return nil, err
-	}
-	used := map[string]int64{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		q := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})[name]
-		used[p.Spec.NodeName] += q.Value()
 	}
 	type nodeFree struct{ alloc, used int64 }
 	perNode := map[string]nodeFree{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	for _, n := range nodes {
 		q, ok := n.Status.Allocatable[name]
 		if !ok || n.Spec.Unschedulable {
 			continue
 		}
-		perNode[n.Name] = nodeFree{q.Value(), used[n.Name]}
+		u := used[n.Name][name]
+		perNode[n.Name] = nodeFree{q.Value(), u.Value()}
 	}
 	for _, l := range levels {
 		byDomain := map[string]*DomainRow{}
-		for i := range nodes.Items {
-			n := &nodes.Items[i]
+		for _, n := range nodes {
 			nf, ok := perNode[n.Name]
 			if !ok {
 				continue

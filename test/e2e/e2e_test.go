@@ -417,10 +417,10 @@ func testQueues(t *testing.T, env *Env) {
 	}
 }
 
-func testTopology(t *testing.T, env *Env) {
-	s := newScenario(t, env, "topology")
-	const leafLabel = "e2e.phalanx.dev/leaf"
-	ctx := ctxFor(t, 5*time.Minute)
+// leafTopology creates NetworkTopology default with a leaf level (nodes
+// labelled leafLabel) above hosts, for the test's lifetime.
+func leafTopology(ctx context.Context, t *testing.T, env *Env, leafLabel string) {
+	t.Helper()
 	nt := &phalanxv1alpha1.NetworkTopology{
 		ObjectMeta: metav1.ObjectMeta{Name: phalanxv1alpha1.DefaultNetworkTopologyName},
 		Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
@@ -434,6 +434,13 @@ func testTopology(t *testing.T, env *Env) {
 	t.Cleanup(func() {
 		_ = env.Phalanx.SchedulingV1alpha1().NetworkTopologies().Delete(context.Background(), nt.Name, metav1.DeleteOptions{})
 	})
+}
+
+func testTopology(t *testing.T, env *Env) {
+	s := newScenario(t, env, "topology")
+	const leafLabel = "e2e.phalanx.dev/leaf"
+	ctx := ctxFor(t, 5*time.Minute)
+	leafTopology(ctx, t, env, leafLabel)
 	var nodes []testcluster.NodeSpec
 	for _, leaf := range []string{"a", "b"} {
 		for i := 0; i < 2; i++ {

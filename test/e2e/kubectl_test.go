@@ -73,19 +73,7 @@ func testKubectlPlugin(t *testing.T, env *Env) {
 		testcluster.NodeSpec{Name: "n1", CPU: "8", Memory: "16Gi", GPUs: 1, Labels: map[string]string{leafLabel: s.name + "-l2"}})
 	ctx := ctxFor(t, 10*time.Minute)
 	bin := kubectlPhalanx(t)
-	nt := &phalanxv1alpha1.NetworkTopology{
-		ObjectMeta: metav1.ObjectMeta{Name: phalanxv1alpha1.DefaultNetworkTopologyName},
-		Spec: phalanxv1alpha1.NetworkTopologySpec{Levels: []phalanxv1alpha1.TopologyLevel{
-			{Name: "leaf", NodeLabel: leafLabel},
-			{Name: "host", NodeLabel: corev1.LabelHostname},
-		}},
-	}
-	if _, err := env.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctx, nt, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("NetworkTopology default: %v", err)
-	}
-	t.Cleanup(func() {
-		_ = env.Phalanx.SchedulingV1alpha1().NetworkTopologies().Delete(context.Background(), nt.Name, metav1.DeleteOptions{})
-	})
+	leafTopology(ctx, t, env, leafLabel)
 
 	q := &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: s.name}}
 	if _, err := env.Phalanx.SchedulingV1alpha1().Queues().Create(ctx, q, metav1.CreateOptions{}); err != nil {
