@@ -21,6 +21,10 @@ type CoschedulingArgs struct {
 	// FragmentationHalfLifeSeconds is how long the GPU pod shapes seen keep
 	// half their weight in the fragmentation-aware placement; 0 turns it off.
 	FragmentationHalfLifeSeconds int64
+	// ScheduledEvents says who gets the "Scheduled" event when a gang's
+	// members bind: PerGang (one event on the gang's group object) or
+	// PerMember (every member's own, as kube-scheduler writes for a pod).
+	ScheduledEvents string
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

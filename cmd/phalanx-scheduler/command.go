@@ -31,7 +31,7 @@ import (
 
 // newCommand is kube-scheduler's command (app.NewSchedulerCommand: the same
 // flags, help and start-up) with the phalanx plugins registered and the
-// --karmada-estimator-* flags, which need the scheduler app.Setup builds:
+// --karmada-estimator-* flags, which need the scheduler plugins.Setup builds:
 // upstream's command runs Setup and Run back to back with no hook between.
 func newCommand() *cobra.Command {
 	opts := options.NewOptions()
@@ -95,7 +95,7 @@ func run(cmd *cobra.Command, opts *options.Options, est *dryrun.EstimatorConfig)
 	}()
 	rt := runtime.New(ctx, nil)
 	pluginOpts := plugins.OptionsWith(rt)
-	cc, sched, err := app.Setup(ctx, opts, pluginOpts...)
+	cc, sched, err := plugins.Setup(ctx, opts, pluginOpts...)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,14 @@ const (
 	// at their own level alone: the sub-group annotations left out, so the
 	// plan with sub-groups can be set against the plan without.
 	PhalanxFlat Scheduler = "phalanx-flat"
+	// RawBind is no scheduler: 16 workers bind the workload's pods straight
+	// through the binding subresource, round robin over the nodes. It is
+	// the API server's own limit, which no scheduler can pass.
+	RawBind Scheduler = "raw-bind"
 )
+
+// RawBindWorkers is how many clients bind at once in the RawBind pass.
+const RawBindWorkers = 16
 
 // IsPhalanx says whether s runs phalanx-scheduler.
 func (s Scheduler) IsPhalanx() bool { return s == Phalanx || s == PhalanxFlat }
@@ -51,6 +58,9 @@ func (s Scheduler) SchedulerName() string {
 		return "stock-scheduler"
 	case UpstreamGang:
 		return "upstream-gang-scheduler"
+	case RawBind:
+		// No scheduler has this name: the pods wait for the binding workers.
+		return "raw-bind"
 	}
 	return "phalanx-scheduler"
 }
@@ -160,6 +170,9 @@ func (w Workload) Schedulers() []Scheduler {
 	}
 	return []Scheduler{Stock, Phalanx}
 }
+
+// Passes are the workload's schedulers and the raw-bind pass.
+func (w Workload) Passes() []Scheduler { return append(w.Schedulers(), RawBind) }
 
 // Sizes are the knobs of the default workloads.
 type Sizes struct {

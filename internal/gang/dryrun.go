@@ -90,11 +90,13 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 		byName[n.Name] = i
 		perCopy[i] = n.Limit
 		if across != nil {
-			zoneCap[i] = map[string]int{}
+			zoneCap[i] = make(map[string]int, len(groups))
 			for _, g := range groups {
 				if l, ok := n.Limit[g.Key]; ok {
 					zoneCap[i][g.Key] = across.Limit(g.Rep, n.Name, int(min(n.Free.Copies(g.Request, math.MaxInt32), n.FreePods)))
-					n.Limit = withLimit(n.Limit, g.Key, min(l, zoneCap[i][g.Key]))
+					if zoneCap[i][g.Key] < l {
+						n.Limit = withLimit(n.Limit, g.Key, zoneCap[i][g.Key])
+					}
 				}
 			}
 		}
@@ -137,7 +139,9 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 				n.FreePods -= int64(c)
 				if zoneCap[i] != nil {
 					zoneCap[i][shape] -= c
-					n.Limit = withLimit(n.Limit, shape, min(perCopy[i][shape], zoneCap[i][shape]))
+					if l := min(perCopy[i][shape], zoneCap[i][shape]); l != n.Limit[shape] {
+						n.Limit = withLimit(n.Limit, shape, l)
+					}
 				}
 			}
 		}

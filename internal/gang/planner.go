@@ -52,7 +52,14 @@ func withMemo(nodes []Node) {
 type copiesMemo struct {
 	free, limit uintptr
 	freePods    int64
-	copies      map[string]int
+	// copies per shape key: a gang has a few shapes, so a short list
+	// compares keys faster than a map hashes them.
+	copies []shapeCopies
+}
+
+type shapeCopies struct {
+	key    string
+	copies int
 }
 
 // cachedCopies is nodeCopies on the node's own room, remembered per shape
@@ -63,14 +70,16 @@ func cachedCopies(n *Node, s Shape) int {
 		return nodeCopies(n, s, n.Free, n.FreePods)
 	}
 	free, limit := reflect.ValueOf(n.Free).Pointer(), reflect.ValueOf(n.Limit).Pointer()
-	if m.copies == nil || m.free != free || m.limit != limit || m.freePods != n.FreePods {
-		*m = copiesMemo{free: free, limit: limit, freePods: n.FreePods, copies: map[string]int{}}
+	if m.free != free || m.limit != limit || m.freePods != n.FreePods {
+		m.free, m.limit, m.freePods, m.copies = free, limit, n.FreePods, m.copies[:0]
 	}
-	c, ok := m.copies[s.Key]
-	if !ok {
-		c = nodeCopies(n, s, n.Free, n.FreePods)
-		m.copies[s.Key] = c
+	for _, sc := range m.copies {
+		if sc.key == s.Key {
+			return sc.copies
+		}
 	}
+	c := nodeCopies(n, s, n.Free, n.FreePods)
+	m.copies = append(m.copies, shapeCopies{s.Key, c})
 	return c
 }
 
@@ -454,43 +463,85 @@ func fill(shapes []Shape, nodes []Node, workload []WorkloadShape) (map[string]ma
 			}
 			continue
 		}
-		type cand struct{ i, c int }
-		cands := make([]cand, 0, len(nodes))
+		// Nodes by how many members they take; within one count, best
+		// first (a heap, so that only the nodes taken are ordered).
+		buckets := map[int]*nodeHeap{}
 		for i := range nodes {
 			if c := copiesOn(i); c > 0 {
-				cands = append(cands, cand{i, c})
+				b := buckets[c]
+				if b == nil {
+					b = &nodeHeap{c: c, better: better}
+					buckets[c] = b
+				}
+				b.nodes = append(b.nodes, i)
 			}
 		}
-		// Ascending by capacity; equal capacities worst first, so that the
-		// last of a run (taken first) is the best of it, and the end of the
-		// slice the largest node.
-		sort.Slice(cands, func(a, b int) bool {
-			ca, cb := cands[a], cands[b]
-			if ca.c != cb.c {
-				return ca.c < cb.c
-			}
-			return better(cb.i, cb.c, ca.i, ca.c)
-		})
+		counts := make([]int, 0, len(buckets))
+		for c, b := range buckets {
+			b.init()
+			counts = append(counts, c)
+		}
+		slices.Sort(counts)
 		remaining := s.Count
-		end := len(cands)
-		for remaining > 0 && end > 0 {
-			// Smallest candidate (in the unused prefix) that takes all remaining.
-			k := sort.Search(end, func(j int) bool { return cands[j].c >= remaining })
-			pick := end - 1
-			n := cands[pick].c
-			if k < end {
-				// The best of the equally tight run: its last.
-				pick = k
-				for pick+1 < end && cands[pick+1].c == cands[k].c {
-					pick++
-				}
-				n = remaining
+		for remaining > 0 && len(counts) > 0 {
+			// The tightest count that takes all remaining, else the largest.
+			k := sort.SearchInts(counts, remaining)
+			n := remaining
+			if k == len(counts) {
+				k = len(counts) - 1
+				n = counts[k]
 			}
-			take(cands[pick].i, n)
+			b := buckets[counts[k]]
+			take(b.pop(), n)
 			remaining -= n
-			cands = append(cands[:pick], cands[pick+1:]...)
-			end--
+			if len(b.nodes) == 0 {
+				counts = slices.Delete(counts, k, k+1)
+			}
 		}
 	}
 	return slots, placed
+}
+
+// nodeHeap holds the indexes of nodes that take c members each, the best
+// (by better) on top.
+type nodeHeap struct {
+	c      int
+	nodes  []int
+	better func(i, ci, j, cj int) bool
+}
+
+func (h *nodeHeap) less(a, b int) bool {
+	return h.better(h.nodes[a], h.c, h.nodes[b], h.c)
+}
+
+func (h *nodeHeap) init() {
+	for i := len(h.nodes)/2 - 1; i >= 0; i-- {
+		h.down(i)
+	}
+}
+
+func (h *nodeHeap) pop() int {
+	top := h.nodes[0]
+	last := len(h.nodes) - 1
+	h.nodes[0] = h.nodes[last]
+	h.nodes = h.nodes[:last]
+	h.down(0)
+	return top
+}
+
+func (h *nodeHeap) down(i int) {
+	for {
+		best := i
+		if l := 2*i + 1; l < len(h.nodes) && h.less(l, best) {
+			best = l
+		}
+		if r := 2*i + 2; r < len(h.nodes) && h.less(r, best) {
+			best = r
+		}
+		if best == i {
+			return
+		}
+		h.nodes[i], h.nodes[best] = h.nodes[best], h.nodes[i]
+		i = best
+	}
 }

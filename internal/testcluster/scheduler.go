@@ -125,7 +125,7 @@ func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
 	guard := &logGuard{}
 	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), guard.logger(klog.Background())))
 	rt := runtime.New(ctx, nil)
-	cc, sched, err := app.Setup(ctx, opts, plugins.OptionsWith(rt)...)
+	cc, sched, err := plugins.Setup(ctx, opts, plugins.OptionsWith(rt)...)
 	if err != nil {
 		cancel()
 		configz.Delete("componentconfig")

@@ -88,6 +88,18 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	pl.m.Timeout = time.Duration(args.DefaultScheduleTimeoutSeconds) * time.Second
 	pl.m.ReserveAfter = time.Duration(args.ReservationAfterSeconds) * time.Second
 	gangs.TrackWorkload(time.Duration(args.FragmentationHalfLifeSeconds) * time.Second)
+	if r, ok := h.EventRecorder().(*runtime.EventRecorder); ok {
+		// phalanx-scheduler's recorders; a framework built elsewhere (tests,
+		// another binary) keeps every event.
+		if args.ScheduledEvents == configv1.ScheduledEventsPerGang {
+			r.SkipScheduled(func(pod *v1.Pod) bool {
+				_, member := gangs.RefOf(pod)
+				return member
+			})
+		} else {
+			r.SkipScheduled(nil)
+		}
+	}
 	gangs.StartSweeper(pl.m.Timeout, sweepEvery)
 	return pl, nil
 }
@@ -98,6 +110,7 @@ func decodeArgs(obj k8sruntime.Object) (*config.CoschedulingArgs, error) {
 			DefaultScheduleTimeoutSeconds: configv1.DefaultScheduleTimeoutSeconds,
 			ReservationAfterSeconds:       configv1.DefaultReservationAfterSeconds,
 			FragmentationHalfLifeSeconds:  configv1.DefaultFragmentationHalfLifeSeconds,
+			ScheduledEvents:               configv1.DefaultScheduledEvents,
 		}, nil
 	}
 	args, ok := obj.(*config.CoschedulingArgs)

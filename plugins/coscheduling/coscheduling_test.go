@@ -30,7 +30,7 @@ import (
 var coschedulingFilterFirst = plugintest.Plugin{
 	Name: Name, Extensions: []string{"Filter"},
 	New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
-		return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30}, h, rt)
+		return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, ScheduledEvents: "PerGang"}, h, rt)
 	},
 }
 
@@ -692,7 +692,7 @@ func TestFragmentationScore(t *testing.T) {
 		return plugintest.Plugin{
 			Name: Name, Extensions: []string{"QueueSort", "PreFilter", "Filter"},
 			New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
-				return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: seconds}, h, rt)
+				return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: seconds, ScheduledEvents: "PerGang"}, h, rt)
 			},
 		}
 	}

@@ -13,6 +13,10 @@ const (
 	DefaultMinRuntimeSeconds       int64 = 15
 	// An hour: the mix of GPU shapes a cluster runs changes over hours.
 	DefaultFragmentationHalfLifeSeconds int64 = 3600
+	// Scheduled events of gang members: one per gang, or one per member.
+	ScheduledEventsPerGang   = "PerGang"
+	ScheduledEventsPerMember = "PerMember"
+	DefaultScheduledEvents   = ScheduledEventsPerGang
 )
 
 // SetDefaults_CoschedulingArgs sets unset fields to their defaults.
@@ -25,6 +29,9 @@ func SetDefaults_CoschedulingArgs(obj *CoschedulingArgs) {
 	}
 	if obj.FragmentationHalfLifeSeconds == nil {
 		obj.FragmentationHalfLifeSeconds = ptr.To(DefaultFragmentationHalfLifeSeconds)
+	}
+	if obj.ScheduledEvents == nil {
+		obj.ScheduledEvents = ptr.To(DefaultScheduledEvents)
 	}
 }
 

@@ -1,6 +1,7 @@
 package v1_test
 
 import (
+	"k8s.io/utils/ptr"
 	"reflect"
 	"strings"
 	"testing"
@@ -66,7 +67,7 @@ type wantArgs struct {
 }
 
 var defaultArgs = wantArgs{
-	coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: 3600},
+	coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: 3600, ScheduledEvents: "PerGang"},
 	capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: true, MinRuntimeSeconds: 15},
 	networkTopology: &config.NetworkTopologyArgs{TopologyName: "default", UseHyperNodes: true},
 	numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "LeastNUMANodes", NodesWithoutTopology: "AdmitAll"},
@@ -143,6 +144,7 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
       defaultScheduleTimeoutSeconds: 300
       reservationAfterSeconds: 120
       fragmentationHalfLifeSeconds: 0
+      scheduledEvents: PerMember
   - name: CapacityQueue
     args:
       defaultQueue: batch
@@ -158,7 +160,7 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
       nodesWithoutTopology: RejectAlignedPods
 `,
 			want: wantArgs{
-				coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 300, ReservationAfterSeconds: 120, FragmentationHalfLifeSeconds: 0},
+				coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 300, ReservationAfterSeconds: 120, FragmentationHalfLifeSeconds: 0, ScheduledEvents: "PerMember"},
 				capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "batch", EnableReclaim: false},
 				networkTopology: &config.NetworkTopologyArgs{TopologyName: "fabric", UseHyperNodes: false},
 				numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "MostAllocated", NodesWithoutTopology: "RejectAlignedPods"},
@@ -256,12 +258,12 @@ func TestSetDefaultsFunctions(t *testing.T) {
 		{
 			name: "Coscheduling unset",
 			in:   &configv1.CoschedulingArgs{},
-			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(configv1.DefaultScheduleTimeoutSeconds), ReservationAfterSeconds: i64(configv1.DefaultReservationAfterSeconds), FragmentationHalfLifeSeconds: i64(configv1.DefaultFragmentationHalfLifeSeconds)},
+			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(configv1.DefaultScheduleTimeoutSeconds), ReservationAfterSeconds: i64(configv1.DefaultReservationAfterSeconds), FragmentationHalfLifeSeconds: i64(configv1.DefaultFragmentationHalfLifeSeconds), ScheduledEvents: ptr.To(configv1.DefaultScheduledEvents)},
 		},
 		{
 			name: "Coscheduling set (even zero) is kept for validation to judge",
-			in:   &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0), FragmentationHalfLifeSeconds: i64(0)},
-			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0), FragmentationHalfLifeSeconds: i64(0)},
+			in:   &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0), FragmentationHalfLifeSeconds: i64(0), ScheduledEvents: ptr.To("")},
+			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0), FragmentationHalfLifeSeconds: i64(0), ScheduledEvents: ptr.To("")},
 		},
 		{
 			name: "CapacityQueue unset",

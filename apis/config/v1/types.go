@@ -23,6 +23,13 @@ type CoschedulingArgs struct {
 	// weights halve every this many seconds. 0 turns fragmentation-aware
 	// placement off. Default 3600.
 	FragmentationHalfLifeSeconds *int64 `json:"fragmentationHalfLifeSeconds,omitempty"`
+	// ScheduledEvents says who gets the "Scheduled" event when a gang's
+	// members bind. PerGang: the gang's group object gets one event when the
+	// gang starts, and members bind without an event of their own (an event
+	// write costs the API server as much as the bind). PerMember: every
+	// member gets kube-scheduler's "Successfully assigned" event too.
+	// Pods outside gangs always get theirs. Default PerGang.
+	ScheduledEvents *string `json:"scheduledEvents,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -124,6 +124,9 @@ func autoConvert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *Coscheduling
 	if err := metav1.Convert_Pointer_int64_To_int64(&in.FragmentationHalfLifeSeconds, &out.FragmentationHalfLifeSeconds, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_string_To_string(&in.ScheduledEvents, &out.ScheduledEvents, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -140,6 +143,9 @@ func autoConvert_config_CoschedulingArgs_To_v1_CoschedulingArgs(in *config.Cosch
 		return err
 	}
 	if err := metav1.Convert_int64_To_Pointer_int64(&in.FragmentationHalfLifeSeconds, &out.FragmentationHalfLifeSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_string_To_Pointer_string(&in.ScheduledEvents, &out.ScheduledEvents, s); err != nil {
 		return err
 	}
 	return nil

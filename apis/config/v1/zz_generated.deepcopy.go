@@ -84,6 +84,11 @@ func (in *CoschedulingArgs) DeepCopyInto(out *CoschedulingArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.ScheduledEvents != nil {
+		in, out := &in.ScheduledEvents, &out.ScheduledEvents
+		*out = new(string)
+		**out = **in
+	}
 	return
 }
 

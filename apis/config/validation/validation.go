@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/phalanx-sched/phalanx/apis/config"
+	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 )
 
 // maxTimeoutSeconds keeps timeouts in a range where a typo is caught (one day).
@@ -20,6 +21,9 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 	errs = append(errs, validateSeconds(path.Child("defaultScheduleTimeoutSeconds"), args.DefaultScheduleTimeoutSeconds, 1)...)
 	errs = append(errs, validateSeconds(path.Child("reservationAfterSeconds"), args.ReservationAfterSeconds, 1)...)
 	errs = append(errs, validateSeconds(path.Child("fragmentationHalfLifeSeconds"), args.FragmentationHalfLifeSeconds, 0)...)
+	if e := args.ScheduledEvents; e != configv1.ScheduledEventsPerGang && e != configv1.ScheduledEventsPerMember {
+		errs = append(errs, field.NotSupported(path.Child("scheduledEvents"), e, []string{configv1.ScheduledEventsPerGang, configv1.ScheduledEventsPerMember}))
+	}
 	return errs.ToAggregate()
 }
 

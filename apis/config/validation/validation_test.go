@@ -101,7 +101,7 @@ func TestValidateCoschedulingArgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: tc.timeout, ReservationAfterSeconds: defaults.coscheduling.ReservationAfterSeconds})
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: tc.timeout, ReservationAfterSeconds: defaults.coscheduling.ReservationAfterSeconds, ScheduledEvents: defaults.coscheduling.ScheduledEvents})
 			checkErr(t, err, tc.wantFields, tc.wantSubstr)
 		})
 	}
@@ -250,6 +250,26 @@ func TestValidateNUMATopologyArgs(t *testing.T) {
 				if err != nil && strings.Contains(err.Error(), f) {
 					t.Errorf("error %q names valid field %q", err, f)
 				}
+			}
+		})
+	}
+}
+
+// TestValidateScheduledEvents: PerGang and PerMember, nothing else, and the
+// error names the field and the values it takes.
+func TestValidateScheduledEvents(t *testing.T) {
+	for _, tc := range []struct {
+		value string
+		ok    bool
+	}{{"PerGang", true}, {"PerMember", true}, {"", false}, {"pergang", false}, {"None", false}} {
+		t.Run(tc.value, func(t *testing.T) {
+			args := defaults.coscheduling
+			args.ScheduledEvents = tc.value
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &args)
+			if tc.ok {
+				checkErr(t, err, nil, nil)
+			} else {
+				checkErr(t, err, []string{"pluginConfig[Coscheduling].args.scheduledEvents"}, []string{`"PerGang"`, `"PerMember"`})
 			}
 		})
 	}
