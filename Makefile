@@ -103,7 +103,7 @@ TRACE_ARGS ?= -generate -seed 1 -load 1.25 -speed 50
 trace: bench-bins
 	$(BIN)/phalanx-sim trace -kube-scheduler $(BIN)/kube-scheduler -out report/trace -html report/trace/trace.html $(TRACE_ARGS)
 
-## bench: stock kube-scheduler, upstream GangScheduling and phalanx side by side
+## bench: stock kube-scheduler, upstream GangScheduling, phalanx and raw binds side by side
 ## (child processes, one API server per workload): pods/s, CPU/pod, peak RSS,
 ## top costs, ratios; medians of 3 passes. BENCH_ARGS="-profile -only gangs" etc.
 ## Then the Karmada estimator's latency (bench-estimator).
