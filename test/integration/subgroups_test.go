@@ -488,10 +488,10 @@ func TestSubGroupsCrashWhileBinding(t *testing.T) {
 	c := startCluster(t, cliqueNodes()...)
 	createCliqueTopology(t, c)
 	ctx := ctxFor(t)
-	throttled := bytes.Replace(manifests.SchedulerConfig, []byte("qps: 500"), []byte("qps: 5"), 1)
-	throttled = bytes.Replace(throttled, []byte("burst: 1000"), []byte("burst: 1"), 1)
+	throttled := bytes.Replace(manifests.SchedulerConfig, []byte("qps: 2000"), []byte("qps: 5"), 1)
+	throttled = bytes.Replace(throttled, []byte("burst: 4000"), []byte("burst: 1"), 1)
 	if bytes.Equal(throttled, manifests.SchedulerConfig) {
-		t.Fatal("the canonical config no longer sets qps: 500 / burst: 1000: throttle the first scheduler another way")
+		t.Fatal("the canonical config no longer sets qps: 2000 / burst: 4000: throttle the first scheduler another way")
 	}
 	var logs []string
 	start := func(config []byte) *testcluster.Scheduler {
