@@ -86,6 +86,11 @@ func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
 	g.Status.Set(spec, Condition{Status: metav1.ConditionTrue, Reason: ReasonScheduled,
 		Message: fmt.Sprintf("%d of %d members placed; the gang starts", placed, gang.Quorum(spec))})
 	klog.FromContext(ctx).V(3).Info("Gang reached its quorum", "gang", spec.Ref, "placed", placed)
+	// The room its plan (or reservation) held is its members' now: gangs
+	// refused because that room was held for a gang ahead ("held for gangs
+	// ahead of it") may fit, or reserve, when they look again. Nothing
+	// else wakes them: no capacity was freed and no pod left.
+	go g.wakeFailed()
 	if spec.SubGroups != nil {
 		// Members of other sub-groups waited for this plan: theirs are
 		// planned next.
