@@ -88,17 +88,13 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	pl.m.Timeout = time.Duration(args.DefaultScheduleTimeoutSeconds) * time.Second
 	pl.m.ReserveAfter = time.Duration(args.ReservationAfterSeconds) * time.Second
 	gangs.TrackWorkload(time.Duration(args.FragmentationHalfLifeSeconds) * time.Second)
-	if r, ok := h.EventRecorder().(*runtime.EventRecorder); ok {
-		// phalanx-scheduler's recorders; a framework built elsewhere (tests,
-		// another binary) keeps every event.
-		if args.ScheduledEvents == configv1.ScheduledEventsPerGang {
-			r.SkipScheduled(func(pod *v1.Pod) bool {
-				_, member := gangs.RefOf(pod)
-				return member
-			})
-		} else {
-			r.SkipScheduled(nil)
-		}
+	// phalanx-scheduler's recorders pass every event until told otherwise;
+	// a framework built elsewhere (tests, another binary) keeps them all.
+	if r, ok := h.EventRecorder().(*runtime.EventRecorder); ok && args.ScheduledEvents == configv1.ScheduledEventsPerGang {
+		r.SkipScheduled(func(pod *v1.Pod) bool {
+			_, member := gangs.RefOf(pod)
+			return member
+		})
 	}
 	gangs.StartSweeper(pl.m.Timeout, sweepEvery)
 	return pl, nil
