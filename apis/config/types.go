@@ -41,6 +41,10 @@ type CapacityQueueArgs struct {
 	// MinRuntimeSeconds is how long a gang runs before reclaim may evict it,
 	// so a gang admitted on idle capacity is not killed as soon as it starts.
 	MinRuntimeSeconds int64
+	// UsageHalfLifeSeconds turns decayed fair share on: a queue's recent
+	// usage, averaged with this half-life, lowers its order and its part of
+	// the room above guarantees. 0 (the default) is off.
+	UsageHalfLifeSeconds int64
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -31,6 +31,9 @@ type Options struct {
 	LeaderElectionID string
 	// DefaultQueue is the queue of pods that name none (as in CapacityQueueArgs).
 	DefaultQueue string
+	// UsageHalfLife turns decayed fair share on, as CapacityQueueArgs'
+	// usageHalfLifeSeconds does in the scheduler (0: off).
+	UsageHalfLife time.Duration
 	// Repeatable allows several managers in one process one after another
 	// (the test harness); controller-runtime otherwise rejects reused names.
 	Repeatable bool
@@ -97,6 +100,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		ctrl.Log.WithName("setup").Info("The API server does not serve QueuePositions (scheduling.phalanx.dev/v1alpha1): queue positions are not written; apply manifests/crds to get them")
 	}
 	if err := mgr.Add(&QueueStatusUpdater{Client: mgr.GetClient(), Cache: mgr.GetCache(), DefaultQueue: defaultQueue, MinInterval: 500 * time.Millisecond,
+		UsageHalfLife: o.UsageHalfLife,
 		// The upstream Workload API (beta in 1.37 but off by default) is
 		// watched while the API server serves it, as in the scheduler.
 		Served:             func(gv, resource string) (bool, error) { return served.Resource(cfg, gv, resource) },

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -37,6 +38,9 @@ type QueueStatusUpdater struct {
 	client.Client
 	Cache        cache.Cache
 	DefaultQueue string
+	// UsageHalfLife turns decayed fair share on (0: off): recent usage is
+	// followed as the scheduler follows it and written in Queue.status.
+	UsageHalfLife time.Duration
 	// MinInterval spaces status writes under a stream of events.
 	MinInterval time.Duration
 	// Served asks discovery whether the API server serves a resource: the
@@ -81,6 +85,7 @@ type QueueStatusUpdater struct {
 // Start runs until ctx ends (a controller-runtime Runnable).
 func (u *QueueStatusUpdater) Start(ctx context.Context) error {
 	u.acct = queue.NewCache()
+	u.acct.DecayUsage(u.UsageHalfLife, clock.RealClock{})
 	u.changed = make(chan struct{}, 1)
 	u.last = map[string]phalanxv1alpha1.QueueStatus{}
 	if u.DRA {
@@ -94,11 +99,19 @@ func (u *QueueStatusUpdater) Start(ctx context.Context) error {
 		return ctx.Err()
 	}
 	u.poke()
+	var decay <-chan time.Time
+	if u.UsageHalfLife > 0 {
+		// Recent usage moves with no event: status follows it.
+		t := time.NewTicker(max(5*time.Second, u.UsageHalfLife/16))
+		defer t.Stop()
+		decay = t.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-u.changed:
+		case <-decay:
 		}
 		if err := u.sync(ctx); err != nil {
 			log.FromContext(ctx).V(1).Info("Queue status", "err", err)
@@ -404,6 +417,8 @@ func (u *QueueStatusUpdater) setNode(obj any) {
 func (u *QueueStatusUpdater) setQueue(obj any) {
 	if q, ok := obj.(*phalanxv1alpha1.Queue); ok {
 		u.acct.SetQueue(queue.FromAPI(q))
+		// A restarted controller goes on from the recent usage it wrote.
+		u.acct.SeedRecent(q.Name, resources.FromResourceList(q.Status.RecentUsage))
 		u.poke()
 	}
 }
@@ -452,6 +467,7 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 		st := phalanxv1alpha1.QueueStatus{
 			Allocated:    toResourceList(computed.Allocated),
 			Deserved:     toResourceList(computed.Deserved),
+			RecentUsage:  toResourceList(twoDigits(computed.Recent)),
 			PendingGangs: pending[q.Name],
 			RunningGangs: running[q.Name],
 			Conditions:   append([]metav1.Condition(nil), q.Status.Conditions...),
@@ -471,6 +487,7 @@ func (u *QueueStatusUpdater) sync(ctx context.Context) error {
 		body, err := json.Marshal(map[string]any{"status": map[string]any{
 			"allocated":    resourcePatch(st.Allocated, q.Status.Allocated, prev.Allocated),
 			"deserved":     resourcePatch(st.Deserved, q.Status.Deserved, prev.Deserved),
+			"recentUsage":  resourcePatch(st.RecentUsage, q.Status.RecentUsage, prev.RecentUsage),
 			"pendingGangs": st.PendingGangs,
 			"runningGangs": st.RunningGangs,
 			"conditions":   st.Conditions,
@@ -567,6 +584,21 @@ func resourcePatch(want v1.ResourceList, replaced ...v1.ResourceList) map[v1.Res
 	}
 	for r, q := range want {
 		out[r] = q
+	}
+	return out
+}
+
+// twoDigits keeps two significant digits of each amount: recent usage
+// moves all the time, and its status is rewritten only when it moved by
+// about a percent or more.
+func twoDigits(l resources.List) resources.List {
+	out := make(resources.List, len(l))
+	for r, v := range l {
+		p := int64(1)
+		for v/p >= 100 {
+			p *= 10
+		}
+		out[r] = (v + p/2) / p * p
 	}
 	return out
 }

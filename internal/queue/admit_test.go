@@ -162,3 +162,38 @@ func TestSnapshotAdmitBorrowsWhatStalledQueuesCannotUse(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotAdmitRefusedQueuesYieldInOrder: two queues of equal weight
+// each wait with a gang of the whole cluster, above their deserved half.
+// Each refuses the other while neither was refused yet; once a queue's
+// work was refused it stops holding back the queue first in order (names
+// break the tie of equal shares), and the queue after it stays refused:
+// one of them starts, never neither.
+func TestSnapshotAdmitRefusedQueuesYieldInOrder(t *testing.T) {
+	c := NewCache()
+	c.SetQueue(q("a", "", 1))
+	c.SetQueue(q("b", "", 1))
+	c.SetNode("n", cpuGPU(64000, 16), true)
+	whole := cpuGPU(16000, 16)
+	c.SetPod("a-wait", Charge{Queue: "a", Request: whole})
+	c.SetPod("b-wait", Charge{Queue: "b", Request: whole})
+	for _, tc := range []struct {
+		name    string
+		blocked string
+		admit   string
+		wantOK  bool
+	}{
+		{"nothing refused yet: a waits for b", "", "a", false},
+		{"nothing refused yet: b waits for a", "", "b", false},
+		{"b refused: a, first in order, starts", "b", "a", true},
+		{"a refused: b, after a in order, still waits", "a", "b", false},
+	} {
+		snap := c.Snapshot(nil, Want{Queue: tc.admit, Need: whole})
+		if tc.blocked != "" {
+			snap.Blocked = map[string]resources.List{tc.blocked: whole}
+		}
+		if ok, reason := snap.Admit(tc.admit, whole); ok != tc.wantOK {
+			t.Errorf("%s: Admit(%s) = %v (%s), want %v", tc.name, tc.admit, ok, reason, tc.wantOK)
+		}
+	}
+}

@@ -2,9 +2,11 @@ package queue
 
 import (
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -47,6 +49,9 @@ type Cache struct {
 	pending map[string]resources.List
 	// version counts changes; a snapshot of the same version is reused.
 	version uint64
+	// recent is each queue's decayed recent usage (nil: decayed fair share
+	// is off).
+	recent *recentUsage
 }
 
 // NewCache returns an empty cache.
@@ -55,6 +60,39 @@ func NewCache() *Cache {
 		queues: map[string]Queue{}, stale: true,
 		nodes: map[string]resources.List{}, total: resources.List{},
 		pods: map[types.UID]Charge{}, placed: map[string]resources.List{}, pending: map[string]resources.List{},
+	}
+}
+
+// DecayUsage turns decayed fair share on: each leaf queue's allocation is
+// averaged over time with weights that halve every halfLife, and the
+// average lowers the queue's order and its part of the room above
+// guarantees (Snapshot.Recent). Call it before the cache is fed; a
+// halfLife of 0 leaves it off.
+func (c *Cache) DecayUsage(halfLife time.Duration, clk clock.PassiveClock) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if halfLife <= 0 {
+		c.recent = nil
+		return
+	}
+	c.recent = &recentUsage{halfLife: halfLife, clock: clk, queues: map[string]*decayed{}, seen: map[string]bool{}}
+}
+
+// Decays reports whether decayed fair share is on: snapshots of the same
+// Version then still age.
+func (c *Cache) Decays() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.recent != nil
+}
+
+// SeedRecent sets queue q's recent usage when the cache knows none yet (a
+// restart reads what the controller last wrote in Queue.status).
+func (c *Cache) SeedRecent(q string, use resources.List) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.recent != nil && c.recent.seed(q, use, c.recent.clock.Now()) {
+		c.version++
 	}
 }
 
@@ -135,6 +173,9 @@ func (c *Cache) account(ch Charge, sign int64) {
 	into := c.pending
 	if ch.Placed {
 		into = c.placed
+		if c.recent != nil {
+			c.recent.advance(ch.Queue, c.placed[ch.Queue], c.recent.clock.Now())
+		}
 	}
 	if into[ch.Queue] == nil {
 		into[ch.Queue] = resources.List{}
@@ -187,6 +228,9 @@ func (c *Cache) Snapshot(held map[string]resources.List, wants ...Want) *Snapsho
 		Tree: c.tree, Problems: c.errs, Total: c.total.Clone(),
 		Allocated: cloneAll(c.placed), Pending: cloneAll(c.pending),
 	}
+	if c.recent != nil {
+		s.Recent = c.recent.snapshot(c.placed)
+	}
 	c.mu.Unlock()
 	for q, l := range held {
 		if s.Allocated[q] == nil {
@@ -217,7 +261,10 @@ func (c *Cache) Snapshot(held map[string]resources.List, wants ...Want) *Snapsho
 			demand[w.Queue][r] = max(demand[w.Queue][r], v)
 		}
 	}
-	s.Deserved = s.Tree.Deserved(s.Total, demand)
+	s.Deserved = s.Tree.DeservedRecent(s.Total, demand, s.Recent)
+	if s.Recent != nil {
+		s.orderUse = orderUse(s.Allocated, s.Recent)
+	}
 	return s
 }
 

@@ -36,6 +36,17 @@ import (
 // Demand entries for inner or unknown queues are ignored. The result has an
 // entry for every queue and, in it, every resource of total.
 func (t *Tree) Deserved(total resources.List, demand map[string]resources.List) map[string]resources.List {
+	return t.DeservedRecent(total, demand, nil)
+}
+
+// DeservedRecent is Deserved with decayed fair share: where sibling queues
+// have recent usage (by leaf queue, summed up the tree) of a resource, the
+// room above their floors is split by weights that recentWeights adjusts
+// by it. Guarantees and ceilings are unchanged. recent nil is Deserved.
+func (t *Tree) DeservedRecent(total resources.List, demand, recent map[string]resources.List) map[string]resources.List {
+	if recent != nil {
+		recent = t.Usage(recent)
+	}
 	out := make(map[string]resources.List, len(t.nodes))
 	for _, n := range t.names {
 		out[n] = resources.List{}
@@ -45,12 +56,12 @@ func (t *Tree) Deserved(total resources.List, demand map[string]resources.List) 
 		if amount < 0 {
 			amount = 0
 		}
-		t.deservedFor(r, amount, demand, out)
+		t.deservedFor(r, amount, demand, recent, out)
 	}
 	return out
 }
 
-func (t *Tree) deservedFor(r v1.ResourceName, amount int64, demand map[string]resources.List, out map[string]resources.List) {
+func (t *Tree) deservedFor(r v1.ResourceName, amount int64, demand, recent map[string]resources.List, out map[string]resources.List) {
 	lo := make(map[string]int64, len(t.nodes))
 	hi := make(map[string]int64, len(t.nodes))
 	var bounds func(name string)
@@ -83,6 +94,13 @@ func (t *Tree) deservedFor(r v1.ResourceName, amount int64, demand map[string]re
 		h := make([]int64, len(names))
 		for i, n := range names {
 			w[i], l[i], h[i] = int64(t.nodes[n].q.Weight), lo[n], hi[n]
+		}
+		if recent != nil {
+			u := make([]int64, len(names))
+			for i, n := range names {
+				u[i] = recent[n][r]
+			}
+			w = recentWeights(w, u)
 		}
 		x := fill(amount, w, l, h)
 		for i, n := range names {

@@ -23,6 +23,19 @@ type Snapshot struct {
 	// since). It counts as demand for deserved shares, but a queue waiting
 	// only with it does not keep other queues from borrowing idle room.
 	Stalled map[string]resources.List
+	// Blocked is the part of Pending, by leaf queue, that was refused
+	// admission and waits for the next change. A queue that waits only
+	// with it goes after the queues before it in order: of two queues whose
+	// gangs each exceed their deserved share, the first in order starts
+	// rather than neither.
+	Blocked map[string]resources.List
+	// Recent is each leaf queue's decayed recent usage, nil when decayed
+	// fair share is off (Cache.DecayUsage). Deserved shares above
+	// guarantees and queue order already count it.
+	Recent map[string]resources.List
+	// orderUse is the use queue order compares (orderUse), nil without
+	// Recent.
+	orderUse map[string]resources.List
 }
 
 // Admit says whether a gang (or plain pod) of leaf queue q asking for need may
@@ -64,7 +77,8 @@ func (s *Snapshot) Exceeds(q string, need resources.List) (string, bool) {
 
 // starvedOther returns a leaf queue other than q that has pending demand,
 // beyond what is stalled, and is below its deserved share on a resource it
-// asks for. A queue that admits nothing (closed, or under a closed parent)
+// asks for; a queue whose waiting work was all refused admission counts
+// only when it goes before q in order. A queue that admits nothing (closed, or under a closed parent)
 // waits for no share; a queue whose waiting gangs all fail to fit the room
 // free now would leave it idle (its gangs reserve nodes after a while, and
 // reclaim brings it up to its share).
@@ -74,11 +88,18 @@ func (s *Snapshot) starvedOther(q string) string {
 		if other == q || pending.IsZero() || !s.Tree.IsLeaf(other) || !s.open(other) {
 			continue
 		}
+		starved, free := false, false
 		for r, v := range pending {
-			if v-s.Stalled[other][r] > 0 && s.Allocated[other][r] < s.Deserved[other][r] {
-				names = append(names, other)
-				break
+			waiting := v - s.Stalled[other][r]
+			if waiting > 0 && s.Allocated[other][r] < s.Deserved[other][r] {
+				starved = true
 			}
+			if waiting-s.Blocked[other][r] > 0 {
+				free = true // work not refused yet
+			}
+		}
+		if starved && (free || s.Compare(other, q) < 0) {
+			names = append(names, other)
 		}
 	}
 	if len(names) == 0 {
@@ -98,9 +119,15 @@ func (s *Snapshot) open(q string) bool {
 	return true
 }
 
-// Compare orders two queues for scheduling (Tree.Compare on this snapshot).
+// Compare orders two queues for scheduling (Tree.Compare on this snapshot;
+// with decayed fair share a queue's use is the larger of its allocation and
+// its recent usage).
 func (s *Snapshot) Compare(a, b string) int {
-	return s.Tree.Compare(a, b, s.Allocated, s.Deserved)
+	use := s.Allocated
+	if s.orderUse != nil {
+		use = s.orderUse
+	}
+	return s.Tree.Compare(a, b, use, s.Deserved)
 }
 
 // Reclaim picks whole gangs that queue starved may reclaim to get need
@@ -158,6 +185,9 @@ func (s *Snapshot) AboveDeserved(q string, use resources.List) bool {
 // QueueStatus is what Queue.status shows of one queue.
 type QueueStatus struct {
 	Allocated, Deserved resources.List
+	// Recent is the decayed recent usage, summed up the tree (nil when
+	// decayed fair share is off).
+	Recent resources.List
 	// Invalid says why the scheduler ignores the queue ("" when valid).
 	Invalid string
 }
@@ -166,9 +196,13 @@ type QueueStatus struct {
 // summed up the tree, deserved shares, and why invalid queues are ignored.
 func (s *Snapshot) Status() map[string]QueueStatus {
 	usage := s.Tree.Usage(s.Allocated)
+	var recent map[string]resources.List
+	if s.Recent != nil {
+		recent = s.Tree.Usage(s.Recent)
+	}
 	out := map[string]QueueStatus{}
 	for _, n := range s.Tree.Names() {
-		out[n] = QueueStatus{Allocated: usage[n], Deserved: s.Deserved[n]}
+		out[n] = QueueStatus{Allocated: usage[n], Deserved: s.Deserved[n], Recent: recent[n]}
 	}
 	for _, p := range s.Problems {
 		if st := out[p.Queue]; st.Invalid == "" {

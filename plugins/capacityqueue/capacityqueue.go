@@ -66,7 +66,8 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	queues, err := rt.Queues(fw, h.ProfileName(), args.DefaultQueue)
+	queues, err := rt.Queues(fw, h.ProfileName(), runtime.QueueOptions{
+		DefaultQueue: args.DefaultQueue, UsageHalfLife: time.Duration(args.UsageHalfLifeSeconds) * time.Second})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}

@@ -26,6 +26,10 @@ import (
 // be: Less runs inside every queue operation, a snapshot costs O(queues).
 const orderingMaxAge = 50 * time.Millisecond
 
+// orderingMaxAgeDecaying bounds how long an unchanged cache's order is
+// reused with decayed fair share (half-lives are minutes to days).
+const orderingMaxAgeDecaying = time.Second
+
 // Queues is the queue accounting of the process: a queue.Cache fed from the
 // scheduler's pod and node informers and the Queue informer, the resolution
 // of a pod's queue, and the gangs waiting for queue admission.
@@ -35,14 +39,17 @@ type Queues struct {
 	slices *devices.NodeSlices
 	nodes  corelisters.NodeLister
 
-	rt           *Runtime
-	gangs        *Gangs
-	defaultQueue string
-	cache        *queue.Cache
-	queues       phalanxlisters.QueueLister
-	namespaces   corelisters.NamespaceLister
-	pods         corelisters.PodLister
-	client       phalanxclientset.Interface
+	rt         *Runtime
+	gangs      *Gangs
+	opts       QueueOptions
+	cache      *queue.Cache
+	queues     phalanxlisters.QueueLister
+	namespaces corelisters.NamespaceLister
+	pods       corelisters.PodLister
+	client     phalanxclientset.Interface
+
+	// decays: decayed fair share is on.
+	decays bool
 
 	mu              sync.Mutex
 	ordering        *queue.Snapshot
@@ -53,11 +60,22 @@ type Queues struct {
 	// capacity change.
 	blocked    map[gang.Ref]bool
 	blockedPod map[string]*v1.Pod
+	// wakePending: a wake of the refused is scheduled (Block).
+	wakePending bool
 	// gone: deleted queues whose metric series are still to be removed.
 	gone []string
 }
 
-func newQueues(r *Runtime, gangs *Gangs, defaultQueue string) (*Queues, error) {
+// QueueOptions are the CapacityQueue args the process's queues are built
+// with; every profile must give the same.
+type QueueOptions struct {
+	// DefaultQueue takes pods that name no queue.
+	DefaultQueue string
+	// UsageHalfLife turns decayed fair share on (0: off).
+	UsageHalfLife time.Duration
+}
+
+func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
 	ctx, fw := r.ctx, r.ports()
 	if err := r.require(phalanxv1alpha1.SchemeGroupVersion.String(), "queues"); err != nil {
 		return nil, err
@@ -67,12 +85,14 @@ func newQueues(r *Runtime, gangs *Gangs, defaultQueue string) (*Queues, error) {
 		return nil, err
 	}
 	q := &Queues{
-		rt: r, gangs: gangs, defaultQueue: defaultQueue, cache: queue.NewCache(), client: client,
+		rt: r, gangs: gangs, opts: opts, cache: queue.NewCache(), client: client,
 		namespaces: fw.Informers.Core().V1().Namespaces().Lister(),
 		pods:       fw.Informers.Core().V1().Pods().Lister(),
 		blocked:    map[gang.Ref]bool{},
 		blockedPod: map[string]*v1.Pod{},
 	}
+	q.cache.DecayUsage(opts.UsageHalfLife, r.clock)
+	q.decays = opts.UsageHalfLife > 0
 	r.addPodHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    q.onPod,
 		UpdateFunc: func(_, newObj any) { q.onPod(newObj) },
@@ -118,17 +138,38 @@ func newQueues(r *Runtime, gangs *Gangs, defaultQueue string) (*Queues, error) {
 		return nil, err
 	}
 	q.ensureDefaultQueue(ctx)
+	if opts.UsageHalfLife > 0 {
+		go q.wakeAsUsageDecays(ctx)
+	}
 	return q, nil
 }
 
+// wakeAsUsageDecays retries the gangs refused admission every
+// decayWakeInterval: with decayed fair share, shares move as recent usage
+// decays, with no event to say so.
+func (q *Queues) wakeAsUsageDecays(ctx context.Context) {
+	every := max(decayWakeMin, q.opts.UsageHalfLife/16)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-q.rt.clock.After(every):
+			q.wakeBlocked()
+		}
+	}
+}
+
+// decayWakeMin bounds how often wakeAsUsageDecays retries.
+const decayWakeMin = 5 * time.Second
+
 // ensureDefaultQueue creates the queue of pods that name none, if missing.
 func (q *Queues) ensureDefaultQueue(ctx context.Context) {
-	if _, err := q.queues.Get(q.defaultQueue); err == nil {
+	if _, err := q.queues.Get(q.opts.DefaultQueue); err == nil {
 		return
 	}
-	obj := &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q.defaultQueue}}
+	obj := &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: q.opts.DefaultQueue}}
 	if _, err := q.client.SchedulingV1alpha1().Queues().Create(ctx, obj, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		klog.FromContext(ctx).Error(err, "Creating the default queue; pods that name no queue wait until it exists", "queue", q.defaultQueue)
+		klog.FromContext(ctx).Error(err, "Creating the default queue; pods that name no queue wait until it exists", "queue", q.opts.DefaultQueue)
 	}
 }
 
@@ -147,7 +188,7 @@ func (q *Queues) QueueOf(pod *v1.Pod) string {
 	if ns, err := q.namespaces.Get(pod.Namespace); err == nil {
 		nsLabels = ns.Labels
 	}
-	return queue.Of(pod, groupLabels, nsLabels, q.defaultQueue)
+	return queue.Of(pod, groupLabels, nsLabels, q.opts.DefaultQueue)
 }
 
 // QueueOfGang returns the queue of a gang with the given member (nil: none
@@ -157,7 +198,7 @@ func (q *Queues) QueueOfGang(spec *gang.Spec, member *v1.Pod) string {
 	if ns, err := q.namespaces.Get(spec.Namespace); err == nil {
 		nsLabels = ns.Labels
 	}
-	return queue.Of(member, spec.Labels, nsLabels, q.defaultQueue)
+	return queue.Of(member, spec.Labels, nsLabels, q.opts.DefaultQueue)
 }
 
 func (q *Queues) charge(pod *v1.Pod) {
@@ -228,6 +269,9 @@ func (q *Queues) onNodeDelete(obj any) {
 func (q *Queues) onQueue(obj any) {
 	if o, ok := obj.(*phalanxv1alpha1.Queue); ok {
 		q.cache.SetQueue(queue.FromAPI(o))
+		// After a restart, decayed fair share goes on from the recent
+		// usage phalanx-controller last wrote.
+		q.cache.SeedRecent(o.Name, resources.FromResourceList(o.Status.RecentUsage))
 		q.wakeBlocked()
 	}
 }
@@ -270,6 +314,7 @@ func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
 	})
 	snap := q.cache.Snapshot(held, wanting...)
 	snap.Stalled = q.stalled()
+	snap.Blocked = q.blockedDemand()
 	q.mu.Lock()
 	record := time.Since(q.metricsAt) > time.Second
 	var gone []string
@@ -287,20 +332,48 @@ func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
 // stalled sums, by queue, the demand of pending members of gangs that
 // cannot start on the room free now (queue.Snapshot.Stalled).
 func (q *Queues) stalled() map[string]resources.List {
+	return q.demandOf(q.gangs.Lifecycle.Stalled(), nil)
+}
+
+// blockedDemand sums, by queue, the demand of what waits refused admission
+// (queue.Snapshot.Blocked).
+func (q *Queues) blockedDemand() map[string]resources.List {
+	q.mu.Lock()
+	refs := make([]gang.Ref, 0, len(q.blocked))
+	for ref := range q.blocked {
+		refs = append(refs, ref)
+	}
+	pods := make([]*v1.Pod, 0, len(q.blockedPod))
+	for _, p := range q.blockedPod {
+		pods = append(pods, p)
+	}
+	q.mu.Unlock()
+	return q.demandOf(refs, pods)
+}
+
+// demandOf sums, by queue, the demand of the pending members of gangs refs
+// and of pods.
+func (q *Queues) demandOf(refs []gang.Ref, pods []*v1.Pod) map[string]resources.List {
 	out := map[string]resources.List{}
-	for _, ref := range q.gangs.Lifecycle.Stalled() {
+	add := func(name string, p *v1.Pod) {
+		if out[name] == nil {
+			out[name] = resources.List{}
+		}
+		out[name].Add(q.gangs.Manager.Demand(p))
+	}
+	for _, ref := range refs {
 		spec, err := q.gangs.Spec(ref)
 		pending := q.gangs.Pending(ref)
 		if err != nil || len(pending) == 0 {
 			continue
 		}
 		name := q.QueueOfGang(spec, pending[0])
-		if out[name] == nil {
-			out[name] = resources.List{}
-		}
 		for _, p := range pending {
-			out[name].Add(q.gangs.Manager.Demand(p))
+			add(name, p)
 		}
+	}
+	for _, p := range pods {
+		add(q.QueueOf(p), p)
 	}
 	return out
 }
@@ -311,7 +384,10 @@ func (q *Queues) Ordering() *queue.Snapshot {
 	version := q.cache.Version()
 	q.mu.Lock()
 	snap := q.ordering
-	fresh := snap != nil && (q.orderingVersion == version || time.Since(q.orderingAt) < orderingMaxAge)
+	age := time.Since(q.orderingAt)
+	// With decayed fair share an unchanged cache still ages: its order is
+	// reused for orderingMaxAgeDecaying at most.
+	fresh := snap != nil && (age < orderingMaxAge || (q.orderingVersion == version && (!q.decays || age < orderingMaxAgeDecaying)))
 	q.mu.Unlock()
 	if fresh {
 		return snap
@@ -323,16 +399,43 @@ func (q *Queues) Ordering() *queue.Snapshot {
 	return snap
 }
 
-// Block remembers a gang (or a plain pod, when ref is zero) refused admission.
+// Block remembers a gang (or a plain pod, when ref is zero) refused
+// admission. A gang refused for the first time wakes the others that wait
+// refused: queues whose work is all refused yield to the queue first in
+// order (queue.Snapshot.Admit), so two queues whose gangs each exceed
+// their share do not wait on each other.
 func (q *Queues) Block(ref gang.Ref, pod *v1.Pod) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
+	newly := false
 	if !ref.IsZero() {
+		newly = !q.blocked[ref]
 		q.blocked[ref] = true
 	} else if len(q.blockedPod) < maxTurnedAway {
-		q.blockedPod[pod.Namespace+"/"+pod.Name] = pod
+		key := pod.Namespace + "/" + pod.Name
+		newly = q.blockedPod[key] == nil
+		q.blockedPod[key] = pod
+	}
+	soon := newly && !q.wakePending
+	if soon {
+		q.wakePending = true
+	}
+	q.mu.Unlock()
+	if soon {
+		// Coalesced: a burst of refusals wakes the refused once.
+		q.rt.clock.AfterFunc(blockedWakeDelay, func() {
+			go func() { // a fake clock calls back under its lock
+				q.mu.Lock()
+				q.wakePending = false
+				q.mu.Unlock()
+				q.wakeBlocked()
+			}()
+		})
 	}
 }
+
+// blockedWakeDelay is how soon a new refusal wakes the gangs refused
+// before it.
+const blockedWakeDelay = 500 * time.Millisecond
 
 // Unblock forgets a gang (or a plain pod, when ref is zero) admitted since,
 // or deleted.

@@ -39,7 +39,7 @@ func build(t *testing.T, objs plugintest.Objects) (*plugintest.Env, *runtime.Gan
 			if gangs, err = rt.Gangs(ports.Of(h)); err != nil {
 				return nil, err
 			}
-			queues, err = rt.Queues(ports.Of(h), h.ProfileName(), "default")
+			queues, err = rt.Queues(ports.Of(h), h.ProfileName(), runtime.QueueOptions{DefaultQueue: "default"})
 			return parts{}, err
 		}})
 	return e, gangs, queues

@@ -194,7 +194,7 @@ func (r *Runtime) Gangs(fw FrameworkPorts) (*Gangs, error) {
 // Queues returns the queue accounting, building it on first use; the
 // profile's queue sort orders by queue share from then on. It fails with a
 // clear message when the Queue CRD is not installed.
-func (r *Runtime) Queues(fw FrameworkPorts, profile, defaultQueue string) (*Queues, error) {
+func (r *Runtime) Queues(fw FrameworkPorts, profile string, opts QueueOptions) (*Queues, error) {
 	gangs, err := r.Gangs(fw)
 	if err != nil {
 		return nil, err
@@ -203,12 +203,15 @@ func (r *Runtime) Queues(fw FrameworkPorts, profile, defaultQueue string) (*Queu
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if q := r.queues.Load(); q != nil {
-		if q.defaultQueue != defaultQueue {
-			return nil, fmt.Errorf("defaultQueue %q differs from %q set by another profile; one process has one default queue", defaultQueue, q.defaultQueue)
+		if q.opts.DefaultQueue != opts.DefaultQueue {
+			return nil, fmt.Errorf("defaultQueue %q differs from %q set by another profile; one process has one default queue", opts.DefaultQueue, q.opts.DefaultQueue)
+		}
+		if q.opts.UsageHalfLife != opts.UsageHalfLife {
+			return nil, fmt.Errorf("usageHalfLifeSeconds %v differs from %v set by another profile; one process keeps one usage history", opts.UsageHalfLife.Seconds(), q.opts.UsageHalfLife.Seconds())
 		}
 		return q, nil
 	}
-	q, err := newQueues(r, gangs, defaultQueue)
+	q, err := newQueues(r, gangs, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -46,6 +46,9 @@ func SetDefaults_CapacityQueueArgs(obj *CapacityQueueArgs) {
 	if obj.MinRuntimeSeconds == nil {
 		obj.MinRuntimeSeconds = ptr.To(DefaultMinRuntimeSeconds)
 	}
+	if obj.UsageHalfLifeSeconds == nil {
+		obj.UsageHalfLifeSeconds = ptr.To(int64(0))
+	}
 }
 
 // SetDefaults_NetworkTopologyArgs sets unset fields to their defaults.

@@ -150,6 +150,7 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
       defaultQueue: batch
       enableReclaim: false
       minRuntimeSeconds: 0
+      usageHalfLifeSeconds: 3600
   - name: NetworkTopology
     args:
       topologyName: fabric
@@ -161,7 +162,7 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
 `,
 			want: wantArgs{
 				coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 300, ReservationAfterSeconds: 120, FragmentationHalfLifeSeconds: 0, ScheduledEvents: "PerMember"},
-				capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "batch", EnableReclaim: false},
+				capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "batch", EnableReclaim: false, UsageHalfLifeSeconds: 3600},
 				networkTopology: &config.NetworkTopologyArgs{TopologyName: "fabric", UseHyperNodes: false},
 				numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "MostAllocated", NodesWithoutTopology: "RejectAlignedPods"},
 			},
@@ -268,12 +269,12 @@ func TestSetDefaultsFunctions(t *testing.T) {
 		{
 			name: "CapacityQueue unset",
 			in:   &configv1.CapacityQueueArgs{},
-			want: &configv1.CapacityQueueArgs{DefaultQueue: str("default"), EnableReclaim: boolp(true), MinRuntimeSeconds: i64(configv1.DefaultMinRuntimeSeconds)},
+			want: &configv1.CapacityQueueArgs{DefaultQueue: str("default"), EnableReclaim: boolp(true), MinRuntimeSeconds: i64(configv1.DefaultMinRuntimeSeconds), UsageHalfLifeSeconds: i64(0)},
 		},
 		{
 			name: "CapacityQueue set",
-			in:   &configv1.CapacityQueueArgs{DefaultQueue: str(""), EnableReclaim: boolp(false), MinRuntimeSeconds: i64(0)},
-			want: &configv1.CapacityQueueArgs{DefaultQueue: str(""), EnableReclaim: boolp(false), MinRuntimeSeconds: i64(0)},
+			in:   &configv1.CapacityQueueArgs{DefaultQueue: str(""), EnableReclaim: boolp(false), MinRuntimeSeconds: i64(0), UsageHalfLifeSeconds: i64(600)},
+			want: &configv1.CapacityQueueArgs{DefaultQueue: str(""), EnableReclaim: boolp(false), MinRuntimeSeconds: i64(0), UsageHalfLifeSeconds: i64(600)},
 		},
 		{
 			name: "NetworkTopology unset",

@@ -45,6 +45,13 @@ type CapacityQueueArgs struct {
 	// MinRuntimeSeconds is how long a gang runs before reclaim may evict it.
 	// Default 15.
 	MinRuntimeSeconds *int64 `json:"minRuntimeSeconds,omitempty"`
+	// UsageHalfLifeSeconds turns decayed fair share on: each queue's
+	// allocation is averaged over time with weights that halve every
+	// UsageHalfLifeSeconds, and a queue that used more than its weight's
+	// part recently goes after the others and gets less of the room above
+	// guarantees. Default 0: off, shares and order from the allocation of
+	// the moment. At most 30 days.
+	UsageHalfLifeSeconds *int64 `json:"usageHalfLifeSeconds,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

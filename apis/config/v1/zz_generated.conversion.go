@@ -88,6 +88,9 @@ func autoConvert_v1_CapacityQueueArgs_To_config_CapacityQueueArgs(in *CapacityQu
 	if err := metav1.Convert_Pointer_int64_To_int64(&in.MinRuntimeSeconds, &out.MinRuntimeSeconds, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.UsageHalfLifeSeconds, &out.UsageHalfLifeSeconds, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -104,6 +107,9 @@ func autoConvert_config_CapacityQueueArgs_To_v1_CapacityQueueArgs(in *config.Cap
 		return err
 	}
 	if err := metav1.Convert_int64_To_Pointer_int64(&in.MinRuntimeSeconds, &out.MinRuntimeSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.UsageHalfLifeSeconds, &out.UsageHalfLifeSeconds, s); err != nil {
 		return err
 	}
 	return nil

@@ -44,6 +44,11 @@ func (in *CapacityQueueArgs) DeepCopyInto(out *CapacityQueueArgs) {
 		*out = new(int64)
 		**out = **in
 	}
+	if in.UsageHalfLifeSeconds != nil {
+		in, out := &in.UsageHalfLifeSeconds, &out.UsageHalfLifeSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 

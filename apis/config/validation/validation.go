@@ -15,6 +15,9 @@ import (
 // maxTimeoutSeconds keeps timeouts in a range where a typo is caught (one day).
 const maxTimeoutSeconds = 24 * 60 * 60
 
+// maxHalfLifeSeconds bounds decayed fair share's memory (30 days).
+const maxHalfLifeSeconds = 30 * 24 * 60 * 60
+
 // ValidateCoschedulingArgs validates CoschedulingArgs.
 func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) error {
 	var errs field.ErrorList
@@ -32,6 +35,9 @@ func ValidateCapacityQueueArgs(path *field.Path, args *config.CapacityQueueArgs)
 	var errs field.ErrorList
 	errs = append(errs, validateObjectName(path.Child("defaultQueue"), args.DefaultQueue)...)
 	errs = append(errs, validateSeconds(path.Child("minRuntimeSeconds"), args.MinRuntimeSeconds, 0)...)
+	if v := args.UsageHalfLifeSeconds; v < 0 || v > maxHalfLifeSeconds {
+		errs = append(errs, field.Invalid(path.Child("usageHalfLifeSeconds"), v, fmt.Sprintf("must be between 0 (off) and %d (30 days)", maxHalfLifeSeconds)))
+	}
 	return errs.ToAggregate()
 }
 

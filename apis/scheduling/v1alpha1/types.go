@@ -177,6 +177,13 @@ type QueueStatus struct {
 	// +optional
 	Deserved corev1.ResourceList `json:"deserved,omitempty"`
 
+	// RecentUsage is the queue's allocation averaged over recent time, with
+	// weights that halve every CapacityQueue usageHalfLifeSeconds
+	// (including its descendants). Set only with decayed fair share on: it
+	// lowers the queue's order and its part of the room above guarantees.
+	// +optional
+	RecentUsage corev1.ResourceList `json:"recentUsage,omitempty"`
+
 	// PendingGangs counts gangs of the queue not yet scheduled.
 	// +optional
 	PendingGangs int32 `json:"pendingGangs,omitempty"`

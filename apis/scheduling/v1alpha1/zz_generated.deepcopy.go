@@ -349,6 +349,13 @@ func (in *QueueStatus) DeepCopyInto(out *QueueStatus) {
 			(*out)[key] = val.DeepCopy()
 		}
 	}
+	if in.RecentUsage != nil {
+		in, out := &in.RecentUsage, &out.RecentUsage
+		*out = make(corev1.ResourceList, len(*in))
+		for key, val := range *in {
+			(*out)[key] = val.DeepCopy()
+		}
+	}
 	if in.Conditions != nil {
 		in, out := &in.Conditions, &out.Conditions
 		*out = make([]v1.Condition, len(*in))

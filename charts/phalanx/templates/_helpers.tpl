@@ -88,6 +88,15 @@ every profile to share the queueSort plugin and its args.
 {{- $q -}}
 {{- end -}}
 
+{{/* CapacityQueue's usageHalfLifeSeconds (decayed fair share), which the controller must agree on. */}}
+{{- define "phalanx.usageHalfLifeSeconds" -}}
+{{- $s := 0 -}}
+{{- range (index (include "phalanx.schedulerConfig" . | fromYaml).profiles 0).pluginConfig -}}
+{{- if and (eq .name "CapacityQueue") .args -}}{{- $s = default $s .args.usageHalfLifeSeconds -}}{{- end -}}
+{{- end -}}
+{{- int64 $s -}}
+{{- end -}}
+
 {{- define "phalanx.podSecurityContext" -}}
 runAsNonRoot: true
 seccompProfile:
