@@ -23,7 +23,7 @@ func runTrace(ctx context.Context, args []string) error {
 	kubeScheduler := fs.String("kube-scheduler", "bin/kube-scheduler", "upstream kube-scheduler binary for stock and upstream-gang (make bench-bins builds it); without it only phalanx runs")
 	htmlPath := fs.String("html", "report/trace.html", "write the HTML report here (\"\": none)")
 	logFile := fs.String("log", "", "write the control plane's log to this file")
-	scaleTimers := fs.Bool("scale-timers", true, "divide phalanx's reservation and minimum-runtime timers by -speed, so they keep their meaning in trace time")
+	scaleTimers := fs.Bool("scale-timers", true, "divide phalanx's reservation, minimum-runtime and half-life timers by -speed, so they keep their meaning in trace time")
 	config := fs.String("config", "", "phalanx's KubeSchedulerConfiguration for phalanx and phalanx-no-fgd (default: manifests/scheduler-config.yaml); with -scale-timers it must set the three scaled timers")
 	details := fs.String("details", "", "write each replay's per-job table (the demo's text report) into this directory")
 	gen := sim.DefaultGenOptions

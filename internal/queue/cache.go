@@ -144,15 +144,17 @@ func (c *Cache) SetPod(uid types.UID, ch Charge) {
 	c.version++
 }
 
-// DeletePod forgets a pod.
-func (c *Cache) DeletePod(uid types.UID) {
+// DeletePod forgets a pod; placed says it held capacity, which is free now.
+func (c *Cache) DeletePod(uid types.UID) (placed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if old, ok := c.pods[uid]; ok {
 		c.account(old, -1)
 		delete(c.pods, uid)
 		c.version++
+		return old.Placed
 	}
+	return false
 }
 
 // MarkPlaced flips a pending pod to placed (the scheduler reserved it) or

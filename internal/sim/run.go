@@ -91,16 +91,34 @@ type JobResult struct {
 	// the sub-groups' level at one sample.
 	MaxSplitSubGroups int
 
+	// CompletedGPUSeconds is GPUs × seconds (of the run) held by this
+	// job's pods that ran to completion, bound to completed; LostGPUSeconds
+	// by its pods deleted before they completed (reclaim, preemption), bound
+	// to deleted: work thrown away.
+	CompletedGPUSeconds, LostGPUSeconds float64
+	// RestartedAt is when the job reached its quorum again after evictions
+	// broke it (0: never broken, or not restarted).
+	RestartedAt time.Duration
+
 	firstAt time.Duration
 	placed  map[string]bool // pods seen bound, by name
 	done    map[string]bool
+	boundAt map[string]time.Duration
+	broken  bool // evictions took it below its quorum after it started
 }
 
 // Ran reports whether the job reached its quorum.
 func (r *JobResult) Ran() bool { return r.QuorumAt > 0 }
 
-// Wait is the time from submission to quorum.
-func (r *JobResult) Wait() time.Duration { return r.QuorumAt - r.Submitted }
+// Wait is the time from submission to quorum; for a job whose quorum
+// evictions broke, from its first submission to its last start (it is
+// resubmitted as a training operator would, and waits again).
+func (r *JobResult) Wait() time.Duration {
+	if r.RestartedAt > 0 {
+		return r.RestartedAt - r.Submitted
+	}
+	return r.QuorumAt - r.Submitted
+}
 
 // Sample is the cluster at one moment.
 type Sample struct {
@@ -343,7 +361,7 @@ func (d *driver) loop(ctx context.Context) error {
 			if err := d.submit(ctx, j); err != nil {
 				return err
 			}
-			r := &JobResult{Job: j, Submitted: now, Nodes: map[string]int{}, placed: map[string]bool{}, done: map[string]bool{}}
+			r := &JobResult{Job: j, Submitted: now, Nodes: map[string]int{}, placed: map[string]bool{}, done: map[string]bool{}, boundAt: map[string]time.Duration{}}
 			d.submitted[j.Key()] = r
 			d.res.Jobs = append(d.res.Jobs, r)
 			lastChange = time.Now()
@@ -506,12 +524,14 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		}
 		if !r.placed[p.Name] {
 			r.placed[p.Name] = true
+			r.boundAt[p.Name] = now
 			r.Nodes[p.Spec.NodeName]++
 			changed = true
 		}
 		if p.Status.Phase == v1.PodSucceeded {
 			if !r.done[p.Name] {
 				r.done[p.Name] = true
+				r.CompletedGPUSeconds += float64(r.Job.GPUs) * (now - r.boundAt[p.Name]).Seconds()
 				r.Completed++
 				changed = true
 				if r.Completed == r.Job.Replicas {
@@ -554,6 +574,10 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 			}
 			// Deleted before it completed (reclaim): resubmit it, as a
 			// training operator would.
+			if at, ok := r.boundAt[name]; ok {
+				r.LostGPUSeconds += float64(r.Job.GPUs) * (now - at).Seconds()
+				delete(r.boundAt, name)
+			}
 			delete(r.placed, name)
 			r.Evicted++
 			changed = true
@@ -580,6 +604,18 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		if r.QuorumAt == 0 && n >= need {
 			r.QuorumAt = now
 			r.Spread = now - r.firstAt
+		}
+	}
+	for _, r := range d.res.Jobs {
+		need := int(r.Job.MinMember)
+		if need == 0 || r.QuorumAt == 0 || r.Completed > 0 {
+			continue
+		}
+		switch n := bound[r.Job.Key()]; {
+		case r.Evicted > 0 && n < need && !r.broken:
+			r.broken = true
+		case r.broken && n >= need:
+			r.broken, r.RestartedAt = false, now
 		}
 	}
 	for _, r := range d.res.Jobs {

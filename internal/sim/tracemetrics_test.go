@@ -144,8 +144,11 @@ func TestTraceSummary(t *testing.T) {
 	r := &Result{Scenario: sc, GPUs: 8, Elapsed: 10 * s,
 		Nodes: []NodeResult{{Name: "n0", Labels: map[string]string{"leaf": "l0"}}, {Name: "n1", Labels: map[string]string{"leaf": "l1"}}},
 		Jobs: []*JobResult{
-			{Job: gang, Submitted: 0, QuorumAt: 1 * s, MaxBound: 2, Nodes: map[string]int{"n0": 1, "n1": 1}, MaxLiveDomains: 2},
-			{Job: plain, Submitted: 0, QuorumAt: 3 * s, MaxBound: 1, Nodes: map[string]int{"n0": 1}},
+			{Job: gang, Submitted: 0, QuorumAt: 1 * s, MaxBound: 2, Nodes: map[string]int{"n0": 1, "n1": 1}, MaxLiveDomains: 2,
+				// Evicted after it started, resubmitted and started again at
+				// 4 s: it waited from 0 to 4 s.
+				Evicted: 2, LostGPUSeconds: 3, RestartedAt: 4 * s, CompletedGPUSeconds: 8},
+			{Job: plain, Submitted: 0, QuorumAt: 3 * s, MaxBound: 1, Nodes: map[string]int{"n0": 1}, CompletedGPUSeconds: 2},
 			{Job: never, Submitted: 2 * s, MaxBound: 1, Nodes: map[string]int{"n1": 1}},
 		},
 		// From 0 to 5s jobs wait and 4 GPUs are held, 2 of them useful;
@@ -166,9 +169,13 @@ func TestTraceSummary(t *testing.T) {
 	if got.WaitingSeconds != 50 {
 		t.Errorf("waiting %v trace seconds, want 50", got.WaitingSeconds)
 	}
-	// Waits in trace seconds: 10, 30, and 80 for the job that never started.
-	if got.WaitP50 != 30 || got.WaitP95 != 80 {
-		t.Errorf("waits %v: p50 %v p95 %v, want 30 and 80", got.Waits, got.WaitP50, got.WaitP95)
+	// Waits in trace seconds: 40 (to its restart), 30, and 80 for the job
+	// that never started.
+	if got.WaitP50 != 40 || got.WaitP95 != 80 {
+		t.Errorf("waits %v: p50 %v p95 %v, want 40 and 80", got.Waits, got.WaitP50, got.WaitP95)
+	}
+	if got.Goodput != 100 || got.LostGPUSeconds != 30 || got.Restarted != 1 || got.Evicted != 2 {
+		t.Errorf("goodput %v, lost %v GPU·s, %d restarted, %d evicted; want 100, 30, 1, 2", got.Goodput, got.LostGPUSeconds, got.Restarted, got.Evicted)
 	}
 	if got.Split != 1 || got.Partial != 1 {
 		t.Errorf("split %d partial %d, want 1 and 1", got.Split, got.Partial)

@@ -48,6 +48,14 @@ type TraceSummary struct {
 	// Evicted counts pods deleted before they completed (reclaim); the
 	// simulator resubmits them.
 	Evicted int
+	// Goodput is the GPU-seconds (trace) held by pods that ran to
+	// completion; LostGPUSeconds those held by pods evicted before they
+	// completed: work thrown away, which useful allocation counted while
+	// it ran. Restarted counts the jobs evictions took below their quorum
+	// and that started again (their wait runs from the first arrival to
+	// the last start).
+	Goodput, LostGPUSeconds float64
+	Restarted               int
 	// StrandedMean and StrandedPeak are GPUs held by members of gangs that
 	// had not started.
 	StrandedMean float64
@@ -108,6 +116,11 @@ func (tr TraceRun) Summary() TraceSummary {
 		}
 		s.Waits = append(s.Waits, wait.Seconds()*tr.Speed)
 		s.Evicted += j.Evicted
+		s.Goodput += j.CompletedGPUSeconds * tr.Speed
+		s.LostGPUSeconds += j.LostGPUSeconds * tr.Speed
+		if j.RestartedAt > 0 {
+			s.Restarted++
+		}
 		if size, _ := j.Job.subGroups(); size > 0 {
 			s.SubGroupJobs++
 			if j.MaxSplitSubGroups > 0 {
@@ -213,7 +226,12 @@ func summaryRows(sums []TraceSummary) []summaryRow {
 		}})
 	}
 	rows = append(rows, []summaryRow{
-		{"pods evicted (reclaim)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) }},
+		{"pods evicted (reclaim, preemption)", func(s TraceSummary) string { return fmt.Sprint(s.Evicted) }},
+		{"goodput: GPU·s of pods run to completion", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.Goodput) }},
+		{"GPU·s lost to evictions (of all run)", func(s TraceSummary) string {
+			return fmt.Sprintf("%.0f (%s)", s.LostGPUSeconds, pct(safeDiv(s.LostGPUSeconds, s.LostGPUSeconds+s.Goodput)))
+		}},
+		{"jobs restarted after evictions", func(s TraceSummary) string { return fmt.Sprint(s.Restarted) }},
 		{"GPUs stranded by incomplete gangs, mean / peak", func(s TraceSummary) string {
 			return fmt.Sprintf("%.1f / %d", s.StrandedMean, s.StrandedPeak)
 		}},
@@ -277,3 +295,10 @@ func WriteTraceText(w io.Writer, runs []TraceRun) {
 }
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }
+
+func safeDiv(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}

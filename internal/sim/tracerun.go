@@ -61,36 +61,45 @@ type ReplayOptions struct {
 	// upstream-gang).
 	KubeScheduler string
 	// ScaleTimers divides phalanx's wall-clock timers that shape placement
-	// over time — Coscheduling's reservationAfterSeconds and CapacityQueue's
-	// minRuntimeSeconds — by Speed (whole seconds, reservation at least 1),
-	// so they mean in trace time what they mean in a real cluster.
+	// over time — Coscheduling's reservationAfterSeconds and
+	// fragmentationHalfLifeSeconds, CapacityQueue's minRuntimeSeconds and
+	// usageHalfLifeSeconds — by Speed (whole seconds, reservation and
+	// half-lives at least 1, a half-life of 0 stays off), so they mean in
+	// trace time what they mean in a real cluster.
 	ScaleTimers bool
 }
 
 // scaledTimers are the canonical profile's timers that shape placement, and
 // the least each may be scaled down to.
-var scaledTimers = map[string]float64{"reservationAfterSeconds": 1, "minRuntimeSeconds": 0, "fragmentationHalfLifeSeconds": 1}
+var scaledTimers = map[string]float64{"reservationAfterSeconds": 1, "minRuntimeSeconds": 0, "fragmentationHalfLifeSeconds": 1, "usageHalfLifeSeconds": 1}
+
+// optionalTimers may be missing from a configuration (profiles written
+// before decayed fair share).
+var optionalTimers = map[string]bool{"usageHalfLifeSeconds": true}
 
 // ScaledSchedulerConfig is the canonical phalanx profile with its
-// reservation, minimum-runtime and fragmentation half-life timers divided by
-// speed.
+// reservation, minimum-runtime and half-life timers divided by speed.
 func ScaledSchedulerConfig(speed float64) ([]byte, error) {
 	return ScaleTimers(manifests.SchedulerConfig, speed)
 }
 
 // ScaleTimers divides a phalanx configuration's reservation, minimum-runtime
-// and fragmentation half-life timers by speed; each must be set once.
+// and half-life timers by speed; each must be set once.
 func ScaleTimers(config []byte, speed float64) ([]byte, error) {
 	return editArgs(config, func(args map[string]any) int {
 		scaled := 0
 		for key, floor := range scaledTimers {
 			if v, ok := args[key].(float64); ok {
-				args[key] = int64(math.Max(floor, math.Round(v/speed)))
-				scaled++
+				if v != 0 { // 0 turns a half-life off: it stays off
+					args[key] = int64(math.Max(floor, math.Round(v/speed)))
+				}
+				if !optionalTimers[key] {
+					scaled++
+				}
 			}
 		}
 		return scaled
-	}, len(scaledTimers))
+	}, len(scaledTimers)-len(optionalTimers))
 }
 
 // WithoutFragmentation turns fragmentation-aware placement off in a

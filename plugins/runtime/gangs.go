@@ -550,7 +550,16 @@ func (g *Gangs) onPodDelete(obj any) {
 		g.Lifecycle.ForgetIfEmpty(ref)
 	}
 	if pod.Spec.NodeName != "" {
-		g.Lifecycle.Changed()
+		// Its room is free (the scheduler's pod informer sees a finished
+		// pod as deleted): void cached plan failures and wake the failed
+		// and reserving gangs. The scheduling queue's own event may have
+		// retried a member before this handler ran, while the failure
+		// still stood, or skipped a gang whose representative was
+		// elsewhere in the queue.
+		g.wakeFailed()
+		for _, ref := range g.Lifecycle.ReservingGangs() {
+			g.wakeOne(ref)
+		}
 	}
 	g.order.forget(pod.UID)
 	g.mu.Lock()

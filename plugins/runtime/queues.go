@@ -206,8 +206,8 @@ func (q *Queues) charge(pod *v1.Pod) {
 	reserved := isMember && q.gangs.Lifecycle.IsPlaced(ref, pod.UID)
 	if ch, ok := queue.ChargeOf(pod, q.QueueOf(pod), q.gangs.Manager.Demand(pod), reserved); ok {
 		q.cache.SetPod(pod.UID, ch)
-	} else {
-		q.cache.DeletePod(pod.UID)
+	} else if q.cache.DeletePod(pod.UID) {
+		q.wakeSoon() // a finished pod gave its queue's share back
 	}
 }
 
@@ -222,7 +222,9 @@ func (q *Queues) onPodDelete(obj any) {
 		obj = tomb.Obj
 	}
 	if pod, ok := obj.(*v1.Pod); ok {
-		q.cache.DeletePod(pod.UID)
+		if q.cache.DeletePod(pod.UID) {
+			q.wakeSoon()
+		}
 		// A gang whose last member is gone waits for nothing (the informer's
 		// index no longer holds the deleted pod).
 		ref, isMember := q.gangs.RefOf(pod)
@@ -415,13 +417,20 @@ func (q *Queues) Block(ref gang.Ref, pod *v1.Pod) {
 		newly = q.blockedPod[key] == nil
 		q.blockedPod[key] = pod
 	}
-	soon := newly && !q.wakePending
-	if soon {
-		q.wakePending = true
+	q.mu.Unlock()
+	if newly {
+		q.wakeSoon()
 	}
+}
+
+// wakeSoon wakes what waits for queue admission after blockedWakeDelay,
+// once for a burst of calls.
+func (q *Queues) wakeSoon() {
+	q.mu.Lock()
+	soon := !q.wakePending
+	q.wakePending = true
 	q.mu.Unlock()
 	if soon {
-		// Coalesced: a burst of refusals wakes the refused once.
 		q.rt.clock.AfterFunc(blockedWakeDelay, func() {
 			go func() { // a fake clock calls back under its lock
 				q.mu.Lock()
@@ -433,8 +442,8 @@ func (q *Queues) Block(ref gang.Ref, pod *v1.Pod) {
 	}
 }
 
-// blockedWakeDelay is how soon a new refusal wakes the gangs refused
-// before it.
+// blockedWakeDelay is how soon a new refusal, or a share given back,
+// wakes the gangs refused before it.
 const blockedWakeDelay = 500 * time.Millisecond
 
 // Unblock forgets a gang (or a plain pod, when ref is zero) admitted since,
