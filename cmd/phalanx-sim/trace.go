@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,15 +35,24 @@ func runTrace(ctx context.Context, args []string) error {
 	fs.IntVar(&gen.Jobs, "job-count", gen.Jobs, "generator: jobs")
 	fs.IntVar(&gen.LeafSize, "leaf-size", gen.LeafSize, "generator: nodes per leaf switch")
 	fs.Float64Var(&gen.TopologyShare, "topology-share", gen.TopologyShare, "generator: fraction of gangs that require one leaf (with -cliques: one nvlink-clique)")
+	fs.IntVar(&gen.IBLeaves, "ib-leaves", 0, "generator: an InfiniBand-cluster level above the leaves, this many leaves per IB cluster (level ib-cluster); 0: none")
+	fs.Float64Var(&gen.IBShare, "ib-share", 0, "generator, with -ib-leaves: fraction of gangs that require one ib-cluster (drawn from those that do not require a leaf)")
+	fs.Int64Var(&gen.NodeGPUs, "node-gpus", 0, "generator: only openb node shapes with this many GPUs (e.g. 8); 0: all shapes in their proportions")
 	fs.IntVar(&gen.Cliques, "cliques", 0, fmt.Sprintf("generator: a GB200 NVL72-class cluster of this many NVLink cliques of %d nodes × %d GPUs, under spines (instead of -node-count openb nodes in leaves); 0: off", sim.CliqueNodes, sim.GB200Node.GPUs))
 	fs.IntVar(&gen.SpineCliques, "spine-cliques", gen.SpineCliques, "generator, with -cliques: NVLink cliques per spine")
 	fs.Float64Var(&gen.SubGroupShare, "subgroup-share", gen.SubGroupShare, "generator, with -cliques: fraction of multi-node gangs (more GPUs than a node) made tensor-parallel: the gang inside one spine, sub-groups each inside one nvlink-clique")
+	genQueues := fs.String("gen-queues", "", "generator: the queues jobs are drawn into, name:weight,… (default team-a:1,team-b:2)")
 	out := fs.String("out", "report/trace", "generator: write nodes.csv, jobs.csv and queues.csv here")
 	noRun := fs.Bool("no-run", false, "generator: write the CSVs and stop")
 	_ = fs.Parse(args)
 
 	var t *sim.Trace
 	var err error
+	if *genQueues != "" {
+		if gen.Queues, err = parseQueues(*genQueues); err != nil {
+			return fmt.Errorf("-gen-queues: %w", err)
+		}
+	}
 	if *generate {
 		sh, err := sim.OpenbShapes()
 		if err != nil {
@@ -134,4 +144,18 @@ func writeTraceHTML(path string, runs []sim.TraceRun) error {
 		return err
 	}
 	return f.Close()
+}
+
+// parseQueues reads name:weight,… into trace queues.
+func parseQueues(s string) ([]sim.TraceQueue, error) {
+	var out []sim.TraceQueue
+	for _, part := range strings.Split(s, ",") {
+		name, w, ok := strings.Cut(strings.TrimSpace(part), ":")
+		weight, err := strconv.ParseInt(w, 10, 32)
+		if !ok || name == "" || err != nil || weight < 1 {
+			return nil, fmt.Errorf("%q: want name:weight with a weight of 1 or more", part)
+		}
+		out = append(out, sim.TraceQueue{Name: name, Weight: int32(weight)})
+	}
+	return out, nil
 }

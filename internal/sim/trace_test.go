@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -245,5 +246,59 @@ func TestScaledSchedulerConfig(t *testing.T) {
 	}
 	if s := string(off); !strings.Contains(s, "fragmentationHalfLifeSeconds: 0\n") || !strings.Contains(s, "reservationAfterSeconds: 6\n") {
 		t.Errorf("without fragmentation:\n%s", s)
+	}
+}
+
+// TestGenerateIBClusters: -ib-leaves puts an ib-cluster level above the
+// leaves (widest first), every node in the IB cluster of its leaf;
+// -ib-share makes gangs require one; -node-gpus keeps 8-GPU nodes only.
+func TestGenerateIBClusters(t *testing.T) {
+	sh, err := OpenbShapes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := DefaultGenOptions
+	o.Nodes, o.Jobs, o.LeafSize, o.IBLeaves, o.NodeGPUs = 64, 120, 8, 4, 8
+	o.TopologyShare, o.IBShare = 1.0/3, 1.0/3
+	o.Queues = []TraceQueue{{Name: "default", Weight: 1}}
+	tr, err := Generate(sh, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(tr.Levels) != "[ib-cluster leaf]" {
+		t.Fatalf("levels %v, want [ib-cluster leaf]", tr.Levels)
+	}
+	ibs, leaves := map[string]bool{}, map[string]string{}
+	for _, n := range tr.Nodes {
+		if n.GPUs != 8 {
+			t.Errorf("%s has %d GPUs, want 8", n.Name, n.GPUs)
+		}
+		if ib, seen := leaves[n.Domains[1]]; seen && ib != n.Domains[0] {
+			t.Errorf("leaf %s in IB clusters %s and %s", n.Domains[1], ib, n.Domains[0])
+		}
+		leaves[n.Domains[1]] = n.Domains[0]
+		ibs[n.Domains[0]] = true
+	}
+	if len(leaves) != 8 || len(ibs) != 2 {
+		t.Errorf("%d leaves in %d IB clusters, want 8 in 2", len(leaves), len(ibs))
+	}
+	byLevel := map[string]int{}
+	gangs := 0
+	for _, j := range tr.Jobs {
+		if j.MinMember > 0 {
+			gangs++
+			byLevel[j.Topology]++
+		}
+		if !tr.fits(j) {
+			t.Errorf("%s does not fit the empty cluster", j.Name)
+		}
+	}
+	for _, l := range []string{"leaf", IBLevel, ""} {
+		if n := byLevel[l]; n < gangs/6 || n > gangs/2 {
+			t.Errorf("%d of %d gangs require %q, want about a third (%v)", n, gangs, l, byLevel)
+		}
+	}
+	if _, err := Generate(sh, GenOptions{Seed: 1, Load: 1, Nodes: 4, Jobs: 2, LeafSize: 2, NodeGPUs: 3, GangMix: DefaultGangMix}); err == nil || !strings.Contains(err.Error(), "3 GPUs") {
+		t.Errorf("an unknown node GPU count: %v", err)
 	}
 }

@@ -109,7 +109,18 @@ type GenOptions struct {
 	// inside one spine, in sub-groups each inside one nvlink-clique.
 	Cliques, SpineCliques int
 	SubGroupShare         float64
+	// IBLeaves > 0 adds a level above the leaves, "ib-cluster": IBLeaves
+	// consecutive leaves per InfiniBand cluster; IBShare of the gangs
+	// (size > 1) that do not require one leaf require one ib-cluster.
+	IBLeaves int
+	IBShare  float64
+	// NodeGPUs > 0 keeps only the openb node shapes with this many GPUs
+	// (e.g. 8: a cluster of 8-GPU servers).
+	NodeGPUs int64
 }
+
+// IBLevel is the generated InfiniBand-cluster level (GenOptions.IBLeaves).
+const IBLevel = "ib-cluster"
 
 // GB200-class clusters (GenOptions.Cliques): an NVL72 rack is one NVLink
 // clique of 18 compute trays of 4 GPUs (2 Grace CPUs of 72 cores, 960 GiB).
@@ -177,10 +188,27 @@ func Generate(sh Shapes, o GenOptions) (*Trace, error) {
 		return t.drawJobs(rng, sh, o)
 	case o.Nodes <= 0 || o.LeafSize <= 0:
 		return nil, fmt.Errorf("generate: nodes, jobs, load and leaf size must be > 0")
+	case o.IBLeaves < 0 || o.IBShare < 0 || o.TopologyShare+o.IBShare > 1:
+		return nil, fmt.Errorf("generate: leaves per IB cluster must be >= 0, the leaf and IB shares in [0, 1] together")
 	}
-	counts := largestRemainder(sh.Nodes, o.Nodes)
+	shapes := sh.Nodes
+	if o.NodeGPUs > 0 {
+		shapes = nil
+		for _, s := range sh.Nodes {
+			if s.GPUs == o.NodeGPUs {
+				shapes = append(shapes, s)
+			}
+		}
+		if len(shapes) == 0 {
+			return nil, fmt.Errorf("generate: no openb node shape has %d GPUs", o.NodeGPUs)
+		}
+	}
+	if o.IBLeaves > 0 {
+		t.Levels = []string{IBLevel, "leaf"}
+	}
+	counts := largestRemainder(shapes, o.Nodes)
 	var nodes []CountedShape
-	for i, s := range sh.Nodes {
+	for i, s := range shapes {
 		for k := 0; k < counts[i]; k++ {
 			nodes = append(nodes, s)
 		}
@@ -192,9 +220,14 @@ func Generate(sh Shapes, o GenOptions) (*Trace, error) {
 		return nodes[i].CPUMilli > nodes[j].CPUMilli
 	})
 	for i, s := range nodes {
+		leaf := i / o.LeafSize
+		domains := []string{fmt.Sprintf("leaf-%d", leaf)}
+		if o.IBLeaves > 0 {
+			domains = []string{fmt.Sprintf("ib-%d", leaf/o.IBLeaves), domains[0]}
+		}
 		t.Nodes = append(t.Nodes, TraceNode{
 			Name: fmt.Sprintf("node-%03d", i), CPUMilli: s.CPUMilli, MemoryMiB: s.MemoryMiB, GPUs: s.GPUs,
-			Domains: []string{fmt.Sprintf("leaf-%d", i/o.LeafSize)},
+			Domains: domains,
 		})
 	}
 	return t.drawJobs(rng, sh, o)
@@ -217,8 +250,11 @@ func (t *Trace) drawJobs(rng *rand.Rand, sh Shapes, o GenOptions) (*Trace, error
 				j.MinMember = size
 				switch {
 				case o.Cliques == 0:
-					if rng.Float64() < o.TopologyShare {
+					switch r := rng.Float64(); {
+					case r < o.TopologyShare:
 						j.Topology = "leaf"
+					case o.IBLeaves > 0 && r < o.TopologyShare+o.IBShare:
+						j.Topology = IBLevel
 					}
 				case j.GPUs*int64(size) > GB200Node.GPUs && rng.Float64() < o.SubGroupShare:
 					// A multi-node gang made tensor-parallel: the gang in
