@@ -956,20 +956,6 @@ func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
 	return out
 }
 
-// ReservingGangs lists the gangs that hold nodes while their room is in
-// use (PhaseReserving).
-func (lc *Lifecycle) ReservingGangs() []Ref {
-	lc.mu.Lock()
-	defer lc.unlock()
-	var out []Ref
-	for ref, g := range lc.gangs {
-		if g.phase == PhaseReserving {
-			out = append(out, ref)
-		}
-	}
-	return out
-}
-
 // FailedGangs lists the gangs whose last plan failed.
 func (lc *Lifecycle) FailedGangs() []Ref {
 	lc.mu.Lock()

@@ -557,7 +557,7 @@ func (g *Gangs) onPodDelete(obj any) {
 		// still stood, or skipped a gang whose representative was
 		// elsewhere in the queue.
 		g.wakeFailed()
-		for _, ref := range g.Lifecycle.ReservingGangs() {
+		for _, ref := range g.Lifecycle.Reservations() {
 			g.wakeOne(ref)
 		}
 	}
