@@ -53,6 +53,11 @@ var (
 		Help:           "A queue's deserved share by hierarchical water-filling, CPU in millicores.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"queue", "resource"})
+	queueRecent = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace: "phalanx", Subsystem: "queue", Name: "recent_usage",
+		Help:           "A queue's allocation averaged with CapacityQueue's usageHalfLifeSeconds (decayed fair share; absent when off), CPU in millicores.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"queue", "resource"})
 	queuePending = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace: "phalanx", Subsystem: "queue", Name: "pending",
 		Help:           "Requests of a queue's pods waiting to be placed, CPU in millicores.",
@@ -80,17 +85,17 @@ var (
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(PlanOutcomes, PlanDuration, GangWait, GangsPending, Evictions,
-			queueAllocated, queueDeserved, queuePending, Reclaims, NodesWithoutTopology)
+			queueAllocated, queueDeserved, queueRecent, queuePending, Reclaims, NodesWithoutTopology)
 	})
 }
 
 // recordQueueMetrics sets the queue gauges from a snapshot and removes the
 // series of queues that are gone.
-func recordQueueMetrics(allocated, deserved, pending map[string]resources.List, gone []string) {
+func recordQueueMetrics(allocated, deserved, recent, pending map[string]resources.List, gone []string) {
 	for _, set := range []struct {
 		g *metrics.GaugeVec
 		m map[string]resources.List
-	}{{queueAllocated, allocated}, {queueDeserved, deserved}, {queuePending, pending}} {
+	}{{queueAllocated, allocated}, {queueDeserved, deserved}, {queueRecent, recent}, {queuePending, pending}} {
 		for q, l := range set.m {
 			for r, v := range l {
 				set.g.WithLabelValues(q, string(r)).Set(float64(v))

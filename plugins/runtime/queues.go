@@ -326,7 +326,7 @@ func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
 	}
 	q.mu.Unlock()
 	if record {
-		recordQueueMetrics(snap.Allocated, snap.Deserved, snap.Pending, gone)
+		recordQueueMetrics(snap.Allocated, snap.Deserved, snap.Recent, snap.Pending, gone)
 	}
 	return snap
 }
