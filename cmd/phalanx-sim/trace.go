@@ -41,6 +41,7 @@ func runTrace(ctx context.Context, args []string) error {
 	fs.IntVar(&gen.Cliques, "cliques", 0, fmt.Sprintf("generator: a GB200 NVL72-class cluster of this many NVLink cliques of %d nodes × %d GPUs, under spines (instead of -node-count openb nodes in leaves); 0: off", sim.CliqueNodes, sim.GB200Node.GPUs))
 	fs.IntVar(&gen.SpineCliques, "spine-cliques", gen.SpineCliques, "generator, with -cliques: NVLink cliques per spine")
 	fs.Float64Var(&gen.SubGroupShare, "subgroup-share", gen.SubGroupShare, "generator, with -cliques: fraction of multi-node gangs (more GPUs than a node) made tensor-parallel: the gang inside one spine, sub-groups each inside one nvlink-clique")
+	gangMix := fs.String("gang-mix", "", "generator: gang sizes and their weights, size:weight,… (default 1:0.6,2:0.15,4:0.15,8:0.1; size 1 is a single pod)")
 	genQueues := fs.String("gen-queues", "", "generator: the queues jobs are drawn into, name:weight,… (default team-a:1,team-b:2)")
 	out := fs.String("out", "report/trace", "generator: write nodes.csv, jobs.csv and queues.csv here")
 	noRun := fs.Bool("no-run", false, "generator: write the CSVs and stop")
@@ -48,6 +49,11 @@ func runTrace(ctx context.Context, args []string) error {
 
 	var t *sim.Trace
 	var err error
+	if *gangMix != "" {
+		if gen.GangMix, err = parseGangMix(*gangMix); err != nil {
+			return fmt.Errorf("-gang-mix: %w", err)
+		}
+	}
 	if *genQueues != "" {
 		if gen.Queues, err = parseQueues(*genQueues); err != nil {
 			return fmt.Errorf("-gen-queues: %w", err)
@@ -156,6 +162,21 @@ func parseQueues(s string) ([]sim.TraceQueue, error) {
 			return nil, fmt.Errorf("%q: want name:weight with a weight of 1 or more", part)
 		}
 		out = append(out, sim.TraceQueue{Name: name, Weight: int32(weight)})
+	}
+	return out, nil
+}
+
+// parseGangMix reads size:weight,… into a gang-size mix.
+func parseGangMix(s string) ([]sim.GangWeight, error) {
+	var out []sim.GangWeight
+	for _, part := range strings.Split(s, ",") {
+		size, w, ok := strings.Cut(strings.TrimSpace(part), ":")
+		n, err1 := strconv.Atoi(size)
+		weight, err2 := strconv.ParseFloat(w, 64)
+		if !ok || err1 != nil || err2 != nil || n < 1 || weight <= 0 {
+			return nil, fmt.Errorf("%q: want size:weight with a size of 1 or more and a positive weight", part)
+		}
+		out = append(out, sim.GangWeight{Size: n, Weight: weight})
 	}
 	return out, nil
 }
