@@ -44,9 +44,13 @@ type Cache struct {
 	nodes map[string]resources.List
 	total resources.List
 
-	pods    map[types.UID]Charge
-	placed  map[string]resources.List
-	pending map[string]resources.List
+	pods map[types.UID]Charge
+	// reserved: pods the scheduler reserved (MarkPlaced), which stay placed
+	// whatever a lagging informer event says until they are unreserved or
+	// deleted.
+	reserved map[types.UID]bool
+	placed   map[string]resources.List
+	pending  map[string]resources.List
 	// version counts changes; a snapshot of the same version is reused.
 	version uint64
 	// recent is each queue's decayed recent usage (nil: decayed fair share
@@ -59,7 +63,7 @@ func NewCache() *Cache {
 	return &Cache{
 		queues: map[string]Queue{}, stale: true,
 		nodes: map[string]resources.List{}, total: resources.List{},
-		pods: map[types.UID]Charge{}, placed: map[string]resources.List{}, pending: map[string]resources.List{},
+		pods: map[types.UID]Charge{}, reserved: map[types.UID]bool{}, placed: map[string]resources.List{}, pending: map[string]resources.List{},
 	}
 }
 
@@ -139,6 +143,9 @@ func (c *Cache) SetPod(uid types.UID, ch Charge) {
 	if old, ok := c.pods[uid]; ok {
 		c.account(old, -1)
 	}
+	if c.reserved[uid] {
+		ch.Placed = true
+	}
 	c.pods[uid] = ch
 	c.account(ch, 1)
 	c.version++
@@ -148,6 +155,7 @@ func (c *Cache) SetPod(uid types.UID, ch Charge) {
 func (c *Cache) DeletePod(uid types.UID) (placed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.reserved, uid)
 	if old, ok := c.pods[uid]; ok {
 		c.account(old, -1)
 		delete(c.pods, uid)
@@ -158,15 +166,33 @@ func (c *Cache) DeletePod(uid types.UID) (placed bool) {
 }
 
 // MarkPlaced flips a pending pod to placed (the scheduler reserved it) or
-// back (it was unreserved).
-func (c *Cache) MarkPlaced(uid types.UID, placed bool) {
+// back (it was unreserved). A reserved pod the cache has no charge for yet
+// (the informer's add event still on its way) is charged as ch, placed, so
+// the queue counts it before the next admission.
+func (c *Cache) MarkPlaced(uid types.UID, placed bool, ch ...Charge) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ch, ok := c.pods[uid]; ok && ch.Placed != placed {
-		c.account(ch, -1)
-		ch.Placed = placed
-		c.pods[uid] = ch
-		c.account(ch, 1)
+	if placed {
+		c.reserved[uid] = true
+	} else {
+		delete(c.reserved, uid)
+	}
+	old, ok := c.pods[uid]
+	if !ok {
+		if placed && len(ch) > 0 {
+			add := ch[0]
+			add.Placed = true
+			c.pods[uid] = add
+			c.account(add, 1)
+			c.version++
+		}
+		return
+	}
+	if old.Placed != placed {
+		c.account(old, -1)
+		old.Placed = placed
+		c.pods[uid] = old
+		c.account(old, 1)
 		c.version++
 	}
 }

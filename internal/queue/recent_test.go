@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -178,5 +179,29 @@ func TestDecayedUsageSeed(t *testing.T) {
 	}
 	if r["b"][gpu] != 2 {
 		t.Errorf("followed queue: %d GPUs after a half-life, want 2 (the seed must not override it)", r["b"][gpu])
+	}
+}
+
+// TestReservedBeforeTheInformer: the scheduler may reserve a pod before the
+// informer's add event charges it. The reservation counts at once (a queue's
+// capability holds for the next admission), the late pending charge does
+// not undo it, and unreserving gives it back.
+func TestReservedBeforeTheInformer(t *testing.T) {
+	c := NewCache()
+	capped := q("capped", "", 1)
+	capped.Capability = resources.List{gpu: 2}
+	c.SetQueue(capped)
+	c.SetNode("n", cpuGPU(64000, 16), true)
+	one := cpuGPU(100, 1)
+	for _, uid := range []string{"a", "b"} {
+		c.MarkPlaced(types.UID(uid), true, Charge{Queue: "capped", Request: one})
+	}
+	c.SetPod("a", Charge{Queue: "capped", Request: one}) // the late add event: pending
+	if ok, _ := c.Snapshot(nil).Admit("capped", one); ok {
+		t.Fatalf("a third GPU admitted in a queue capped at 2 with two reserved (allocated %v)", c.Snapshot(nil).Allocated)
+	}
+	c.MarkPlaced("b", false)
+	if ok, reason := c.Snapshot(nil).Admit("capped", one); !ok {
+		t.Errorf("refused after an unreserve: %s", reason)
 	}
 }

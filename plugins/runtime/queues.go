@@ -292,7 +292,9 @@ func (q *Queues) onQueueDelete(obj any) {
 }
 
 // Reserved charges a pod to its queue as placed, before it is bound.
-func (q *Queues) Reserved(pod *v1.Pod) { q.cache.MarkPlaced(pod.UID, true) }
+func (q *Queues) Reserved(pod *v1.Pod) {
+	q.cache.MarkPlaced(pod.UID, true, queue.Charge{Queue: q.QueueOf(pod), Request: q.gangs.Manager.Demand(pod)})
+}
 
 // Unreserved gives the charge back.
 func (q *Queues) Unreserved(pod *v1.Pod) { q.cache.MarkPlaced(pod.UID, false) }
