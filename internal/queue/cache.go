@@ -82,14 +82,6 @@ func (c *Cache) DecayUsage(halfLife time.Duration, clk clock.PassiveClock) {
 	c.recent = &recentUsage{halfLife: halfLife, clock: clk, queues: map[string]*decayed{}, seen: map[string]bool{}}
 }
 
-// Decays reports whether decayed fair share is on: snapshots of the same
-// Version then still age.
-func (c *Cache) Decays() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.recent != nil
-}
-
 // SeedRecent sets queue q's recent usage when the cache knows none yet (a
 // restart reads what the controller last wrote in Queue.status).
 func (c *Cache) SeedRecent(q string, use resources.List) {

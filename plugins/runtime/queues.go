@@ -48,9 +48,6 @@ type Queues struct {
 	pods       corelisters.PodLister
 	client     phalanxclientset.Interface
 
-	// decays: decayed fair share is on.
-	decays bool
-
 	mu              sync.Mutex
 	ordering        *queue.Snapshot
 	orderingAt      time.Time
@@ -92,7 +89,6 @@ func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
 		blockedPod: map[string]*v1.Pod{},
 	}
 	q.cache.DecayUsage(opts.UsageHalfLife, r.clock)
-	q.decays = opts.UsageHalfLife > 0
 	r.addPodHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    q.onPod,
 		UpdateFunc: func(_, newObj any) { q.onPod(newObj) },
@@ -144,8 +140,8 @@ func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
 	return q, nil
 }
 
-// wakeAsUsageDecays retries the gangs refused admission every
-// decayWakeInterval: with decayed fair share, shares move as recent usage
+// wakeAsUsageDecays retries the gangs refused admission every sixteenth
+// of the half-life (at least decayWakeMin): with decayed fair share, shares move as recent usage
 // decays, with no event to say so.
 func (q *Queues) wakeAsUsageDecays(ctx context.Context) {
 	every := max(decayWakeMin, q.opts.UsageHalfLife/16)
@@ -391,7 +387,7 @@ func (q *Queues) Ordering() *queue.Snapshot {
 	age := time.Since(q.orderingAt)
 	// With decayed fair share an unchanged cache still ages: its order is
 	// reused for orderingMaxAgeDecaying at most.
-	fresh := snap != nil && (age < orderingMaxAge || (q.orderingVersion == version && (!q.decays || age < orderingMaxAgeDecaying)))
+	fresh := snap != nil && (age < orderingMaxAge || (q.orderingVersion == version && (q.opts.UsageHalfLife == 0 || age < orderingMaxAgeDecaying)))
 	q.mu.Unlock()
 	if fresh {
 		return snap
