@@ -744,12 +744,29 @@ func (lc *Lifecycle) notify(rel *release) {
 // against a pod of the given priority: the open slots of plans (against
 // every pod) and of reservations of equal or higher priority.
 func (lc *Lifecycle) Held(node string, except Ref, priority int32) (resources.List, int64) {
+	return lc.held(node, func(ref Ref, g *gangState) bool {
+		return ref == except || (g.phase == PhaseReserving && priority > g.priority)
+	})
+}
+
+// HeldAhead returns what a starving gang that asks for a reservation must
+// leave alone on node: every hold but its own and the starvation
+// reservations of its queue that it goes before (Reserve would displace
+// them, so their room is the gang's to claim).
+func (lc *Lifecycle) HeldAhead(node string, req ReservationRequest, ref Ref) (resources.List, int64) {
+	return lc.held(node, func(other Ref, g *gangState) bool {
+		return other == ref || (g.phase == PhaseReserving && g.kind == ReservationStarved && req.Kind == ReservationStarved &&
+			g.queue == req.Queue && goesFirst(req.Priority, req.Created, ref, g.priority, g.created, other))
+	})
+}
+
+func (lc *Lifecycle) held(node string, skip func(Ref, *gangState) bool) (resources.List, int64) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	var held resources.List
 	var pods int64
 	for ref, g := range lc.holds[node] {
-		if ref == except || (g.phase == PhaseReserving && priority > g.priority) {
+		if skip(ref, g) {
 			continue
 		}
 		for shape, n := range g.slots[node] {

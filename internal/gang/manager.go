@@ -3,7 +3,6 @@ package gang
 import (
 	"context"
 	"fmt"
-	"math"
 	"slices"
 	"time"
 
@@ -315,6 +314,11 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		}
 		defer a.devices.Without(leaving)()
 	}
+	queueName := ""
+	if a.Queue != nil {
+		queueName = a.Queue.Queue
+	}
+	ask := ReservationRequest{Kind: ReservationStarved, Queue: queueName, Priority: a.Priority, Created: spec.Created}
 	future, futurePods, busy := make([]resources.List, n), make([]int64, n), make([]int64, n)
 	unheld, unheldPods := make([]resources.List, n), make([]int64, n)
 	othersHold := false
@@ -322,7 +326,9 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		f, pods, b := m.futureRoom(ns, a.view.PodsOn(i), a.Priority)
 		a.leaveDevicesToAllocator(f)
 		unheld[i], unheldPods[i] = f.Clone(), pods
-		held, heldPods := m.Held(ns.Node.Name, ref, math.MinInt32)
+		// A reservation of its queue behind it is no obstacle: Reserve
+		// moves it to this gang.
+		held, heldPods := m.HeldAhead(ns.Node.Name, ask, ref)
 		othersHold = othersHold || !held.IsZero() || heldPods > 0
 		f.Sub(held)
 		future[i], futurePods[i], busy[i] = f, pods-heldPods, b
@@ -349,15 +355,9 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		}
 		return "nothing is reserved: the gang does not fit the cluster even when pods of equal or lower priority leave", false
 	}
-	queueName := ""
-	if a.Queue != nil {
-		queueName = a.Queue.Queue
-	}
-	_, shapes := Shapes(a.groups)
-	granted, displaced := m.Reserve(ref, ReservationRequest{
-		Kind: ReservationStarved, Queue: queueName, Priority: a.Priority, Created: spec.Created,
-		Plan: plan, Shapes: shapes,
-	})
+	_, ask.Shapes = Shapes(a.groups)
+	ask.Plan = plan
+	granted, displaced := m.Reserve(ref, ask)
 	if !displaced.IsZero() {
 		klog.FromContext(ctx).V(2).Info("Reservation moved to a gang ahead in the queue", "from", displaced, "to", ref)
 		m.fx.Wake(displaced)

@@ -307,6 +307,57 @@ func TestManagerStarvedReservation(t *testing.T) {
 	}
 }
 
+// The queue's one starvation reservation goes to the gang first in its
+// order, whichever asks first: a gang ahead takes over the room that a gang
+// behind it reserved, rather than being told the room is held for gangs
+// ahead of it (the e2e positions flake: b stuck behind c's reservation).
+func TestManagerReservationMovesToTheGangAhead(t *testing.T) {
+	e := newEnv()
+	early, late := members("e", 2, 2000, 10), members("l", 2, 2000, 10)
+	earlySpec, lateSpec := e.dir.gang("early", 2, 10, early...), e.dir.gang("late", 2, 10, late...)
+	lateSpec.Created = earlySpec.Created.Add(time.Second)
+	e.dir.pending[earlySpec.Ref], e.dir.pending[lateSpec.Ref] = early, late
+	c := &cluster{nodes: []fnode{
+		{name: "a", free: 0, pods: []*v1.Pod{boundAtTime(mpod("run-a", 2000, 5), "a", t0.Add(-time.Hour))}},
+		{name: "b", free: 0, pods: []*v1.Pod{boundAtTime(mpod("run-b", 2000, 5), "b", t0.Add(-time.Hour))}},
+	}}
+	ctx := context.Background()
+	for _, spec := range []*Spec{lateSpec, earlySpec} {
+		if _, err := e.m.Plan(ctx, e.attempt(spec, c)); err == nil {
+			t.Fatalf("%s planned", spec.Ref)
+		}
+	}
+	e.clk.Step(time.Minute)
+	// The gang behind asks first and gets the room.
+	if _, err := e.m.Plan(ctx, e.attempt(lateSpec, c)); err == nil {
+		t.Fatal("late planned")
+	}
+	if _, ok := e.m.ReservationOf(lateSpec.Ref); !ok {
+		t.Fatal("late did not reserve")
+	}
+	_, err := e.m.Plan(ctx, e.attempt(earlySpec, c))
+	if err == nil {
+		t.Fatal("early planned")
+	}
+	if _, ok := e.m.ReservationOf(earlySpec.Ref); !ok {
+		t.Fatalf("early, ahead in the queue, did not take the reservation: %v", err)
+	}
+	if _, ok := e.m.ReservationOf(lateSpec.Ref); ok {
+		t.Fatal("late kept its reservation beside early's")
+	}
+	woken := false
+	for _, r := range e.fx.wakes {
+		woken = woken || r == lateSpec.Ref
+	}
+	if !woken {
+		t.Errorf("the displaced gang was not woken: %v", e.fx.wakes)
+	}
+	// And the gang behind now waits behind it.
+	if _, err := e.m.Plan(ctx, e.attempt(lateSpec, c)); err == nil || !strings.Contains(err.Error(), "held for gangs ahead of it") {
+		t.Errorf("late after early reserved: %v", err)
+	}
+}
+
 // A committed plan that does not reach its quorum in time is released once
 // when the fake clock passes its timeout; a gang's own timeout wins.
 func TestManagerPlanExpires(t *testing.T) {
