@@ -25,6 +25,16 @@ type CoschedulingArgs struct {
 	// members bind: PerGang (one event on the gang's group object) or
 	// PerMember (every member's own, as kube-scheduler writes for a pod).
 	ScheduledEvents string
+	// ConsolidationAfterSeconds: a gang that has waited this long for a
+	// domain of its required level, none of which fits it, may have running
+	// gangs moved out of one. 0 (the default) is off.
+	ConsolidationAfterSeconds int64
+	// ConsolidationMinRuntimeSeconds is how long a gang runs (since its last
+	// start or move) before consolidation may move it.
+	ConsolidationMinRuntimeSeconds int64
+	// ConsolidationsPerHour bounds the consolidations for one queue's gangs
+	// within any hour.
+	ConsolidationsPerHour int32
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -88,7 +88,7 @@ func runTrace(ctx context.Context, args []string) error {
 		if n = strings.TrimSpace(n); n == "" {
 			continue
 		}
-		if n != sim.TracePhalanx && n != sim.TracePhalanxNoFGD {
+		if n != sim.TracePhalanx && n != sim.TracePhalanxNoFGD && n != sim.TracePhalanxConsolidate {
 			if _, err := os.Stat(*kubeScheduler); err != nil {
 				fmt.Printf("phalanx-sim trace: skipping %s: no kube-scheduler binary (%v); make bench-bins builds it\n", n, err)
 				continue

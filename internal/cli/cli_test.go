@@ -102,3 +102,25 @@ func TestMembersFitting(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueTableRecent: the RECENT column shows only where decayed fair
+// share is on, with each queue's recent usage.
+func TestQueueTableRecent(t *testing.T) {
+	rows := []QueueRow{{Name: "a", Weight: 1, State: "Open"}, {Name: "b", Weight: 1, State: "Open"}}
+	var off strings.Builder
+	if err := (&QueueTree{Queues: rows}).table(&off); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(off.String(), "RECENT") {
+		t.Errorf("RECENT shown while decayed fair share is off:\n%s", off.String())
+	}
+	rows[0].RecentUsage = map[string]string{"nvidia.com/gpu": "3.5"}
+	var on strings.Builder
+	if err := (&QueueTree{Queues: rows}).table(&on); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(on.String()), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], "RECENT") || !strings.HasSuffix(lines[1], "nvidia.com/gpu=3.5") || !strings.HasSuffix(lines[2], "-") {
+		t.Errorf("table:\n%s", on.String())
+	}
+}

@@ -32,8 +32,11 @@ type QueueRow struct {
 	Allocated map[string]string `json:"allocated,omitempty"`
 	// Borrowing is what the queue uses above its guarantee.
 	Borrowing map[string]string `json:"borrowing,omitempty"`
-	Pending   int32             `json:"pendingGangs"`
-	Running   int32             `json:"runningGangs"`
+	// RecentUsage is the allocation averaged over the decayed fair share's
+	// half-life (empty while it is off).
+	RecentUsage map[string]string `json:"recentUsage,omitempty"`
+	Pending     int32             `json:"pendingGangs"`
+	Running     int32             `json:"runningGangs"`
 }
 
 // QueueTree is the queues command's output.
@@ -70,8 +73,9 @@ func queues(ctx context.Context, c *clients) (*QueueTree, error) {
 				State: string(q.Spec.State), Reclaimable: q.Spec.Reclaimable == nil || *q.Spec.Reclaimable,
 				Guarantee: quantities(q.Spec.Guarantee), Capability: quantities(q.Spec.Capability),
 				Deserved: quantities(q.Status.Deserved), Allocated: quantities(q.Status.Allocated),
-				Borrowing: above(q.Status.Allocated, q.Spec.Guarantee),
-				Pending:   q.Status.PendingGangs, Running: q.Status.RunningGangs,
+				Borrowing:   above(q.Status.Allocated, q.Spec.Guarantee),
+				RecentUsage: quantities(q.Status.RecentUsage),
+				Pending:     q.Status.PendingGangs, Running: q.Status.RunningGangs,
 			}
 			if row.State == "" {
 				row.State = string(phalanxv1alpha1.QueueStateOpen)
@@ -92,15 +96,29 @@ func (t *QueueTree) table(w io.Writer) error {
 		_, err := fmt.Fprintln(w, "No queues: every pod is in queue \"default\" with the whole cluster.")
 		return err
 	}
+	// RECENT only where decayed fair share is on (some queue has a
+	// recent usage).
+	recent := false
+	for _, q := range t.Queues {
+		recent = recent || len(q.RecentUsage) > 0
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tWEIGHT\tSTATE\tRUNNING\tPENDING\tALLOCATED/DESERVED\tGUARANTEE\tCAPABILITY\tBORROWING")
+	header := "QUEUE\tWEIGHT\tSTATE\tRUNNING\tPENDING\tALLOCATED/DESERVED\tGUARANTEE\tCAPABILITY\tBORROWING"
+	if recent {
+		header += "\tRECENT"
+	}
+	fmt.Fprintln(tw, header)
 	for _, q := range t.Queues {
 		state := q.State
 		if q.Invalid != "" {
 			state = "Invalid: " + q.Invalid
 		}
-		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s\n", strings.Repeat("  ", q.Depth), q.Name, q.Weight, state,
+		fmt.Fprintf(tw, "%s%s\t%d\t%s\t%d\t%d\t%s\t%s\t%s\t%s", strings.Repeat("  ", q.Depth), q.Name, q.Weight, state,
 			q.Running, q.Pending, ofDeserved(q.Allocated, q.Deserved), list(q.Guarantee), list(q.Capability), list(q.Borrowing))
+		if recent {
+			fmt.Fprintf(tw, "\t%s", list(q.RecentUsage))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }

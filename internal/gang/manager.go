@@ -33,6 +33,10 @@ type Manager struct {
 	// Workload is the GPU pod shapes seen, whose room plans keep whole
 	// (nil or empty: no fragmentation tie-break).
 	Workload *ShapeHistory
+	// Consolidation moves running gangs to free a domain for a gang that
+	// waits for one (off while its After is 0).
+	Consolidation Consolidation
+	consolidated  consolidationLog
 }
 
 // NewManager returns a manager over lc. devices may be nil.

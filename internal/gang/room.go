@@ -31,7 +31,10 @@ type running struct {
 //  1. priority: whole gangs of lower priority — of its own queue, or of
 //     queues that stay at or above their deserved share without them;
 //  2. reclaim: for a queue below its deserved share, whole gangs of
-//     reclaimable queues above theirs that have run at least MinRuntime.
+//     reclaimable queues above theirs that have run at least MinRuntime;
+//  3. consolidation (when on): for a gang that waits for a domain of its
+//     required level, whole gangs moved out of one, each proven to fit
+//     elsewhere right away.
 //
 // Victims are chosen only if the planner, given the capacity they free,
 // places the whole gang; the fewest, lowest priority first. The gang then
@@ -101,10 +104,29 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 			return m.evict(ctx, a, all, chosen, planFor(chosen), ReasonPreempted, why, "")
 		}
 	}
-	if qc == nil || !qc.Reclaim {
-		return nil, "no lower-priority gang frees room for it"
+	why := "no lower-priority gang frees room for it"
+	if qc != nil && qc.Reclaim {
+		var room *Room
+		if room, why = m.reclaim(ctx, a, all, planFor); room != nil {
+			return room, why
+		}
 	}
-	return m.reclaim(ctx, a, all, planFor)
+	room, note := m.consolidate(ctx, a, all, planFor)
+	if room != nil {
+		return room, note
+	}
+	return nil, joinNotes(why, note)
+}
+
+// joinNotes joins the non-empty notes with "; ".
+func joinNotes(notes ...string) string {
+	var out []string
+	for _, n := range notes {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // reclaim evicts whole gangs of queues above their deserved share for a

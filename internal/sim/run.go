@@ -140,6 +140,9 @@ type Sample struct {
 	// used per queue; QueueWaiting counts the queue's unbound pods.
 	QueueUsed    map[string]int64
 	QueueWaiting map[string]int
+	// WaitCauses counts the waiting jobs by why they had not started
+	// (WaitCause).
+	WaitCauses map[string]int
 }
 
 // NodeResult is a node of the simulated cluster.
@@ -504,6 +507,7 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	jobGPU := map[string]int64{}          // per job: GPUs of its running pods
 	nodeUsed := map[string]Room{}         // per node: requests of its running pods
 	waitingShapes := map[Shape]bool{}     // shapes of the unbound pods
+	jobShape := map[string]Shape{}        // per job: the shape of its unbound pods
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
@@ -519,7 +523,9 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 			sample.QueueWaiting[queue]++
 			req := resources.PodRequests(p)
 			sample.QueueWaitingGPU[queue] += req[testcluster.GPU]
-			waitingShapes[Shape{CPU: req[v1.ResourceCPU], Memory: req[v1.ResourceMemory], GPUs: req[testcluster.GPU]}] = true
+			shape := Shape{CPU: req[v1.ResourceCPU], Memory: req[v1.ResourceMemory], GPUs: req[testcluster.GPU]}
+			waitingShapes[shape] = true
+			jobShape[r.Job.Key()] = shape
 			continue
 		}
 		if !r.placed[p.Name] {
@@ -648,17 +654,53 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		shapes = append(shapes, s)
 	}
 	rooms := make([]Room, 0, len(d.res.Nodes))
-	for _, n := range d.res.Nodes {
-		if n.Tainted {
-			continue
-		}
+	for _, n := range d.untainted() {
 		u := nodeUsed[n.Name]
 		rooms = append(rooms, Room{CPU: n.CPU - u.CPU, Memory: n.Memory - u.Memory, GPUs: n.GPUs - u.GPUs})
 	}
 	sample.FragGPU = FragmentedGPUs(rooms, shapes)
+	sample.WaitCauses = d.waitCauses(rooms, jobShape, live)
 	d.checkNUMA(now, running)
 	d.res.Samples = append(d.res.Samples, sample)
 	return changed, nil
+}
+
+// untainted lists the nodes pods may be scheduled to.
+func (d *driver) untainted() []NodeResult {
+	var out []NodeResult
+	for _, n := range d.res.Nodes {
+		if !n.Tainted {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// waitCauses counts the jobs waiting at a sample by why (WaitCause): rooms
+// are the untainted nodes' free room, jobShape the shape of each job's
+// unbound pods, live each job's bound pods not yet completed.
+func (d *driver) waitCauses(rooms []Room, jobShape map[string]Shape, live map[string]int) map[string]int {
+	out := map[string]int{}
+	nodes := d.untainted()
+	for _, r := range d.res.Jobs {
+		shape, unbound := jobShape[r.Job.Key()]
+		if r.Ran() || !unbound {
+			continue
+		}
+		need := 1
+		if r.Job.MinMember > 0 {
+			need = max(int(r.Job.MinMember)-live[r.Job.Key()], 1)
+		}
+		var domains []string
+		if level := d.sc.level(r.Job.requiredLevel()); level != nil {
+			domains = make([]string, len(nodes))
+			for i, n := range nodes {
+				domains[i] = n.Labels[level.NodeLabel]
+			}
+		}
+		out[WaitCause(rooms, domains, shape, need)]++
+	}
+	return out
 }
 
 // rankedPod is a running pod's rank and node.

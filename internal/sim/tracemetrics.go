@@ -195,3 +195,68 @@ func GangCounts(gangs []GangOutcome) (split, partial int) {
 	}
 	return split, partial
 }
+
+// Why a waiting job had not started at a sample, judged on the free room of
+// the nodes alone (GPUs, CPU and memory, per node), from the worst to the
+// scheduler's own choice.
+const (
+	// WaitNoRoom: the free room of all nodes takes fewer of its pods than
+	// it needs to start (too little free, or free in pieces too small).
+	WaitNoRoom = "no room"
+	// WaitNoDomain: the cluster's free room would take them, but no single
+	// domain of its required level would.
+	WaitNoDomain = "no domain"
+	// WaitRoomHeld: the room was there: queue order, reservations, queue
+	// limits or the scheduler's pace kept it waiting.
+	WaitRoomHeld = "room held"
+)
+
+// WaitCauses lists the causes in report order.
+var WaitCauses = []string{WaitNoRoom, WaitNoDomain, WaitRoomHeld}
+
+// WaitCause says why a job whose pods ask for s and that needs need more of
+// them bound to start had not started, given every node's room and, for a
+// job with a required level, each node's domain at that level (nil
+// otherwise; "" where the node lacks the level's label).
+func WaitCause(rooms []Room, domains []string, s Shape, need int) string {
+	total := 0
+	perDomain := map[string]int{}
+	for i, r := range rooms {
+		c := copiesIn(s, r)
+		total += c
+		if domains != nil && domains[i] != "" {
+			perDomain[domains[i]] += c
+		}
+	}
+	if total < need {
+		return WaitNoRoom
+	}
+	if domains != nil {
+		best := 0
+		for _, c := range perDomain {
+			best = max(best, c)
+		}
+		if best < need {
+			return WaitNoDomain
+		}
+	}
+	return WaitRoomHeld
+}
+
+// copiesIn is how many pods of shape s fit room r.
+func copiesIn(s Shape, r Room) int {
+	n := math.MaxInt
+	for _, p := range [][2]int64{{s.CPU, r.CPU}, {s.Memory, r.Memory}, {s.GPUs, r.GPUs}} {
+		if p[0] <= 0 {
+			continue
+		}
+		if p[1] < p[0] {
+			return 0
+		}
+		n = min(n, int(p[1]/p[0]))
+	}
+	if n == math.MaxInt {
+		return 1 << 20
+	}
+	return n
+}

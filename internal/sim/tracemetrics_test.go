@@ -155,7 +155,8 @@ func TestTraceSummary(t *testing.T) {
 		// from 5s nothing waits (not true of the jobs above, but the
 		// samples are what counts) and all 8 are held.
 		Samples: []Sample{
-			{At: 0, GPUUsed: 4, UsefulGPU: 2, StrandedGPU: 2, FragGPU: 1, JobsWaiting: 1, QueueUsed: map[string]int64{"a": 4}, QueueWaitingGPU: map[string]int64{"b": 8}},
+			{At: 0, GPUUsed: 4, UsefulGPU: 2, StrandedGPU: 2, FragGPU: 1, JobsWaiting: 1, QueueUsed: map[string]int64{"a": 4}, QueueWaitingGPU: map[string]int64{"b": 8},
+				WaitCauses: map[string]int{WaitNoDomain: 3, WaitRoomHeld: 1}},
 			{At: 5 * s, GPUUsed: 8, UsefulGPU: 8, QueueUsed: map[string]int64{"a": 4, "b": 4}},
 		},
 	}
@@ -183,6 +184,10 @@ func TestTraceSummary(t *testing.T) {
 	if got.StrandedPeak != 2 || got.StrandedMean != 1 {
 		t.Errorf("stranded mean %v peak %d, want 1 and 2", got.StrandedMean, got.StrandedPeak)
 	}
+	// 3 jobs waited for a domain, 1 with room, the whole time jobs waited.
+	if got.WaitCauses[WaitNoDomain] != 0.75 || got.WaitCauses[WaitRoomHeld] != 0.25 || got.WaitCauses[WaitNoRoom] != 0 {
+		t.Errorf("wait causes %v, want no domain 0.75, room held 0.25", got.WaitCauses)
+	}
 	// While jobs waited, a held 4 of 8 and deserved 4 (b asked 8: equal
 	// weights split the 8 GPUs 4/4).
 	if len(got.Queues) != 2 || got.Queues[0].Share != 0.5 || got.Queues[0].Deserved != 0.5 || got.Queues[1].Share != 0 || got.Queues[1].Deserved != 0.5 {
@@ -204,5 +209,34 @@ func TestUsefulSettled(t *testing.T) {
 	got := TraceRun{Scheduler: "x", Speed: 10, Result: r}.Summary()
 	if got.UsefulWaiting != 0.5 || got.UsefulSettled != 0.75 || got.SettledSeconds != 50 {
 		t.Errorf("useful while waiting %v, settled %v over %v s; want 0.5, 0.75 over 50 s", got.UsefulWaiting, got.UsefulSettled, got.SettledSeconds)
+	}
+}
+
+// TestWaitCause: by room alone, per node (CPU, memory and GPUs), then per
+// domain of the required level.
+func TestWaitCause(t *testing.T) {
+	gpu := Shape{CPU: 1000, Memory: 1 << 30, GPUs: 1}
+	room := func(gpus int64) Room { return Room{CPU: 8000, Memory: 64 << 30, GPUs: gpus} }
+	for _, tc := range []struct {
+		name    string
+		rooms   []Room
+		domains []string
+		shape   Shape
+		need    int
+		want    string
+	}{
+		{"too few GPUs free", []Room{room(2), room(1)}, nil, gpu, 4, WaitNoRoom},
+		{"GPUs free but no CPU beside them", []Room{{CPU: 500, Memory: 64 << 30, GPUs: 8}}, nil, gpu, 1, WaitNoRoom},
+		{"room without a requirement", []Room{room(2), room(2)}, nil, gpu, 4, WaitRoomHeld},
+		{"room, but split over domains", []Room{room(2), room(2)}, []string{"l0", "l1"}, gpu, 4, WaitNoDomain},
+		{"room in one domain", []Room{room(2), room(2), room(1)}, []string{"l0", "l0", "l1"}, gpu, 4, WaitRoomHeld},
+		{"unlabelled nodes are no domain", []Room{room(4)}, []string{""}, gpu, 4, WaitNoDomain},
+		{"a CPU-only pod", []Room{room(0)}, nil, Shape{CPU: 2000}, 4, WaitRoomHeld},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := WaitCause(tc.rooms, tc.domains, tc.shape, tc.need); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -61,6 +61,9 @@ type TraceSummary struct {
 	StrandedMean float64
 	StrandedPeak int64
 	Queues       []TraceQueueShare
+	// WaitCauses is each cause's part of the job-seconds spent waiting
+	// (WaitCause, judged at every sample).
+	WaitCauses map[string]float64
 }
 
 // TraceQueueShare is a queue's mean share of the cluster's GPUs against the
@@ -106,6 +109,7 @@ func (tr TraceRun) Summary() TraceSummary {
 	s.SettledSeconds = spanSeconds(at, r.Elapsed, settled) * tr.Speed
 	s.StrandedMean, _ = TimeMean(at, r.Elapsed, stranded, all)
 	s.WaitingSeconds = spanSeconds(at, r.Elapsed, waiting) * tr.Speed
+	s.WaitCauses = waitCauseShares(r.Samples, at, r.Elapsed, waiting)
 
 	var gangs []GangOutcome
 	for _, j := range r.Jobs {
@@ -145,6 +149,24 @@ func (tr TraceRun) Summary() TraceSummary {
 	s.Split, s.Partial = GangCounts(gangs)
 	s.Queues = tr.queueShares(at, waiting)
 	return s
+}
+
+// waitCauseShares is each wait cause's part of the job-seconds waited.
+func waitCauseShares(samples []Sample, at []time.Duration, end time.Duration, waiting []bool) map[string]float64 {
+	sums, total := map[string]float64{}, 0.0
+	eachSpan(at, end, waiting, func(i int, dt float64) {
+		for cause, n := range samples[i].WaitCauses {
+			sums[cause] += float64(n) * dt
+			total += float64(n) * dt
+		}
+	})
+	if total == 0 {
+		return nil
+	}
+	for cause := range sums {
+		sums[cause] /= total
+	}
+	return sums
 }
 
 func (r *Result) submitted(key string) bool {
@@ -217,6 +239,13 @@ func summaryRows(sums []TraceSummary) []summaryRow {
 		{"fragmentation while jobs wait", func(s TraceSummary) string { return pct(s.FragWaiting) }},
 		{"job wait p50 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP50) }},
 		{"job wait p95 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP95) }},
+		{"job-time waiting: " + strings.Join(WaitCauses, " / "), func(s TraceSummary) string {
+			parts := make([]string, len(WaitCauses))
+			for i, c := range WaitCauses {
+				parts[i] = fmt.Sprintf("%.0f%%", 100*s.WaitCauses[c])
+			}
+			return strings.Join(parts, " / ")
+		}},
 		{"split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) }},
 		{"partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) }},
 	}

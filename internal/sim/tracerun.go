@@ -20,9 +20,17 @@ const (
 	// TracePhalanxNoFGD is phalanx with fragmentation-aware placement off
 	// (fragmentationHalfLifeSeconds 0): its placement before the score.
 	TracePhalanxNoFGD = "phalanx-no-fgd"
-	TraceStock        = "stock"
-	TraceUpstreamGang = "upstream-gang"
+	// TracePhalanxConsolidate is phalanx with consolidation on
+	// (consolidationAfterSeconds ConsolidateAfterSeconds, scaled with the
+	// other timers).
+	TracePhalanxConsolidate = "phalanx-consolidate"
+	TraceStock              = "stock"
+	TraceUpstreamGang       = "upstream-gang"
 )
+
+// ConsolidateAfterSeconds is how long a gang waits for a domain before
+// phalanx-consolidate moves gangs for it, in trace seconds.
+const ConsolidateAfterSeconds = 600
 
 // TraceScheduler returns how to run scheduler name: nil for phalanx and
 // phalanx-no-fgd (in this process, with the canonical profile); stock and upstream-gang run
@@ -35,7 +43,7 @@ func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
 	// CompositePodGroup too: jobs with sub-groups are composites for it.
 	gates := "--feature-gates=" + strings.Join(append(slices.Clone(bench.UpstreamGates), bench.CompositeGate), "=true,") + "=true"
 	switch name {
-	case TracePhalanx, TracePhalanxNoFGD:
+	case TracePhalanx, TracePhalanxNoFGD, TracePhalanxConsolidate:
 		return nil, nil
 	case TraceStock:
 		return &SchedulerSpec{Name: name, Binary: kubeScheduler, Config: config(bench.Stock.SchedulerName()), SchedulerName: bench.Stock.SchedulerName()}, nil
@@ -71,11 +79,12 @@ type ReplayOptions struct {
 
 // scaledTimers are the canonical profile's timers that shape placement, and
 // the least each may be scaled down to.
-var scaledTimers = map[string]float64{"reservationAfterSeconds": 1, "minRuntimeSeconds": 0, "fragmentationHalfLifeSeconds": 1, "usageHalfLifeSeconds": 1}
+var scaledTimers = map[string]float64{"reservationAfterSeconds": 1, "minRuntimeSeconds": 0, "fragmentationHalfLifeSeconds": 1, "usageHalfLifeSeconds": 1,
+	"consolidationAfterSeconds": 1, "consolidationMinRuntimeSeconds": 0}
 
 // optionalTimers may be missing from a configuration (profiles written
-// before decayed fair share).
-var optionalTimers = map[string]bool{"usageHalfLifeSeconds": true}
+// before decayed fair share and consolidation).
+var optionalTimers = map[string]bool{"usageHalfLifeSeconds": true, "consolidationAfterSeconds": true, "consolidationMinRuntimeSeconds": true}
 
 // ScaledSchedulerConfig is the canonical phalanx profile with its
 // reservation, minimum-runtime and half-life timers divided by speed.
@@ -90,7 +99,7 @@ func ScaleTimers(config []byte, speed float64) ([]byte, error) {
 		scaled := 0
 		for key, floor := range scaledTimers {
 			if v, ok := args[key].(float64); ok {
-				if v != 0 { // 0 turns a half-life off: it stays off
+				if v != 0 { // 0 turns a half-life or consolidation off: it stays off
 					args[key] = int64(math.Max(floor, math.Round(v/speed)))
 				}
 				if !optionalTimers[key] {
@@ -110,6 +119,18 @@ func WithoutFragmentation(config []byte) ([]byte, error) {
 			return 0
 		}
 		args["fragmentationHalfLifeSeconds"] = 0
+		return 1
+	}, 1)
+}
+
+// WithConsolidation turns consolidation on in a phalanx configuration: a
+// gang waits afterSeconds for a domain before gangs are moved for it.
+func WithConsolidation(config []byte, afterSeconds int64) ([]byte, error) {
+	return editArgs(config, func(args map[string]any) int {
+		if _, ok := args["reservationAfterSeconds"]; !ok {
+			return 0
+		}
+		args["consolidationAfterSeconds"] = afterSeconds
 		return 1
 	}, 1)
 }
@@ -154,6 +175,15 @@ func ReplayTrace(ctx context.Context, t *Trace, schedulers []string, o ReplayOpt
 		}
 		opts := o.Options
 		opts.Scheduler = spec
+		if name == TracePhalanxConsolidate {
+			base := opts.SchedulerConfig
+			if base == nil {
+				base = manifests.SchedulerConfig
+			}
+			if opts.SchedulerConfig, err = WithConsolidation(base, ConsolidateAfterSeconds); err != nil {
+				return runs, err
+			}
+		}
 		if spec == nil && o.ScaleTimers {
 			base := opts.SchedulerConfig
 			if base == nil {

@@ -17,6 +17,11 @@ const (
 	ScheduledEventsPerGang   = "PerGang"
 	ScheduledEventsPerMember = "PerMember"
 	DefaultScheduledEvents   = ScheduledEventsPerGang
+	// Consolidation is off unless asked for; once on, a moved gang has run
+	// ten minutes, and a queue's gangs cause at most two moves an hour.
+	DefaultConsolidationAfterSeconds      int64 = 0
+	DefaultConsolidationMinRuntimeSeconds int64 = 600
+	DefaultConsolidationsPerHour          int32 = 2
 )
 
 // SetDefaults_CoschedulingArgs sets unset fields to their defaults.
@@ -32,6 +37,15 @@ func SetDefaults_CoschedulingArgs(obj *CoschedulingArgs) {
 	}
 	if obj.ScheduledEvents == nil {
 		obj.ScheduledEvents = ptr.To(DefaultScheduledEvents)
+	}
+	if obj.ConsolidationAfterSeconds == nil {
+		obj.ConsolidationAfterSeconds = ptr.To(DefaultConsolidationAfterSeconds)
+	}
+	if obj.ConsolidationMinRuntimeSeconds == nil {
+		obj.ConsolidationMinRuntimeSeconds = ptr.To(DefaultConsolidationMinRuntimeSeconds)
+	}
+	if obj.ConsolidationsPerHour == nil {
+		obj.ConsolidationsPerHour = ptr.To(DefaultConsolidationsPerHour)
 	}
 }
 

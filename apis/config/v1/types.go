@@ -30,6 +30,18 @@ type CoschedulingArgs struct {
 	// member gets kube-scheduler's "Successfully assigned" event too.
 	// Pods outside gangs always get theirs. Default PerGang.
 	ScheduledEvents *string `json:"scheduledEvents,omitempty"`
+	// ConsolidationAfterSeconds: a gang that has waited this long for a
+	// domain of its required topology level, none of which fits it, may
+	// have running gangs moved out of one, each proven to fit elsewhere
+	// right away; the cheapest set (GPU-seconds of work lost) is evicted
+	// whole. 0 turns consolidation off. Default 0.
+	ConsolidationAfterSeconds *int64 `json:"consolidationAfterSeconds,omitempty"`
+	// ConsolidationMinRuntimeSeconds is how long a gang runs, since its
+	// last start or move, before consolidation may move it. Default 600.
+	ConsolidationMinRuntimeSeconds *int64 `json:"consolidationMinRuntimeSeconds,omitempty"`
+	// ConsolidationsPerHour bounds the consolidations done for the gangs of
+	// one queue within any hour. Default 2.
+	ConsolidationsPerHour *int32 `json:"consolidationsPerHour,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -133,6 +133,15 @@ func autoConvert_v1_CoschedulingArgs_To_config_CoschedulingArgs(in *Coscheduling
 	if err := metav1.Convert_Pointer_string_To_string(&in.ScheduledEvents, &out.ScheduledEvents, s); err != nil {
 		return err
 	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.ConsolidationAfterSeconds, &out.ConsolidationAfterSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_Pointer_int64_To_int64(&in.ConsolidationMinRuntimeSeconds, &out.ConsolidationMinRuntimeSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_Pointer_int32_To_int32(&in.ConsolidationsPerHour, &out.ConsolidationsPerHour, s); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -152,6 +161,15 @@ func autoConvert_config_CoschedulingArgs_To_v1_CoschedulingArgs(in *config.Cosch
 		return err
 	}
 	if err := metav1.Convert_string_To_Pointer_string(&in.ScheduledEvents, &out.ScheduledEvents, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.ConsolidationAfterSeconds, &out.ConsolidationAfterSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int64_To_Pointer_int64(&in.ConsolidationMinRuntimeSeconds, &out.ConsolidationMinRuntimeSeconds, s); err != nil {
+		return err
+	}
+	if err := metav1.Convert_int32_To_Pointer_int32(&in.ConsolidationsPerHour, &out.ConsolidationsPerHour, s); err != nil {
 		return err
 	}
 	return nil

@@ -94,6 +94,21 @@ func (in *CoschedulingArgs) DeepCopyInto(out *CoschedulingArgs) {
 		*out = new(string)
 		**out = **in
 	}
+	if in.ConsolidationAfterSeconds != nil {
+		in, out := &in.ConsolidationAfterSeconds, &out.ConsolidationAfterSeconds
+		*out = new(int64)
+		**out = **in
+	}
+	if in.ConsolidationMinRuntimeSeconds != nil {
+		in, out := &in.ConsolidationMinRuntimeSeconds, &out.ConsolidationMinRuntimeSeconds
+		*out = new(int64)
+		**out = **in
+	}
+	if in.ConsolidationsPerHour != nil {
+		in, out := &in.ConsolidationsPerHour, &out.ConsolidationsPerHour
+		*out = new(int32)
+		**out = **in
+	}
 	return
 }
 

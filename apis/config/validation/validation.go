@@ -15,6 +15,9 @@ import (
 // maxTimeoutSeconds keeps timeouts in a range where a typo is caught (one day).
 const maxTimeoutSeconds = 24 * 60 * 60
 
+// maxConsolidationsPerHour: more than one a minute is churn, not consolidation.
+const maxConsolidationsPerHour = 60
+
 // maxHalfLifeSeconds bounds decayed fair share's memory (30 days).
 const maxHalfLifeSeconds = 30 * 24 * 60 * 60
 
@@ -26,6 +29,12 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 	errs = append(errs, validateSeconds(path.Child("fragmentationHalfLifeSeconds"), args.FragmentationHalfLifeSeconds, 0)...)
 	if e := args.ScheduledEvents; e != configv1.ScheduledEventsPerGang && e != configv1.ScheduledEventsPerMember {
 		errs = append(errs, field.NotSupported(path.Child("scheduledEvents"), e, []string{configv1.ScheduledEventsPerGang, configv1.ScheduledEventsPerMember}))
+	}
+	errs = append(errs, validateSeconds(path.Child("consolidationAfterSeconds"), args.ConsolidationAfterSeconds, 0)...)
+	errs = append(errs, validateSeconds(path.Child("consolidationMinRuntimeSeconds"), args.ConsolidationMinRuntimeSeconds, 0)...)
+	// 0 is accepted while consolidation is off (args built without it).
+	if n, least := args.ConsolidationsPerHour, min(args.ConsolidationAfterSeconds, 1); n < int32(least) || n > maxConsolidationsPerHour {
+		errs = append(errs, field.Invalid(path.Child("consolidationsPerHour"), n, fmt.Sprintf("must be between 1 and %d while consolidation is on", maxConsolidationsPerHour)))
 	}
 	return errs.ToAggregate()
 }

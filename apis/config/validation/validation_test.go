@@ -101,7 +101,7 @@ func TestValidateCoschedulingArgs(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: tc.timeout, ReservationAfterSeconds: defaults.coscheduling.ReservationAfterSeconds, ScheduledEvents: defaults.coscheduling.ScheduledEvents})
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: tc.timeout, ReservationAfterSeconds: defaults.coscheduling.ReservationAfterSeconds, ScheduledEvents: defaults.coscheduling.ScheduledEvents, ConsolidationsPerHour: defaults.coscheduling.ConsolidationsPerHour})
 			checkErr(t, err, tc.wantFields, tc.wantSubstr)
 		})
 	}
@@ -275,6 +275,38 @@ func TestValidateScheduledEvents(t *testing.T) {
 			} else {
 				checkErr(t, err, []string{"pluginConfig[Coscheduling].args.scheduledEvents"}, []string{`"PerGang"`, `"PerMember"`})
 			}
+		})
+	}
+}
+
+// TestValidateConsolidation: seconds within a day (0 is off, or no min
+// runtime), at least one and at most 60 consolidations an hour; each error
+// names its field.
+func TestValidateConsolidation(t *testing.T) {
+	for _, tc := range []struct {
+		name              string
+		after, minRuntime int64
+		perHour           int32
+		wantField         string
+	}{
+		{name: "defaults: off", after: 0, minRuntime: 600, perHour: 2},
+		{name: "on, no min runtime", after: 300, minRuntime: 0, perHour: 60},
+		{name: "off, rate unset", after: 0, minRuntime: 600, perHour: 0},
+		{name: "negative after", after: -1, minRuntime: 600, perHour: 2, wantField: "consolidationAfterSeconds"},
+		{name: "after past a day", after: 86401, minRuntime: 600, perHour: 2, wantField: "consolidationAfterSeconds"},
+		{name: "negative min runtime", after: 300, minRuntime: -1, perHour: 2, wantField: "consolidationMinRuntimeSeconds"},
+		{name: "none an hour", after: 300, minRuntime: 600, perHour: 0, wantField: "consolidationsPerHour"},
+		{name: "more than one a minute", after: 300, minRuntime: 600, perHour: 61, wantField: "consolidationsPerHour"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := defaults.coscheduling
+			args.ConsolidationAfterSeconds, args.ConsolidationMinRuntimeSeconds, args.ConsolidationsPerHour = tc.after, tc.minRuntime, tc.perHour
+			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &args)
+			if tc.wantField == "" {
+				checkErr(t, err, nil, nil)
+				return
+			}
+			checkErr(t, err, []string{"pluginConfig[Coscheduling].args." + tc.wantField}, []string{"must be between"})
 		})
 	}
 }

@@ -1,0 +1,189 @@
+package gang
+
+import (
+	"context"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// Two racks of two 2-CPU nodes; gang x runs on a1, gang y on b1, a2 and b2
+// are free. A 2-member gang of 2 CPUs each, required in one rack, fits
+// neither rack until one of x and y moves to the other rack's free node.
+func TestManagerConsolidation(t *testing.T) {
+	type runner struct {
+		name       string
+		node       string
+		prio       int32
+		started    time.Duration // before t0
+		checkpoint time.Duration // before t0; 0: none
+	}
+	x := runner{name: "x", node: "a1", started: 3 * time.Hour}
+	y := runner{name: "y", node: "b1", started: time.Hour}
+	on := Consolidation{After: 5 * time.Minute, MinRuntime: 10 * time.Minute, PerHour: 2}
+	for _, tc := range []struct {
+		name    string
+		c       Consolidation
+		runners []runner
+		a2Free  int64
+		waited  time.Duration
+		prio    int32
+		// want: the pods evicted, the rack the gang reserves; nil: none.
+		want     []string
+		wantRack string
+		wantNote string
+	}{
+		{name: "off", c: Consolidation{}, runners: []runner{x, y}, a2Free: 2000, waited: time.Hour},
+		{name: "waited too little", c: on, runners: []runner{x, y}, a2Free: 2000, waited: 4 * time.Minute},
+		{
+			name: "the cheaper gang moves", c: on, runners: []runner{x, y}, a2Free: 2000, waited: 5 * time.Minute,
+			want: []string{"y-0"}, wantRack: "r2",
+		},
+		{
+			name: "a checkpoint makes the older gang cheaper", c: on, a2Free: 2000, waited: 5 * time.Minute,
+			runners: []runner{{name: "x", node: "a1", started: 3 * time.Hour, checkpoint: time.Minute}, y},
+			// x moves to b2; the gang takes rack r1.
+			want: []string{"x-0"}, wantRack: "r1",
+		},
+		{
+			name: "a gang within its min runtime stays", c: on, a2Free: 2000, waited: 5 * time.Minute,
+			runners: []runner{x, {name: "y", node: "b1", started: time.Minute}},
+			want:    []string{"x-0"}, wantRack: "r1",
+		},
+		{
+			name: "a higher-priority gang stays", c: on, a2Free: 2000, waited: 5 * time.Minute,
+			runners: []runner{x, {name: "y", node: "b1", prio: 5, started: time.Hour}},
+			want:    []string{"x-0"}, wantRack: "r1",
+		},
+		{
+			name: "no gang fits elsewhere", c: on, runners: []runner{x, y}, a2Free: 1000, waited: time.Hour,
+			// Moving x leaves r1 with 2+1 CPUs: the gang does not fit;
+			// moving y frees r2 but y fits nowhere else (a2 has 1 CPU).
+			wantNote: "no consolidation: no rack can be freed by moving gangs that fit elsewhere now",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv()
+			e.m.Consolidation = tc.c
+			nodes := map[string]*fnode{
+				"a1": {name: "a1", rack: "r1"}, "a2": {name: "a2", rack: "r1", free: tc.a2Free},
+				"b1": {name: "b1", rack: "r2"}, "b2": {name: "b2", rack: "r2", free: 2000},
+			}
+			for _, r := range tc.runners {
+				p := boundAtTime(mpod(r.name+"-0", 2000, r.prio), r.node, t0.Add(-r.started))
+				spec := e.dir.gang(r.name, 1, r.prio, p)
+				if r.checkpoint > 0 {
+					spec.Annotations = map[string]string{AnnotationCheckpointedAt: t0.Add(-r.checkpoint).Format(time.RFC3339)}
+				}
+				nodes[r.node].pods = append(nodes[r.node].pods, p)
+			}
+			c := &cluster{}
+			for _, n := range []string{"a1", "a2", "b1", "b2"} {
+				c.nodes = append(c.nodes, *nodes[n])
+			}
+			pods := members("w", 2, 2000, tc.prio)
+			spec := e.dir.gang("w", 2, tc.prio, pods...)
+			e.dir.pending[spec.Ref] = pods
+			ctx := context.Background()
+			attempt := func() *Attempt {
+				a := e.attempt(spec, c)
+				a.Topology = &Constraint{Tree: c.topology(), Required: "rack"}
+				return a
+			}
+			if _, err := e.m.Plan(ctx, attempt()); err == nil {
+				t.Fatal("planned with no rack free")
+			}
+			e.clk.Step(tc.waited)
+			a := attempt()
+			if _, err := e.m.Plan(ctx, a); err == nil {
+				t.Fatal("planned with no rack free")
+			}
+			room, msg := e.m.MakeRoom(ctx, a)
+			if tc.want == nil {
+				if room != nil || len(e.fx.evictions) > 0 {
+					t.Fatalf("consolidated: %q, evictions %+v", msg, e.fx.evictions)
+				}
+				if !strings.Contains(msg, tc.wantNote) {
+					t.Errorf("note %q, want %q", msg, tc.wantNote)
+				}
+				return
+			}
+			if room == nil || len(e.fx.evictions) != len(tc.want) {
+				t.Fatalf("no consolidation: %q, evictions %+v", msg, e.fx.evictions)
+			}
+			var evicted []string
+			for _, ev := range e.fx.evictions {
+				if ev.reason != ReasonConsolidated {
+					t.Errorf("eviction reason %s", ev.reason)
+				}
+				evicted = append(evicted, ev.pods...)
+			}
+			if !reflect.DeepEqual(evicted, tc.want) {
+				t.Fatalf("evicted %v, want %v", evicted, tc.want)
+			}
+			r, ok := e.m.ReservationOf(spec.Ref)
+			if !ok || r.Kind != ReservationPreempting {
+				t.Fatalf("the gang holds no reservation for the freed rack: %+v %v", r, ok)
+			}
+			var held []string
+			for n := range r.Slots {
+				held = append(held, n)
+			}
+			sort.Strings(held)
+			wantNodes := map[string][]string{"r1": {"a1", "a2"}, "r2": {"b1", "b2"}}[tc.wantRack]
+			if !reflect.DeepEqual(held, wantNodes) {
+				t.Errorf("reserved %v, want %v", held, wantNodes)
+			}
+			if !strings.Contains(msg, "consolidating rack "+tc.wantRack) || !strings.Contains(msg, "GPU-seconds of work lost") {
+				t.Errorf("message %q", msg)
+			}
+			if got := e.fx.evicted; len(got) != 1 || got[0] != ReasonConsolidated+"//1" {
+				t.Errorf("evictions counted %v", got)
+			}
+		})
+	}
+}
+
+// At most PerHour consolidations per queue within any hour; the next one
+// waits until the oldest is an hour old.
+func TestManagerConsolidationRate(t *testing.T) {
+	var l consolidationLog
+	if ok, _ := l.allowed("q", t0, 1); !ok {
+		t.Fatal("the first consolidation refused")
+	}
+	l.record("q", t0, []Victim{{Ref: Ref{Namespace: "ns", Name: "v"}}})
+	if ok, next := l.allowed("q", t0.Add(59*time.Minute), 1); ok || !next.Equal(t0.Add(time.Hour)) {
+		t.Fatalf("second within the hour: allowed %v, next %v", ok, next)
+	}
+	if ok, _ := l.allowed("other", t0.Add(time.Minute), 1); !ok {
+		t.Fatal("another queue's consolidation refused")
+	}
+	if ok, _ := l.allowed("q", t0.Add(time.Hour), 1); !ok {
+		t.Fatal("refused after an hour")
+	}
+	if got := l.movedAt(Ref{Namespace: "ns", Name: "v"}); !got.Equal(t0) {
+		t.Fatalf("moved at %v", got)
+	}
+}
+
+func TestMovable(t *testing.T) {
+	plain := mpod("p", 1000, 0)
+	spread := mpod("s", 1000, 0)
+	spread.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1}}
+	claims := mpod("c", 1000, 0)
+	claims.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
+	anti := mpod("a", 1000, 0)
+	anti.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{}}
+	if !movable([]*v1.Pod{plain}) {
+		t.Error("a plain pod is not movable")
+	}
+	for _, p := range []*v1.Pod{spread, claims, anti} {
+		if movable([]*v1.Pod{plain, p}) {
+			t.Errorf("%s is movable", p.Name)
+		}
+	}
+}
