@@ -27,6 +27,7 @@ func runTrace(ctx context.Context, args []string) error {
 	scaleTimers := fs.Bool("scale-timers", true, "divide phalanx's reservation, minimum-runtime and half-life timers by -speed, so they keep their meaning in trace time")
 	config := fs.String("config", "", "phalanx's KubeSchedulerConfiguration for phalanx and phalanx-no-fgd (default: manifests/scheduler-config.yaml); with -scale-timers it must set the three scaled timers")
 	details := fs.String("details", "", "write each replay's per-job table (the demo's text report) into this directory")
+	runTimeLimit := fs.Float64("run-time-limit", 0, "give each pod activeDeadlineSeconds of this many times its run time (e.g. 1.5), as jobs with time limits declare; phalanx backfills reservations with such pods; 0: none")
 	gen := sim.DefaultGenOptions
 	generate := fs.Bool("generate", false, "generate the trace from the openb shapes (examples/trace) instead of reading -nodes/-jobs")
 	fs.Int64Var(&gen.Seed, "seed", gen.Seed, "generator seed")
@@ -109,7 +110,7 @@ func runTrace(ctx context.Context, args []string) error {
 	defer closeLog()
 	start := time.Now()
 	runs, err := sim.ReplayTrace(ctx, t, names, sim.ReplayOptions{
-		Options: sim.Options{Log: logw, Progress: os.Stdout, SchedulerConfig: phalanxConfig},
+		Options: sim.Options{Log: logw, Progress: os.Stdout, SchedulerConfig: phalanxConfig, RunTimeLimit: *runTimeLimit},
 		Speed:   *speed, Timeout: *timeout, KubeScheduler: *kubeScheduler, ScaleTimers: *scaleTimers,
 	})
 	sim.WriteTraceText(os.Stdout, runs)

@@ -48,6 +48,37 @@ type consolidationLog struct {
 	mu      sync.Mutex
 	byQueue map[string][]time.Time
 	moved   map[Ref]time.Time
+	// wakeAt is when a gang's pending retry fires: one per gang, however
+	// often its members fail meanwhile.
+	wakeAt map[Ref]time.Time
+}
+
+// claimWake reports whether a retry of the gang at at must be scheduled:
+// not when one is pending that fires no later.
+func (l *consolidationLog) claimWake(ref Ref, now, at time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if t, ok := l.wakeAt[ref]; ok && t.After(now) && !t.After(at) {
+		return false
+	}
+	if l.wakeAt == nil {
+		l.wakeAt = map[Ref]time.Time{}
+	}
+	for r, t := range l.wakeAt {
+		if !t.After(now) {
+			delete(l.wakeAt, r)
+		}
+	}
+	l.wakeAt[ref] = at
+	return true
+}
+
+// retryLater is retryAfter, once per gang for a given time.
+func (m *Manager) retryLater(a *Attempt, d time.Duration) {
+	now := m.Now()
+	if m.consolidated.claimWake(a.Ref, now, now.Add(d)) {
+		m.retryAfter(a, d)
+	}
 }
 
 // allowed reports whether the queue may consolidate now, and if not, when.
@@ -109,9 +140,18 @@ type moveCandidate struct {
 type consolidation struct {
 	domain  string
 	victims []Victim
+	moves   []move
 	plan    *Plan
 	cost    float64
 	pods    int
+}
+
+// move is where a moved gang was proven to fit.
+type move struct {
+	ref      Ref
+	priority int32
+	plan     *Plan
+	shapes   map[string]resources.List
 }
 
 // consolidate frees one domain of the gang's required level by moving whole
@@ -139,7 +179,7 @@ func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, pla
 		return nil, ""
 	}
 	if waited := now.Sub(since); waited < c.After {
-		m.retryAfter(a, c.After-waited)
+		m.retryLater(a, c.After-waited)
 		return nil, ""
 	}
 	queueName := ""
@@ -147,7 +187,7 @@ func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, pla
 		queueName = a.Queue.Queue
 	}
 	if ok, next := m.consolidated.allowed(queueName, now, c.PerHour); !ok {
-		m.retryAfter(a, next.Sub(now))
+		m.retryLater(a, next.Sub(now))
 		return nil, fmt.Sprintf("no consolidation: queue %q had its %d this hour (next at %s)", queueName, c.PerHour, next.UTC().Format(time.RFC3339))
 	}
 	levels := a.Topology.Tree.Levels()
@@ -163,7 +203,7 @@ func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, pla
 	cands, youngest := m.moveCandidates(a, all, li, now)
 	if len(cands) == 0 {
 		if youngest > 0 {
-			m.retryAfter(a, youngest)
+			m.retryLater(a, youngest)
 			return nil, fmt.Sprintf("no consolidation: the gangs it could move have run less than %v (retrying in %v)", c.MinRuntime, youngest.Round(time.Second))
 		}
 		return nil, "no consolidation: no running gang it could move"
@@ -174,7 +214,19 @@ func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, pla
 	}
 	m.consolidated.record(queueName, now, best.victims)
 	why := fmt.Sprintf("no %s fits it; consolidating %s %s (%.0f GPU-seconds of work lost)", a.Topology.Required, a.Topology.Required, best.domain, best.cost)
-	return m.evict(ctx, a, all, best.victims, best.plan, ReasonConsolidated, why, queueName)
+	room, msg := m.evict(ctx, a, all, best.victims, best.plan, ReasonConsolidated, why, queueName)
+	// Each moved gang's new place is held for it (against equal and lower
+	// priority) until its pods come back and plan, or for twice its
+	// schedule timeout.
+	for _, mv := range best.moves {
+		spec, err := m.dir.Spec(mv.ref)
+		if err != nil {
+			continue
+		}
+		m.Reserve(mv.ref, ReservationRequest{Kind: ReservationMoved, Priority: mv.priority, Created: spec.Created,
+			Plan: mv.plan, Shapes: mv.shapes, TTL: 2 * m.scheduleTimeout(spec)})
+	}
+	return room, msg
 }
 
 // moveCandidates lists the running gangs consolidation may move, cheapest
@@ -297,10 +349,14 @@ func (m *Manager) cheapestMove(a *Attempt, cands []moveCandidate, planFor func([
 		}
 		victims := victimsOf(chosen)
 		plan := planFor(victims)
-		if plan == nil || !m.relocates(a, chosen, victims, plan) {
+		if plan == nil {
 			continue
 		}
-		best = &consolidation{domain: d, victims: victims, plan: plan, cost: cost, pods: pods}
+		moves, ok := m.relocate(a, chosen, victims, plan)
+		if !ok {
+			continue
+		}
+		best = &consolidation{domain: d, victims: victims, moves: moves, plan: plan, cost: cost, pods: pods}
 	}
 	return best
 }
@@ -313,11 +369,11 @@ func victimsOf(cs []moveCandidate) []Victim {
 	return out
 }
 
-// relocates proves that every moved gang fits, whole, on the room left once
+// relocate proves that every moved gang fits, whole, on the room left once
 // they are gone and the waiting gang holds its plan: largest first, each
 // inside one domain of its own required level, each taking its room from
-// the next.
-func (m *Manager) relocates(a *Attempt, moved []moveCandidate, victims []Victim, plan *Plan) bool {
+// the next. It returns where each goes.
+func (m *Manager) relocate(a *Attempt, moved []moveCandidate, victims []Victim, plan *Plan) ([]move, bool) {
 	n := len(a.view.Nodes)
 	freed := Freed(victims)
 	_, requests := Shapes(a.groups)
@@ -336,6 +392,7 @@ func (m *Manager) relocates(a *Attempt, moved []moveCandidate, victims []Victim,
 	}
 	order := append([]moveCandidate(nil), moved...)
 	sort.SliceStable(order, func(i, j int) bool { return order[i].Members > order[j].Members })
+	moves := make([]move, 0, len(order))
 	for _, c := range order {
 		groups := GroupByShape(c.pods, m.demand())
 		verdicts := make([]Verdict, n)
@@ -352,13 +409,13 @@ func (m *Manager) relocates(a *Attempt, moved []moveCandidate, victims []Victim,
 		req := Request{Shapes: shapes, Nodes: CandidateNodes(groups, a.view.Nodes, verdicts, capacity, false, a.Limiter)}
 		spec, err := m.dir.Spec(c.Ref)
 		if err != nil {
-			return false
+			return nil, false
 		}
 		required, _ := TopologyConstraint(spec.Annotations, groups[0].Rep.Annotations)
 		req.Constrain(a.Topology.Tree, required, "", nil)
 		p, _ := Place(req)
 		if p == nil {
-			return false
+			return nil, false
 		}
 		for i, ns := range a.view.Nodes {
 			for shape, k := range p.Slots[ns.Node.Name] {
@@ -366,8 +423,9 @@ func (m *Manager) relocates(a *Attempt, moved []moveCandidate, victims []Victim,
 				pods[i] -= int64(k)
 			}
 		}
+		moves = append(moves, move{ref: c.Ref, priority: c.Priority, plan: p, shapes: reqs})
 	}
-	return true
+	return moves, true
 }
 
 // gpus is what a gang's work is priced in: its GPUs, else its CPU cores at

@@ -144,6 +144,17 @@ func TestManagerConsolidation(t *testing.T) {
 			if got := e.fx.evicted; len(got) != 1 || got[0] != ReasonConsolidated+"//1" {
 				t.Errorf("evictions counted %v", got)
 			}
+			// The moved gang's new place, the other rack's free node, is
+			// held for it.
+			moved := Ref{Namespace: "ns", Name: strings.TrimSuffix(tc.want[0], "-0")}
+			mr, ok := e.m.ReservationOf(moved)
+			wantNew := map[string]string{"r1": "b2", "r2": "a2"}[tc.wantRack]
+			if !ok || mr.Kind != ReservationMoved || len(mr.Slots) != 1 || mr.Slots[wantNew] == nil {
+				t.Errorf("moved gang %s holds %+v (%v), want its new place %s", moved, mr, ok, wantNew)
+			}
+			if got := heldCPU(e.m.Lifecycle, wantNew, Ref{Name: "someone-else"}, 0); got != 2000 {
+				t.Errorf("%s holds %d CPU against others, want 2000", wantNew, got)
+			}
 		})
 	}
 }
@@ -185,5 +196,27 @@ func TestMovable(t *testing.T) {
 		if movable([]*v1.Pod{plain, p}) {
 			t.Errorf("%s is movable", p.Name)
 		}
+	}
+}
+
+// A gang whose members fail again and again while it waits gets one retry
+// timer, not one per failure.
+func TestConsolidationWakeOnce(t *testing.T) {
+	var l consolidationLog
+	ref := Ref{Namespace: "ns", Name: "g"}
+	if !l.claimWake(ref, t0, t0.Add(time.Minute)) {
+		t.Fatal("the first retry was not scheduled")
+	}
+	if l.claimWake(ref, t0.Add(time.Second), t0.Add(time.Minute)) || l.claimWake(ref, t0.Add(time.Second), t0.Add(2*time.Minute)) {
+		t.Error("a second retry was scheduled while one no later is pending")
+	}
+	if !l.claimWake(ref, t0.Add(time.Second), t0.Add(30*time.Second)) {
+		t.Error("an earlier retry was not scheduled")
+	}
+	if !l.claimWake(ref, t0.Add(time.Minute), t0.Add(2*time.Minute)) {
+		t.Error("no retry after the pending one fired")
+	}
+	if !l.claimWake(Ref{Namespace: "ns", Name: "other"}, t0, t0.Add(time.Minute)) {
+		t.Error("another gang's retry was not scheduled")
 	}
 }

@@ -48,6 +48,9 @@ const (
 	ReservationStarved ReservationKind = "Starved"
 	// ReservationPreempting: the gang evicted victims and waits for them.
 	ReservationPreempting ReservationKind = "Preempting"
+	// ReservationMoved: consolidation moved the gang; the place it was
+	// proven to fit is held until its pods come back.
+	ReservationMoved ReservationKind = "Moved"
 )
 
 // Listener hears of teardowns, once each, outside the lifecycle's lock.
@@ -174,6 +177,10 @@ type gangState struct {
 	created  time.Time
 	kind     ReservationKind
 	since    time.Time
+	// readyBy is the latest the room of a starvation reservation is free:
+	// when the last pod it waits for reaches its activeDeadlineSeconds
+	// (zero: some pod has none, unknown).
+	readyBy time.Time
 
 	failed     bool
 	failedAt   uint64
@@ -744,8 +751,31 @@ func (lc *Lifecycle) notify(rel *release) {
 // against a pod of the given priority: the open slots of plans (against
 // every pod) and of reservations of equal or higher priority.
 func (lc *Lifecycle) Held(node string, except Ref, priority int32) (resources.List, int64) {
+	return lc.HeldFrom(node, Claimant{Ref: except, Priority: priority})
+}
+
+// Claimant is who asks for room: its gang (zero for a plain pod), its
+// priority, and when it is sure to be gone (its pods' activeDeadlineSeconds
+// from now; zero: no limit).
+type Claimant struct {
+	Ref      Ref
+	Priority int32
+	Ends     time.Time
+}
+
+// HeldFrom is Held for a claimant that may end in time: a starvation
+// reservation whose room is sure to be free only after the claimant ends
+// (readyBy) does not hold against it — it backfills without delaying the
+// reservation (conservative backfill, on run-time limits).
+func (lc *Lifecycle) HeldFrom(node string, c Claimant) (resources.List, int64) {
 	return lc.held(node, func(ref Ref, g *gangState) bool {
-		return ref == except || (g.phase == PhaseReserving && priority > g.priority)
+		if ref == c.Ref || g.phase != PhaseReserving {
+			return ref == c.Ref
+		}
+		if c.Priority > g.priority {
+			return true
+		}
+		return g.kind == ReservationStarved && !g.readyBy.IsZero() && !c.Ends.IsZero() && !c.Ends.After(g.readyBy)
 	})
 }
 

@@ -230,7 +230,7 @@ func (m *Manager) room(a *Attempt, freed map[string]Usage) Capacity {
 	return func(i int) (resources.List, int64) {
 		ns := a.view.Nodes[i]
 		free, pods := ns.Free.Clone(), ns.FreePods
-		held, heldPods := m.Held(ns.Node.Name, a.Ref, a.Priority)
+		held, heldPods := m.HeldFrom(ns.Node.Name, Claimant{Ref: a.Ref, Priority: a.Priority, Ends: m.endsBy(a)})
 		free.Sub(held)
 		if f, ok := freed[ns.Node.Name]; ok {
 			free.Add(f.Request)
@@ -296,6 +296,9 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationPreempting {
 		return reservationNote(r, a.view, "preempted victims are leaving"), true
 	}
+	if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationMoved {
+		return reservationNote(r, a.view, "consolidation moved the gang here; its pods come back to it"), true
+	}
 	since := m.WaitingSince(ref)
 	if since.IsZero() || m.Now().Sub(since) < m.ReserveAfter {
 		if _, ok := m.ReservationOf(ref); ok {
@@ -348,6 +351,9 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		return plan
 	}
 	plan := placeOn(future, futurePods)
+	if plan != nil {
+		ask.ReadyBy = m.readyBy(a, plan, func(i int) []*v1.Pod { return a.view.PodsOn(i) })
+	}
 	if plan == nil {
 		if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationStarved {
 			m.DropReservation(ref)
@@ -372,6 +378,57 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	r, _ := m.ReservationOf(ref)
 	m.fx.Observe("reserved", 0)
 	return reservationNote(r, a.view, "gangs of equal or lower priority only backfill around it"), true
+}
+
+// EndsBy is when a pod is sure to be gone if it starts now: its
+// activeDeadlineSeconds from now (zero: no limit).
+func EndsBy(pod *v1.Pod, now time.Time) time.Time {
+	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && *d > 0 {
+		return now.Add(time.Duration(*d) * time.Second)
+	}
+	return time.Time{}
+}
+
+// endsBy is EndsBy for the attempt's pod and every pending shape of its
+// gang: the latest, or zero if one has no limit.
+func (m *Manager) endsBy(a *Attempt) time.Time {
+	now := m.Now()
+	end := EndsBy(a.Pod, now)
+	for _, g := range a.groups {
+		e := EndsBy(g.Rep, now)
+		if e.IsZero() || end.IsZero() {
+			return time.Time{}
+		}
+		if e.After(end) {
+			end = e
+		}
+	}
+	return end
+}
+
+// readyBy is the latest the plan's room is free: when the last pod of equal
+// or lower priority on its nodes reaches its activeDeadlineSeconds (zero
+// when one has no limit).
+func (m *Manager) readyBy(a *Attempt, plan *Plan, podsOn func(int) []*v1.Pod) time.Time {
+	ready := m.Now()
+	for i, ns := range a.view.Nodes {
+		if _, used := plan.Slots[ns.Node.Name]; !used {
+			continue
+		}
+		for _, p := range podsOn(i) {
+			if p.DeletionTimestamp != nil || m.dir.PriorityOf(p) > a.Priority {
+				continue
+			}
+			d := p.Spec.ActiveDeadlineSeconds
+			if d == nil || *d <= 0 {
+				return time.Time{}
+			}
+			if end := boundAt(p).Add(time.Duration(*d) * time.Second); end.After(ready) {
+				ready = end
+			}
+		}
+	}
+	return ready
 }
 
 // futureRoom is a node's room for the gang once the pods it may wait for
@@ -515,8 +572,8 @@ func (m *Manager) routeSubGroup(ref Ref, spec *Spec, shape string, planLive bool
 // what other gangs' plans and reservations hold there is taken away. room
 // is asked only when something is held there (Filter runs per node and pod)
 // and returns a list Fits may change.
-func (m *Manager) Fits(node string, ref Ref, priority int32, request resources.List, room func() (resources.List, int64)) bool {
-	held, heldPods := m.Held(node, ref, priority)
+func (m *Manager) Fits(node string, c Claimant, request resources.List, room func() (resources.List, int64)) bool {
+	held, heldPods := m.HeldFrom(node, c)
 	if held == nil && heldPods == 0 {
 		return true
 	}

@@ -299,10 +299,10 @@ func TestManagerStarvedReservation(t *testing.T) {
 	}
 	// Fits, as Filter asks it: a lower-priority pod does not fit the held
 	// room on b, a higher-priority one does.
-	if e.m.Fits("b", other, 5, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
+	if e.m.Fits("b", Claimant{Ref: other, Priority: 5}, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
 		t.Error("a lower-priority pod fits reserved room")
 	}
-	if !e.m.Fits("b", other, 11, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
+	if !e.m.Fits("b", Claimant{Ref: other, Priority: 11}, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
 		t.Error("a higher-priority pod is kept off a reservation")
 	}
 }
@@ -461,5 +461,57 @@ func TestManagerMissedSlot(t *testing.T) {
 	}
 	if e.rec.count() != 1 {
 		t.Fatalf("teardowns %d, want 1", e.rec.count())
+	}
+}
+
+// Conservative backfill: a starvation reservation's room is free at the
+// latest when the pods it waits for reach their activeDeadlineSeconds; a
+// claimant sure to be gone by then (its own limit) may use the room, one
+// without a limit or ending later may not, and a reservation that waits for
+// a pod without a limit lets nothing backfill.
+func TestManagerBackfillOnRunTimeLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		runningLimit  int64 // activeDeadlineSeconds of the pod the gang waits for; 0: none
+		claimantEnds  time.Duration
+		wantBackfills bool
+	}{
+		{"ends before the room frees", 7200, 30 * time.Minute, true},
+		{"ends just when it frees", 7200, 59 * time.Minute, true},
+		{"ends after it frees", 7200, 2 * time.Hour, false},
+		{"no limit of its own", 7200, 0, false},
+		{"the reservation waits for a pod without a limit", 0, time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv()
+			pods := members("m", 2, 2000, 10)
+			spec := e.dir.gang("g", 2, 10, pods...)
+			e.dir.pending[spec.Ref] = pods
+			// Started an hour before t0: with a 2 h limit it is gone by t0+1h.
+			running := boundAtTime(mpod("lower", 2000, 5), "a", t0.Add(-time.Hour))
+			if tc.runningLimit > 0 {
+				running.Spec.ActiveDeadlineSeconds = &tc.runningLimit
+			}
+			c := &cluster{nodes: []fnode{{name: "a", pods: []*v1.Pod{running}}, {name: "b", free: 2000}}}
+			ctx := context.Background()
+			if _, err := e.m.Plan(ctx, e.attempt(spec, c)); err == nil {
+				t.Fatal("planned")
+			}
+			e.clk.Step(time.Minute)
+			if _, err := e.m.Plan(ctx, e.attempt(spec, c)); err == nil {
+				t.Fatal("planned")
+			}
+			if _, ok := e.m.ReservationOf(spec.Ref); !ok {
+				t.Fatal("no reservation")
+			}
+			claimant := Claimant{Ref: Ref{Namespace: "ns", Name: "small"}, Priority: 10}
+			if tc.claimantEnds > 0 {
+				claimant.Ends = e.clk.Now().Add(tc.claimantEnds)
+			}
+			fits := e.m.Fits("b", claimant, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 })
+			if fits != tc.wantBackfills {
+				t.Errorf("backfills %v, want %v", fits, tc.wantBackfills)
+			}
+		})
 	}
 }

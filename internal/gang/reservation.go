@@ -21,6 +21,9 @@ type ReservationRequest struct {
 	Shapes map[string]resources.List
 	// TTL ends the reservation if the gang is not planned by then (0: none).
 	TTL time.Duration
+	// ReadyBy is the latest the reserved room is free (zero: unknown); a
+	// claimant that ends by then backfills it (HeldFrom).
+	ReadyBy time.Time
 }
 
 // Reservation describes what a reserving gang holds.
@@ -61,6 +64,7 @@ func (lc *Lifecycle) Reserve(ref Ref, req ReservationRequest) (granted bool, dis
 	lc.setSlotsLocked(g, req.Plan, req.Shapes)
 	g.phase = PhaseReserving
 	g.kind, g.queue, g.priority, g.created, g.since = req.Kind, req.Queue, req.Priority, req.Created, since
+	g.readyBy = req.ReadyBy
 	if req.TTL > 0 {
 		gen := g.generation
 		g.timer = lc.clock.AfterFunc(req.TTL, func() { go lc.expire(ref, gen) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -41,6 +42,11 @@ type Options struct {
 	// a scheduler that binds gangs in part, members that ran alone and
 	// completed never made the gang run).
 	LiveQuorum bool
+	// RunTimeLimit, when above 0, gives each pod with a run time an
+	// activeDeadlineSeconds of that many times it (whole seconds, rounded
+	// up), as a job with a time limit declares: what phalanx's backfill
+	// around reservations goes by.
+	RunTimeLimit float64
 }
 
 // SchedulerSpec is a scheduler binary a run uses instead of phalanx.
@@ -204,7 +210,7 @@ func Run(ctx context.Context, sc *Scenario, o Options) (res *Result, err error) 
 		return nil, err
 	}
 	res = &Result{Scenario: sc}
-	d := &driver{c: c, sc: sc, res: res, progress: o.Progress, numaNodes: map[string]*numa.Node{}, sched: o.Scheduler, liveQuorum: o.LiveQuorum}
+	d := &driver{c: c, sc: sc, res: res, progress: o.Progress, numaNodes: map[string]*numa.Node{}, sched: o.Scheduler, liveQuorum: o.LiveQuorum, runTimeLimit: o.RunTimeLimit}
 	if err := d.setUp(ctx); err != nil {
 		return nil, err
 	}
@@ -254,13 +260,14 @@ type driver struct {
 	lastShown string
 	// finishing counts pods running with a run time: the run is not over
 	// while kwok still has pods to complete.
-	finishing  int
-	submitted  map[string]*JobResult
-	numaNodes  map[string]*numa.Node
-	namespaces map[string]bool
-	sched      *SchedulerSpec
-	liveQuorum bool
-	labels     map[string]map[string]string
+	finishing    int
+	submitted    map[string]*JobResult
+	numaNodes    map[string]*numa.Node
+	namespaces   map[string]bool
+	sched        *SchedulerSpec
+	liveQuorum   bool
+	runTimeLimit float64
+	labels       map[string]map[string]string
 }
 
 // setUp creates the nodes (with their NodeResourceTopology objects), the
@@ -450,6 +457,9 @@ func (d *driver) createPod(ctx context.Context, j Job, i int) error {
 		spec.SchedulerName = d.sched.SchedulerName
 	}
 	pod := spec.Pod()
+	if d.runTimeLimit > 0 && j.Duration.Duration > 0 {
+		pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(math.Ceil(d.runTimeLimit * j.Duration.Seconds())))
+	}
 	if d.sched != nil && d.sched.UpstreamGang && j.MinMember > 0 {
 		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(d.upstreamGang(j).GroupOf(i))}
 	}

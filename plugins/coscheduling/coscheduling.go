@@ -301,7 +301,8 @@ func (pl *Coscheduling) Filter(ctx context.Context, state fwk.CycleState, pod *v
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is not the gang member's planned node")
 		}
 	}
-	if !pl.m.Fits(name, cs.ref, cs.priority, cs.request, func() (resources.List, int64) { return probe.FreeOn(nodeInfo) }) {
+	claimant := gang.Claimant{Ref: cs.ref, Priority: cs.priority, Ends: gang.EndsBy(pod, pl.m.Now())}
+	if !pl.m.Fits(name, claimant, cs.request, func() (resources.List, int64) { return probe.FreeOn(nodeInfo) }) {
 		// Unresolvable: evicting pods here would not release a hold. The
 		// hold's end is no event the scheduling queue sees: the runtime
 		// wakes the pod when held capacity is given up.

@@ -363,3 +363,60 @@ func waitQueueCountsWithin(t *testing.T, c *testcluster.Cluster, want map[string
 		t.FailNow()
 	}
 }
+
+// TestBackfillOnRunTimeLimits: gang "big" (2 × 4 CPU, the whole of both
+// nodes) reserves them after 1 s: node n-0 runs a pod with a one-hour
+// activeDeadlineSeconds, so the room is free within the hour at the
+// latest. A pod of the same priority without a limit may not take n-1
+// (it is told the room is held); one whose own limit ends before that hour
+// does (conservative backfill): it cannot delay the big gang.
+func TestBackfillOnRunTimeLimits(t *testing.T) {
+	c := startCluster(t, nodes("n", 2, testcluster.NodeSpec{CPU: "4", Memory: "16Gi"})...)
+	config := bytes.Replace(manifests.SchedulerConfig, []byte("reservationAfterSeconds: 30"), []byte("reservationAfterSeconds: 1"), 1)
+	if bytes.Equal(config, manifests.SchedulerConfig) {
+		t.Fatal("the canonical config no longer sets reservationAfterSeconds: 30: shorten it another way")
+	}
+	if _, err := c.StartScheduler(config); err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxFor(t)
+	create := func(name string, limit int64) {
+		t.Helper()
+		p := testcluster.PodSpec{Name: name, CPU: "4"}.Pod()
+		if limit > 0 {
+			p.Spec.ActiveDeadlineSeconds = &limit
+		}
+		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("running", 3600)
+	waitBound(t, c, "default", "running")
+	createGang(t, c, testcluster.PodGroup("default", "big", 2), gangPods("default", "big", 2, testcluster.PodSpec{CPU: "4"}))
+	waitCondition(t, c, "default", "big", "Reserving")
+
+	create("unlimited", 0)
+	err := testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		events, err := c.Client.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range events.Items {
+			if e.Regarding.Name == "unlimited" && e.Reason == "FailedScheduling" && strings.Contains(e.Note, "held for a planned or reserved gang") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("the pod without a limit was never told the room is held: %v", err)
+	}
+	create("short", 600)
+	waitBound(t, c, "default", "short")
+	if p, err := c.Client.CoreV1().Pods("default").Get(ctx, "unlimited", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
+		t.Errorf("the pod without a limit was bound (%v) beside the backfilled one", err)
+	}
+	if bound, err := c.BoundPods(ctx, "default", pgv1alpha1.PodGroupLabel+"=big"); err != nil || len(bound) != 0 {
+		t.Errorf("big bound %d pods (%v)", len(bound), err)
+	}
+}
