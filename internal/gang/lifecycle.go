@@ -769,10 +769,12 @@ type Claimant struct {
 // reservation (conservative backfill, on run-time limits).
 func (lc *Lifecycle) HeldFrom(node string, c Claimant) (resources.List, int64) {
 	return lc.held(node, func(ref Ref, g *gangState) bool {
-		if ref == c.Ref || g.phase != PhaseReserving {
-			return ref == c.Ref
-		}
-		if c.Priority > g.priority {
+		switch {
+		case ref == c.Ref:
+			return true
+		case g.phase != PhaseReserving:
+			return false // a plan holds against every pod
+		case c.Priority > g.priority:
 			return true
 		}
 		return g.kind == ReservationStarved && !g.readyBy.IsZero() && !c.Ends.IsZero() && !c.Ends.After(g.readyBy)

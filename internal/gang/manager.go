@@ -227,10 +227,11 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 // room is node i's room for the attempt: free net of what other gangs hold,
 // plus what victims would free.
 func (m *Manager) room(a *Attempt, freed map[string]Usage) Capacity {
+	claimant := Claimant{Ref: a.Ref, Priority: a.Priority, Ends: m.endsBy(a)}
 	return func(i int) (resources.List, int64) {
 		ns := a.view.Nodes[i]
 		free, pods := ns.Free.Clone(), ns.FreePods
-		held, heldPods := m.HeldFrom(ns.Node.Name, Claimant{Ref: a.Ref, Priority: a.Priority, Ends: m.endsBy(a)})
+		held, heldPods := m.HeldFrom(ns.Node.Name, claimant)
 		free.Sub(held)
 		if f, ok := freed[ns.Node.Name]; ok {
 			free.Add(f.Request)
@@ -293,11 +294,13 @@ func (m *Manager) scheduleTimeout(spec *Spec) time.Duration {
 // condition should say, and whether the gang holds a reservation.
 func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	ref, spec := a.Ref, a.Spec
-	if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationPreempting {
-		return reservationNote(r, a.view, "preempted victims are leaving"), true
-	}
-	if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationMoved {
-		return reservationNote(r, a.view, "consolidation moved the gang here; its pods come back to it"), true
+	if r, ok := m.ReservationOf(ref); ok {
+		switch r.Kind {
+		case ReservationPreempting:
+			return reservationNote(r, a.view, "preempted victims are leaving"), true
+		case ReservationMoved:
+			return reservationNote(r, a.view, "consolidation moved the gang here; its pods come back to it"), true
+		}
 	}
 	since := m.WaitingSince(ref)
 	if since.IsZero() || m.Now().Sub(since) < m.ReserveAfter {
@@ -351,9 +354,6 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		return plan
 	}
 	plan := placeOn(future, futurePods)
-	if plan != nil {
-		ask.ReadyBy = m.readyBy(a, plan, func(i int) []*v1.Pod { return a.view.PodsOn(i) })
-	}
 	if plan == nil {
 		if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationStarved {
 			m.DropReservation(ref)
@@ -366,7 +366,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		return "nothing is reserved: the gang does not fit the cluster even when pods of equal or lower priority leave", false
 	}
 	_, ask.Shapes = Shapes(a.groups)
-	ask.Plan = plan
+	ask.Plan, ask.ReadyBy = plan, m.readyBy(a, plan)
 	granted, displaced := m.Reserve(ref, ask)
 	if !displaced.IsZero() {
 		klog.FromContext(ctx).V(2).Info("Reservation moved to a gang ahead in the queue", "from", displaced, "to", ref)
@@ -409,13 +409,13 @@ func (m *Manager) endsBy(a *Attempt) time.Time {
 // readyBy is the latest the plan's room is free: when the last pod of equal
 // or lower priority on its nodes reaches its activeDeadlineSeconds (zero
 // when one has no limit).
-func (m *Manager) readyBy(a *Attempt, plan *Plan, podsOn func(int) []*v1.Pod) time.Time {
+func (m *Manager) readyBy(a *Attempt, plan *Plan) time.Time {
 	ready := m.Now()
 	for i, ns := range a.view.Nodes {
 		if _, used := plan.Slots[ns.Node.Name]; !used {
 			continue
 		}
-		for _, p := range podsOn(i) {
+		for _, p := range a.view.PodsOn(i) {
 			if p.DeletionTimestamp != nil || m.dir.PriorityOf(p) > a.Priority {
 				continue
 			}

@@ -134,6 +134,9 @@ type cycleState struct {
 	shape    string
 	request  resources.List
 	priority int32
+	// ends is when the pod is sure to be gone if it starts now (its
+	// activeDeadlineSeconds; zero: no limit): it may backfill reservations.
+	ends time.Time
 	// planning is set when this cycle plans the gang (see ensurePlanned).
 	planning *planning
 	// steered: the member was sent to its planned node.
@@ -226,7 +229,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	// Only the leading replica runs scheduling cycles.
 	pl.rt.MarkLeading()
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
-	cs := &cycleState{request: pl.m.Demand(pod), priority: spec.PriorityOf(pod)}
+	cs := &cycleState{request: pl.m.Demand(pod), priority: spec.PriorityOf(pod), ends: gang.EndsBy(pod, pl.m.Now())}
 	if !ok {
 		state.Write(stateKey, cs)
 		if !pl.m.HoldsAnywhere() {
@@ -301,7 +304,7 @@ func (pl *Coscheduling) Filter(ctx context.Context, state fwk.CycleState, pod *v
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is not the gang member's planned node")
 		}
 	}
-	claimant := gang.Claimant{Ref: cs.ref, Priority: cs.priority, Ends: gang.EndsBy(pod, pl.m.Now())}
+	claimant := gang.Claimant{Ref: cs.ref, Priority: cs.priority, Ends: cs.ends}
 	if !pl.m.Fits(name, claimant, cs.request, func() (resources.List, int64) { return probe.FreeOn(nodeInfo) }) {
 		// Unresolvable: evicting pods here would not release a hold. The
 		// hold's end is no event the scheduling queue sees: the runtime

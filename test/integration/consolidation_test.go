@@ -27,20 +27,7 @@ import (
 // partial.
 func TestConsolidation(t *testing.T) {
 	spec := testcluster.NodeSpec{CPU: "4", Memory: "16Gi"}
-	var specs []testcluster.NodeSpec
-	for _, ib := range []string{"ib-x", "ib-y"} {
-		for _, n := range nodes(ib, 2, spec) {
-			n.Labels = map[string]string{ibLabel: ib}
-			specs = append(specs, n)
-		}
-	}
-	c := startCluster(t, specs...)
-	createIBTopology(t, c)
-	for _, start := range []func() error{c.StartJobController, c.StartGarbageCollector, c.StartKwok} {
-		if err := start(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c := startJobCluster(t, append(inIB("ib-x", nodes("ib-x", 2, spec)), inIB("ib-y", nodes("ib-y", 2, spec))...)...)
 	config := bytes.Replace(manifests.SchedulerConfig, []byte("consolidationAfterSeconds: 0"), []byte("consolidationAfterSeconds: 2"), 1)
 	config = bytes.Replace(config, []byte("consolidationMinRuntimeSeconds: 600"), []byte("consolidationMinRuntimeSeconds: 0"), 1)
 	if !bytes.Contains(config, []byte("consolidationAfterSeconds: 2")) || !bytes.Contains(config, []byte("consolidationMinRuntimeSeconds: 0")) {

@@ -64,6 +64,28 @@ func gangJob(ns, name string, n int32) *batchv1.Job {
 	}
 }
 
+// inIB labels the nodes as members of IB cluster ib.
+func inIB(ib string, specs []testcluster.NodeSpec) []testcluster.NodeSpec {
+	for i := range specs {
+		specs[i].Labels = map[string]string{ibLabel: ib}
+	}
+	return specs
+}
+
+// startJobCluster starts a cluster of the nodes with the IB topology,
+// kube-controller-manager's Job and garbage collectors, and kwok.
+func startJobCluster(t *testing.T, specs ...testcluster.NodeSpec) *testcluster.Cluster {
+	t.Helper()
+	c := startCluster(t, specs...)
+	createIBTopology(t, c)
+	for _, start := range []func() error{c.StartJobController, c.StartGarbageCollector, c.StartKwok} {
+		if err := start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
 func nodeIB(t *testing.T, c *testcluster.Cluster, node string) string {
 	t.Helper()
 	n, err := c.Client.CoreV1().Nodes().Get(ctxFor(t), node, metav1.GetOptions{})
@@ -84,22 +106,7 @@ func nodeIB(t *testing.T, c *testcluster.Cluster, node string) string {
 // does not serve the Workload API: it must not log errors about it.
 func TestWorkloadIndexedJobGang(t *testing.T) {
 	spec := testcluster.NodeSpec{CPU: "4", Memory: "16Gi"}
-	var specs []testcluster.NodeSpec
-	for _, n := range nodes("x", 3, spec) {
-		n.Labels = map[string]string{ibLabel: "ib-x"}
-		specs = append(specs, n)
-	}
-	for _, n := range nodes("y", 2, spec) {
-		n.Labels = map[string]string{ibLabel: "ib-y"}
-		specs = append(specs, n)
-	}
-	c := startCluster(t, specs...)
-	createIBTopology(t, c)
-	for _, start := range []func() error{c.StartJobController, c.StartGarbageCollector, c.StartKwok} {
-		if err := start(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	c := startJobCluster(t, append(inIB("ib-x", nodes("x", 3, spec)), inIB("ib-y", nodes("y", 2, spec))...)...)
 	sched, err := c.StartSchedulerBinary(schedulerBinary, manifests.SchedulerConfig)
 	if err != nil {
 		t.Fatal(err)
