@@ -12,6 +12,7 @@ import (
 	_ "github.com/phalanx-sched/phalanx/apis/config/scheme"
 	"github.com/phalanx-sched/phalanx/plugins/capacityqueue"
 	"github.com/phalanx-sched/phalanx/plugins/coscheduling"
+	"github.com/phalanx-sched/phalanx/plugins/groupclaims"
 	"github.com/phalanx-sched/phalanx/plugins/networktopology"
 	"github.com/phalanx-sched/phalanx/plugins/numatopology"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
@@ -33,6 +34,7 @@ func OptionsWith(rt *runtime.Runtime) []app.Option {
 		app.WithPlugin(capacityqueue.Name, capacityqueue.Factory(rt)),
 		app.WithPlugin(networktopology.Name, networktopology.Factory(rt)),
 		app.WithPlugin(numatopology.Name, numatopology.Factory(rt)),
+		app.WithPlugin(groupclaims.Name, groupclaims.Factory(rt.UpstreamPodGroup)),
 	}
 }
 

@@ -2,6 +2,7 @@ package plugins
 
 import (
 	"context"
+	"reflect"
 
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	"k8s.io/client-go/tools/events"
@@ -12,8 +13,11 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler"
 	kubeschedulerconfig "k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/phalanx-sched/phalanx/plugins/coscheduling"
+	"github.com/phalanx-sched/phalanx/plugins/groupclaims"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
@@ -36,6 +40,7 @@ func Setup(ctx context.Context, opts *options.Options, outOfTreeRegistryOptions 
 		return nil, nil, err
 	}
 	cc := c.Complete()
+	UseGroupClaims(cc.ComponentConfig.Profiles)
 
 	outOfTreeRegistry := make(frameworkruntime.Registry)
 	for _, option := range outOfTreeRegistryOptions {
@@ -73,4 +78,55 @@ func Setup(ctx context.Context, opts *options.Options, outOfTreeRegistryOptions 
 		return nil, nil, err
 	}
 	return &cc, sched, nil
+}
+
+// UseGroupClaims puts groupclaims' plugin in place of DynamicResources in
+// every profile that plans gangs (enables Coscheduling): enabled and
+// disabled at the same extension points, with the same args. Other profiles
+// (a replace-mode default-scheduler) keep kube-scheduler's plugin as it is.
+func UseGroupClaims(profiles []kubeschedulerconfig.KubeSchedulerProfile) {
+	for i := range profiles {
+		p := &profiles[i]
+		if p.Plugins == nil || !enables(p.Plugins, coscheduling.Name) {
+			continue
+		}
+		for _, set := range pluginSets(p.Plugins) {
+			for _, list := range [][]kubeschedulerconfig.Plugin{set.Enabled, set.Disabled} {
+				for j := range list {
+					if list[j].Name == names.DynamicResources {
+						list[j].Name = groupclaims.Name
+					}
+				}
+			}
+		}
+		for j := range p.PluginConfig {
+			if p.PluginConfig[j].Name == names.DynamicResources {
+				p.PluginConfig[j].Name = groupclaims.Name
+			}
+		}
+	}
+}
+
+func enables(plugins *kubeschedulerconfig.Plugins, name string) bool {
+	for _, set := range pluginSets(plugins) {
+		for _, pl := range set.Enabled {
+			if pl.Name == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// pluginSets are every extension point's set of a profile, MultiPoint
+// included (read by reflection: each Kubernetes release adds points).
+func pluginSets(plugins *kubeschedulerconfig.Plugins) []*kubeschedulerconfig.PluginSet {
+	var out []*kubeschedulerconfig.PluginSet
+	v := reflect.ValueOf(plugins).Elem()
+	for i := range v.NumField() {
+		if set, ok := v.Field(i).Addr().Interface().(*kubeschedulerconfig.PluginSet); ok {
+			out = append(out, set)
+		}
+	}
+	return out
 }

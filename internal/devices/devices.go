@@ -17,6 +17,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/dynamic-resource-allocation/cel"
@@ -103,8 +105,9 @@ func New(src Source, features structured.Features) *Devices {
 
 // podClaims resolves a pod's claims; missing names the first one that does
 // not exist yet (its template not instantiated by the resourceclaim
-// controller, or deleted).
-func (d *Devices) podClaims(pod *v1.Pod) (claims []*resourceapi.ResourceClaim, named []bool, missing string) {
+// controller, or deleted). shareable tells which claims are not the pod's
+// own: named by it, or its PodGroup's (owned by the group).
+func (d *Devices) podClaims(pod *v1.Pod) (claims []*resourceapi.ResourceClaim, shareable []bool, missing string) {
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
 		name, _, err := resourceclaim.Name(pod, pc)
@@ -120,9 +123,9 @@ func (d *Devices) podClaims(pod *v1.Pod) (claims []*resourceapi.ResourceClaim, n
 			return nil, nil, *name
 		}
 		claims = append(claims, c)
-		named = append(named, pc.ResourceClaimName != nil)
+		shareable = append(shareable, pc.ResourceClaimName != nil || !metav1.IsControlledBy(c, pod))
 	}
-	return claims, named, ""
+	return claims, shareable, ""
 }
 
 // extendedClaim is the claim behind the pod's DRA-backed extended resources
@@ -292,13 +295,17 @@ type ClaimWriter interface {
 	// Unbound reads a pod from the API server, not a cache: true when it
 	// exists with the same UID and no node.
 	Unbound(ctx context.Context, namespace, name string, uid types.UID) (bool, error)
+	// GroupUnbound reads the pods of a Workload API PodGroup from the API
+	// server: true when none of them is bound.
+	GroupUnbound(ctx context.Context, namespace, podGroup string) (bool, error)
 }
 
 // SetWriter gives the devices view the client it frees stale claims with.
 func (d *Devices) SetWriter(w ClaimWriter) { d.writer = w }
 
 // FreeStale deallocates the claims that are allocated and reserved only
-// for pending (unbound, not reserved) members of a gang: a scheduler
+// for pending (unbound, not reserved) members of a gang, or for their
+// PodGroup while none of its pods is bound: a scheduler
 // allocated them in PreBind and stopped before the bind (killed, or the
 // bind failed). Their gang did not start, so the devices go back, and the
 // members are planned afresh. It returns the claims freed.
@@ -307,10 +314,19 @@ func (d *Devices) FreeStale(ctx context.Context, pending []*v1.Pod) []string {
 		return nil
 	}
 	waiting := sets.New[types.UID]()
+	// groups: the Workload API PodGroups of pending members; a claim
+	// reserved for one (a group-level claim) is theirs too.
+	groups := sets.New[string]()
 	for _, p := range pending {
 		if p.Spec.NodeName == "" {
 			waiting.Insert(p.UID)
+			if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+				groups.Insert(*sg.PodGroupName)
+			}
 		}
+	}
+	isGroup := func(r resourceapi.ResourceClaimConsumerReference) bool {
+		return r.APIGroup == schedulingv1beta1.GroupName && r.Resource == "podgroups"
 	}
 	var freed []string
 	seen := sets.New[string]()
@@ -324,17 +340,24 @@ func (d *Devices) FreeStale(ctx context.Context, pending []*v1.Pod) []string {
 			seen.Insert(key)
 			stale := true
 			for _, r := range c.Status.ReservedFor {
-				if !waiting.Has(r.UID) {
+				if isGroup(r) && !groups.Has(r.Name) || !isGroup(r) && !waiting.Has(r.UID) {
 					stale = false
 				}
 			}
 			// The informer may not show a bind that just happened: ask the
-			// API server before taking a claim from a pod.
+			// API server before taking a claim from a pod or its group.
 			for _, r := range c.Status.ReservedFor {
 				if !stale {
 					break
 				}
-				if unbound, err := d.writer.Unbound(ctx, c.Namespace, r.Name, r.UID); err != nil || !unbound {
+				var unbound bool
+				var err error
+				if isGroup(r) {
+					unbound, err = d.writer.GroupUnbound(ctx, c.Namespace, r.Name)
+				} else {
+					unbound, err = d.writer.Unbound(ctx, c.Namespace, r.Name, r.UID)
+				}
+				if err != nil || !unbound {
 					stale = false
 				}
 			}

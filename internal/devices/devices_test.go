@@ -269,3 +269,45 @@ func TestLimitAlikeNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestGroupClaim: a PodGroup's claim, made from a template and named in
+// each member's status, is allocated once for the gang. From a slice for
+// all nodes, members on different nodes share the one allocation; from a
+// node's slice, they must be on that node.
+func TestGroupClaim(t *testing.T) {
+	group := claim("job-fabric", 1, "")
+	group.OwnerReferences = []metav1.OwnerReference{{Kind: "PodGroup", Name: "job", Controller: ptr.To(true), UID: "pg"}}
+	fabric := slice("fabric", 1, nil)
+	fabric.Spec.NodeName, fabric.Spec.AllNodes = nil, ptr.To(true)
+	member := func(name string) *v1.Pod {
+		p := pod(name)
+		p.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "fabric", ResourceClaimTemplateName: ptr.To("fabric")}}
+		p.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "fabric", ResourceClaimName: ptr.To(group.Name)}}
+		return p
+	}
+	members := []*v1.Pod{member("m0"), member("m1")}
+	if got := SharedClaims(members); !got["ns/job-fabric"] {
+		t.Fatalf("SharedClaims = %v, want the PodGroup's claim", got)
+	}
+	nodes := func(n string) *v1.Node { return node(n) }
+	for _, tc := range []struct {
+		name    string
+		slices  []*resourceapi.ResourceSlice
+		nodes   []string
+		wantOK  bool
+		wantBad int
+	}{
+		{"for all nodes, two nodes", []*resourceapi.ResourceSlice{fabric}, []string{"a", "b"}, true, -1},
+		{"node-local, two nodes", []*resourceapi.ResourceSlice{slice("a", 1, nil)}, []string{"a", "b"}, false, 1},
+		{"node-local, one node", []*resourceapi.ResourceSlice{slice("a", 1, nil)}, []string{"a", "a"}, true, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := New(newFake([]*resourceapi.DeviceClass{class(nil, "")}, tc.slices, group), features)
+			s := d.Session(context.Background(), "ns/job", members, nodes, func(string) bool { return true })
+			failed, ok := s.Assign([]Placement{{Pod: members[0], Node: tc.nodes[0]}, {Pod: members[1], Node: tc.nodes[1]}})
+			if ok != tc.wantOK || failed != tc.wantBad {
+				t.Fatalf("Assign = (%d, %v), want (%d, %v): %v", failed, ok, tc.wantBad, tc.wantOK, s.Err())
+			}
+		})
+	}
+}

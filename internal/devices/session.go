@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -31,13 +32,14 @@ type Session struct {
 	node   func(string) *v1.Node
 	// assigned: what Assign allocated (kept by Commit).
 	assigned []held
-	// sharedClaims: claims named by several members, allocated once, on
-	// the node of the first member that got them.
-	sharedClaims map[string]string
+	// sharedClaims: claims several members use (named by them, or their
+	// PodGroup's), allocated once by the first member planned, with the
+	// nodes the allocation is available on (nil: every node).
+	sharedClaims map[string]*v1.NodeSelector
 	// limits[rep][node] records Limit's answers, for Explain.
 	limits map[string]map[string]int
 	asks   map[string][]string
-	// sharedByMembers are the claims named by more than one member.
+	// sharedByMembers are the claims more than one member uses.
 	sharedByMembers map[string]bool
 	// memo: Limit's answers by pod, cap and node signature.
 	memo      map[string]int
@@ -71,7 +73,7 @@ func (d *Devices) Session(ctx context.Context, self Ref, members []*v1.Pod, node
 	// The session outlives the call that opens it (a cycle's Filter opens
 	// it, its PostFilter may ask again), so it keeps the context's values
 	// but not its cancellation.
-	s := &Session{d: d, ctx: context.WithoutCancel(ctx), node: node, sharedClaims: map[string]string{}, limits: map[string]map[string]int{}, asks: map[string][]string{},
+	s := &Session{d: d, ctx: context.WithoutCancel(ctx), node: node, sharedClaims: map[string]*v1.NodeSelector{}, limits: map[string]map[string]int{}, asks: map[string][]string{},
 		sharedByMembers: SharedClaims(members), memo: map[string]int{}, podShapes: map[types.UID]podShape{}}
 	state, err := d.src.Allocated()
 	if err != nil || state == nil {
@@ -134,11 +136,12 @@ func cloneState(in *structured.AllocatedState) structured.AllocatedState {
 func (s *Session) Err() error { return s.err }
 
 // claimsOn is what the member must allocate on node: ok is false when it
-// cannot go there (a claim allocated for another node, or in use).
-func (s *Session) claimsOn(pod, like *v1.Pod, node *v1.Node, onlyPerMember bool) (toAllocate []*resourceapi.ResourceClaim, named []string, ok bool) {
-	claims, isNamed, missing := s.d.podClaims(pod)
+// cannot go there (a claim allocated for other nodes, or in use). shared is
+// parallel to toAllocate: the key of a claim other members use too, else "".
+func (s *Session) claimsOn(pod, like *v1.Pod, node *v1.Node, onlyPerMember bool) (toAllocate []*resourceapi.ResourceClaim, shared []string, ok bool) {
+	claims, shareable, missing := s.d.podClaims(pod)
 	if missing != "" && like != nil {
-		claims, isNamed, missing = s.d.podClaims(like)
+		claims, shareable, missing = s.d.podClaims(like)
 	}
 	if missing != "" {
 		return nil, nil, false
@@ -146,32 +149,42 @@ func (s *Session) claimsOn(pod, like *v1.Pod, node *v1.Node, onlyPerMember bool)
 	for i, c := range claims {
 		key := c.Namespace + "/" + c.Name
 		if c.Status.Allocation != nil {
-			if sel := c.Status.Allocation.NodeSelector; sel != nil {
-				ns, err := nodeaffinity.NewNodeSelector(sel)
-				if err != nil || !ns.Match(node) {
-					return nil, nil, false
-				}
+			if !availableOn(c.Status.Allocation.NodeSelector, node) {
+				return nil, nil, false
 			}
 			continue
 		}
-		if isNamed[i] && s.sharedByMembers[key] {
+		sharedKey := ""
+		if shareable[i] && s.sharedByMembers[key] {
 			if onlyPerMember {
 				continue
 			}
-			if at, done := s.sharedClaims[key]; done {
-				if at != node.Name {
+			if sel, done := s.sharedClaims[key]; done {
+				if !availableOn(sel, node) {
 					return nil, nil, false
 				}
 				continue
 			}
-			named = append(named, key)
+			sharedKey = key
 		}
 		toAllocate = append(toAllocate, c)
+		shared = append(shared, sharedKey)
 	}
 	if ext := s.d.extendedClaim(pod, node); ext != nil {
 		toAllocate = append(toAllocate, ext)
+		shared = append(shared, "")
 	}
-	return toAllocate, named, true
+	return toAllocate, shared, true
+}
+
+// availableOn tells whether an allocation with node selector sel may be
+// used on node (nil: on every node), as the DynamicResources plugin reads it.
+func availableOn(sel *v1.NodeSelector, node *v1.Node) bool {
+	if sel == nil {
+		return true
+	}
+	ns, err := nodeaffinity.NewNodeSelector(sel)
+	return err == nil && ns.Match(node)
 }
 
 // allocate runs the structured allocator for claims on node over the
@@ -369,7 +382,7 @@ func (s *Session) Assign(order []Placement) (failed int, ok bool) {
 		if node == nil {
 			return i, false
 		}
-		claims, named, fits := s.claimsOn(p.Pod, p.Like, node, false)
+		claims, shared, fits := s.claimsOn(p.Pod, p.Like, node, false)
 		if !fits {
 			return i, false
 		}
@@ -380,8 +393,10 @@ func (s *Session) Assign(order []Placement) (failed int, ok bool) {
 		if res == nil {
 			return i, false
 		}
-		for _, key := range named {
-			s.sharedClaims[key] = node.Name
+		for j, key := range shared {
+			if key != "" && j < len(res) {
+				s.sharedClaims[key] = res[j].NodeSelector
+			}
 		}
 		h := s.heldOf(res)
 		s.apply(h)
@@ -465,13 +480,14 @@ func describeAsk(d *Devices, pod *v1.Pod) []string {
 }
 
 // SharedClaims are the claims (namespace/name) that more than one of pods
-// name directly.
+// use: named by them directly, or their PodGroup's claim, which the
+// resourceclaim controller names in each member's status.
 func SharedClaims(pods []*v1.Pod) map[string]bool {
 	users := map[string]int{}
 	for _, p := range pods {
-		for _, c := range p.Spec.ResourceClaims {
-			if c.ResourceClaimName != nil {
-				users[p.Namespace+"/"+*c.ResourceClaimName]++
+		for i := range p.Spec.ResourceClaims {
+			if name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i]); err == nil && name != nil {
+				users[p.Namespace+"/"+*name]++
 			}
 		}
 	}

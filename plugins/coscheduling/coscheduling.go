@@ -273,7 +273,7 @@ func (pl *Coscheduling) ensurePlanned(ctx context.Context, state fwk.CycleState,
 	p.once.Do(func() {
 		var skip []string
 		if d := pl.gangs.Devices; d != nil && d.Asks(pod) {
-			skip = append(skip, probe.DynamicResources)
+			skip = append(skip, probe.DRAPlugins...)
 		}
 		p.attempt = pl.attempt(state, pod, cs, probe.Filters(pl.h, Name, state, p.nodes, skip...))
 		p.node, p.err = pl.m.Plan(ctx, p.attempt)
@@ -324,6 +324,7 @@ func (pl *Coscheduling) Filter(ctx context.Context, state fwk.CycleState, pod *v
 func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
 	cs := readState(state)
 	if cs == nil {
+		pl.rideClaim(ctx, pod)
 		return nil, fwk.NewStatus(fwk.Unschedulable)
 	}
 	var a *gang.Attempt
@@ -354,6 +355,23 @@ func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, po
 	return &fwk.PostFilterResult{NominatingInfo: nominate}, fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
+// rideClaim: a member turned away before this plugin's PreFilter ran (the
+// DynamicResources plugin keeps it out while a claim it shares with a
+// reserved member is being allocated) may be the rider that completes its
+// gang's quorum; the reserved members are then let through. It may become a
+// rider only after they reached Permit: the resourceclaim controller names
+// a group-level claim in its status later.
+func (pl *Coscheduling) rideClaim(ctx context.Context, pod *v1.Pod) {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return
+	}
+	ref, spec, ok, err := pl.gangs.GangOf(pod)
+	if !ok || err != nil || len(pl.m.Reserved(ref)) == 0 {
+		return
+	}
+	pl.release(ctx, pod, ref, spec)
+}
+
 // Reserve charges the member to its gang's plan.
 func (pl *Coscheduling) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	if cs := readState(state); cs != nil && cs.spec != nil {
@@ -378,14 +396,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 	if cs == nil || cs.spec == nil {
 		return nil, 0
 	}
-	// Members that share a reserved member's claim cannot reserve before
-	// it binds (its allocation is in flight); they count toward the quorum.
-	// Only a member with claims can hold one (counting walks the gang).
-	riders := 0
-	if len(pod.Spec.ResourceClaims) > 0 {
-		riders = pl.gangs.ClaimRiders(cs.ref)
-	}
-	reached, first, placed := pl.m.Quorum(cs.ref, gang.Quorum(cs.spec)-riders)
+	reached, placed := pl.release(ctx, pod, cs.ref, cs.spec)
 	if !reached {
 		wait := pl.m.Remaining(cs.ref)
 		if wait <= 0 {
@@ -393,15 +404,31 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 		}
 		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("%d of %d members placed", placed, gang.Quorum(cs.spec))), wait
 	}
-	if first {
-		pl.gangs.Started(ctx, cs.spec, placed)
+	return nil, 0
+}
+
+// release lets the gang's reserved members through once its quorum is
+// reached. Members that share a reserved member's claim cannot reserve
+// before it binds (its allocation is in flight); they count toward the
+// quorum. Only a member with claims can hold one (counting walks the gang).
+func (pl *Coscheduling) release(ctx context.Context, pod *v1.Pod, ref gang.Ref, spec *gang.Spec) (reached bool, placed int) {
+	riders := 0
+	if len(pod.Spec.ResourceClaims) > 0 {
+		riders = pl.gangs.ClaimRiders(ref)
 	}
-	for _, uid := range pl.m.Reserved(cs.ref) {
+	reached, first, placed := pl.m.Quorum(ref, gang.Quorum(spec)-riders)
+	if !reached {
+		return false, placed
+	}
+	if first {
+		pl.gangs.Started(ctx, spec, placed)
+	}
+	for _, uid := range pl.m.Reserved(ref) {
 		if wp := pl.h.GetWaitingPod(uid); wp != nil {
 			wp.Allow(Name)
 		}
 	}
-	return nil, 0
+	return true, placed
 }
 
 // PreBindPreFlight takes gang members only: plain pods bind one at a time

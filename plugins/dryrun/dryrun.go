@@ -240,7 +240,7 @@ func (p *Planner) Copies(ctx context.Context, q estimator.Question) (gang.Answer
 	}
 	var skip []string
 	if d := gangs.Devices; d != nil && d.Asks(rep) {
-		skip = append(skip, probe.DynamicResources)
+		skip = append(skip, probe.DRAPlugins...)
 	}
 	query := gang.Query{
 		Members:  q.Members,

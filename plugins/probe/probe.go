@@ -10,9 +10,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/plugins/groupclaims"
 )
 
 // Filters asks the profile's Filter plugins about a member on every node of
@@ -75,11 +77,13 @@ func newView(infos []fwk.NodeInfo) *gang.View {
 // say Unschedulable: the member would fit there if pods left.
 var resourcePlugins = sets.New("NodeResourcesFit", "NUMATopology")
 
-// DynamicResources is the in-tree DRA plugin. A gang whose members ask for
-// devices is probed without it: the planner's device session allocates on
-// every node itself, and the plugin would keep the allocation it found for
-// each node in the cycle's state (shared by clones) until the gang binds.
-const DynamicResources = "DynamicResources"
+// DRAPlugins are the in-tree DRA plugin's names: kube-scheduler's, and the
+// one phalanx runs it under in gang profiles (groupclaims). A gang whose
+// members ask for devices is probed without it: the planner's device
+// session allocates on every node itself, and the plugin would keep the
+// allocation it found for each node in the cycle's state (shared by clones)
+// until the gang binds.
+var DRAPlugins = []string{names.DynamicResources, groupclaims.Name}
 
 // devicesTaken is how DynamicResources says a node's devices are in use (it
 // marks it unresolvable, though devices free up when pods leave).
@@ -90,7 +94,7 @@ func verdictOf(st *fwk.Status) gang.Verdict {
 		return gang.Verdict{Fits: true}
 	}
 	resourceOnly := st.Code() == fwk.Unschedulable && resourcePlugins.Has(st.Plugin())
-	if st.Plugin() == DynamicResources && slices.Contains(st.Reasons(), devicesTaken) {
+	if slices.Contains(DRAPlugins, st.Plugin()) && slices.Contains(st.Reasons(), devicesTaken) {
 		resourceOnly = true
 	}
 	return gang.Verdict{Plugin: st.Plugin(), Reasons: st.Reasons(), ResourceOnly: resourceOnly}

@@ -12,10 +12,12 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/feature"
+	"k8s.io/utils/ptr"
 
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
@@ -87,6 +89,19 @@ func (w claimWriter) Unbound(ctx context.Context, namespace, name string, uid ty
 	return pod.UID == uid && pod.Spec.NodeName == "", nil
 }
 
+func (w claimWriter) GroupUnbound(ctx context.Context, namespace, podGroup string) (bool, error) {
+	pods, err := w.c.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err
+	}
+	for _, p := range pods.Items {
+		if sg := p.Spec.SchedulingGroup; sg != nil && ptr.Deref(sg.PodGroupName, "") == podGroup && p.Spec.NodeName != "" {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
 func (w claimWriter) UpdateClaimStatus(ctx context.Context, claim *resourceapi.ResourceClaim) error {
 	updated, err := w.c.ResourceV1().ResourceClaims(claim.Namespace).UpdateStatus(ctx, claim, metav1.UpdateOptions{})
 	if err != nil {
@@ -128,13 +143,14 @@ func (g *Gangs) watchDevices(fw *FrameworkPorts) error {
 	return err
 }
 
-// ClaimRiders counts the gang's pending members whose every claim is a claim
-// that a reserved (not yet bound) member shares with them. The
-// DynamicResources plugin keeps such a member out until the claim's
-// allocation, in flight for the reserved member, is written in PreBind; so
-// it cannot reserve before the gang is let through. Its devices are
-// secured by that claim and its node by the plan, so it counts toward the
-// quorum and follows once the claim is allocated.
+// ClaimRiders counts the gang's pending members that wait on a claim a
+// reserved (not yet bound) member shares with them: named by both, or their
+// PodGroup's group-level claim. The DynamicResources plugin keeps such a
+// member out until the claim's allocation, in flight for the reserved
+// member, is written in PreBind; so it cannot reserve before the gang is let
+// through. A rider's other claims must be its own (made from a template for
+// it): their devices, like its node, are held by the plan. So it counts
+// toward the quorum and follows once the shared claim is allocated.
 func (g *Gangs) ClaimRiders(ref gang.Ref) int {
 	reserved := sets.New(g.Lifecycle.Reserved(ref)...)
 	if reserved.Len() == 0 {
@@ -143,12 +159,11 @@ func (g *Gangs) ClaimRiders(ref gang.Ref) int {
 	held := sets.New[string]()
 	members := g.Members(ref)
 	for _, m := range members {
-		if !reserved.Has(m.UID) {
-			continue
-		}
-		for _, c := range m.Spec.ResourceClaims {
-			if c.ResourceClaimName != nil {
-				held.Insert(*c.ResourceClaimName)
+		if reserved.Has(m.UID) {
+			for i := range m.Spec.ResourceClaims {
+				if name := claimName(m, i); name != "" {
+					held.Insert(name)
+				}
 			}
 		}
 	}
@@ -158,19 +173,30 @@ func (g *Gangs) ClaimRiders(ref gang.Ref) int {
 	placed := g.Lifecycle.PlacedUIDs(ref)
 	riders := 0
 	for _, m := range members {
-		if m.Spec.NodeName != "" || m.DeletionTimestamp != nil || placed.Has(m.UID) || len(m.Spec.ResourceClaims) == 0 {
+		if m.Spec.NodeName != "" || m.DeletionTimestamp != nil || placed.Has(m.UID) {
 			continue
 		}
-		rides := true
-		for _, c := range m.Spec.ResourceClaims {
-			if c.ResourceClaimName == nil || !held.Has(*c.ResourceClaimName) {
+		waits, rides := false, len(m.Spec.ResourceClaims) > 0
+		for i, pc := range m.Spec.ResourceClaims {
+			switch {
+			case held.Has(claimName(m, i)):
+				waits = true
+			case pc.ResourceClaimTemplateName == nil:
 				rides = false
-				break
 			}
 		}
-		if rides {
+		if waits && rides {
 			riders++
 		}
 	}
 	return riders
+}
+
+// claimName is the name of the pod's i-th claim, "" while it does not exist.
+func claimName(pod *v1.Pod, i int) string {
+	name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+	if err != nil || name == nil {
+		return ""
+	}
+	return *name
 }

@@ -162,3 +162,22 @@ func indexByParent(obj any) ([]string, error) {
 	}
 	return nil, nil
 }
+
+// UpstreamPodGroup is the Workload API PodGroup namespace/name as the
+// runtime's informer has it: nil while the API is not served, before the
+// gangs are built, or when the group is not known.
+func (r *Runtime) UpstreamPodGroup(namespace, name string) *schedulingv1beta1.PodGroup {
+	g := r.gangs.Load()
+	if g == nil {
+		return nil
+	}
+	up := g.upstream.Load()
+	if up == nil {
+		return nil
+	}
+	pg, err := up.PodGroups.PodGroups(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return pg
+}
