@@ -305,11 +305,12 @@ func (d *Devices) SetWriter(w ClaimWriter) { d.writer = w }
 
 // FreeStale deallocates the claims that are allocated and reserved only
 // for pending (unbound, not reserved) members of a gang, or for their
-// PodGroup while none of its pods is bound: a scheduler
+// PodGroup while none of its pods is placed (idle: none reserved or bound
+// here, and the API server shows none bound): a scheduler
 // allocated them in PreBind and stopped before the bind (killed, or the
 // bind failed). Their gang did not start, so the devices go back, and the
 // members are planned afresh. It returns the claims freed.
-func (d *Devices) FreeStale(ctx context.Context, pending []*v1.Pod) []string {
+func (d *Devices) FreeStale(ctx context.Context, pending []*v1.Pod, idle bool) []string {
 	if d.writer == nil {
 		return nil
 	}
@@ -320,7 +321,7 @@ func (d *Devices) FreeStale(ctx context.Context, pending []*v1.Pod) []string {
 	for _, p := range pending {
 		if p.Spec.NodeName == "" {
 			waiting.Insert(p.UID)
-			if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+			if sg := p.Spec.SchedulingGroup; idle && sg != nil && sg.PodGroupName != nil {
 				groups.Insert(*sg.PodGroupName)
 			}
 		}

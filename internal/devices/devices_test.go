@@ -311,3 +311,55 @@ func TestGroupClaim(t *testing.T) {
 		})
 	}
 }
+
+// fakeWriter records claim status writes; bound says which PodGroups have
+// a bound pod on the API server.
+type fakeWriter struct {
+	bound   map[string]bool
+	written []string
+}
+
+func (w *fakeWriter) UpdateClaimStatus(_ context.Context, c *resourceapi.ResourceClaim) error {
+	w.written = append(w.written, c.Name)
+	return nil
+}
+func (w *fakeWriter) Unbound(context.Context, string, string, types.UID) (bool, error) {
+	return true, nil
+}
+func (w *fakeWriter) GroupUnbound(_ context.Context, _, podGroup string) (bool, error) {
+	return !w.bound[podGroup], nil
+}
+
+// TestFreeStaleGroupClaim: a PodGroup's claim allocated for a gang that
+// never started (a scheduler stopped between PreBind and the binds) is
+// freed when the gang plans again — but not while a member is placed here
+// (the first may be mid-bind) or bound on the API server.
+func TestFreeStaleGroupClaim(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		idle      bool
+		bound     bool
+		wantFreed bool
+	}{
+		{"idle gang", true, false, true},
+		{"a member placed here", false, false, false},
+		{"a member bound", true, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			group := claim("job-fabric", 1, "")
+			group.Status.Allocation = &resourceapi.AllocationResult{}
+			group.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{APIGroup: "scheduling.k8s.io", Resource: "podgroups", Name: "job", UID: "pg"}}
+			m := pod("m0")
+			m.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To("job")}
+			m.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "fabric", ResourceClaimTemplateName: ptr.To("fabric")}}
+			m.Status.ResourceClaimStatuses = []v1.PodResourceClaimStatus{{Name: "fabric", ResourceClaimName: ptr.To(group.Name)}}
+			d := New(newFake(nil, nil, group), features)
+			w := &fakeWriter{bound: map[string]bool{"job": tc.bound}}
+			d.SetWriter(w)
+			freed := d.FreeStale(context.Background(), []*v1.Pod{m}, tc.idle)
+			if got := len(freed) == 1; got != tc.wantFreed {
+				t.Fatalf("FreeStale = %v (writes %v), want freed %v", freed, w.written, tc.wantFreed)
+			}
+		})
+	}
+}

@@ -140,7 +140,9 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 		pending = mine
 	}
 	if m.devices != nil {
-		if freed := m.devices.FreeStale(ctx, pending); len(freed) > 0 {
+		// A group-level claim is the gang's while any member is placed: its
+		// first member may be mid-bind.
+		if freed := m.devices.FreeStale(ctx, pending, a.placed == 0); len(freed) > 0 {
 			// This cycle read the claims as they were (the DynamicResources
 			// PreFilter ran first): plan in a fresh cycle, which the claims'
 			// update events start.
