@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"strings"
@@ -315,5 +316,74 @@ func TestWithPlans(t *testing.T) {
 	}
 	if n := d.Attempts()["scheduled"]; n != 20 {
 		t.Errorf("attempts = %v, want the difference 20", n)
+	}
+}
+
+// TestScaleWorkload: the scale workload's gangs run from 8 to 256 members,
+// most of them small; pods are laid out gang by gang, then the plain pods;
+// one gang in 3 carries the required level; placement checks only those.
+func TestScaleWorkload(t *testing.T) {
+	var w Workload
+	for _, wl := range Workloads(DefaultSizes) {
+		if wl.Name == "scale" {
+			w = wl
+		}
+	}
+	if w.Mix == nil || w.Nodes != 10000 || w.NumGangs() != 2000 || w.Mix.Pods != 10000 {
+		t.Fatalf("scale = %+v, want 2000 mixed gangs and 10000 plain pods on 10000 nodes", w)
+	}
+	counts := map[int]int{}
+	for _, n := range w.Mix.Sizes {
+		counts[n]++
+	}
+	if counts[8] != 1000 || counts[256] != 40 || len(counts) != 6 {
+		t.Fatalf("gang sizes %v, want 1000 of 8 … 40 of 256", counts)
+	}
+	if got, want := w.Total(), w.gangPods()+10000; got != want || w.gangPods() < 50000 || w.gangPods() > 56000 {
+		t.Fatalf("Total %d (gang members %d), want about 53,000 members and 10,000 plain pods", got, w.gangPods())
+	}
+	// The last member of gang 1 and the first of gang 2, then the first
+	// plain pod.
+	last1 := w.firstOf(2) - 1
+	if got := w.PodName(last1); got != fmt.Sprintf("gang-1-%d", w.SizeOf(1)-1) {
+		t.Errorf("pod %d = %s, want the last member of gang 1", last1, got)
+	}
+	if got := w.PodName(last1 + 1); got != "gang-2-0" {
+		t.Errorf("pod %d = %s, want gang-2-0", last1+1, got)
+	}
+	plain := w.Pod(Phalanx, "ns", w.gangPods())
+	if plain.Name != "pod-0" || plain.Labels["scheduling.x-k8s.io/pod-group"] != "" || plain.Spec.Containers[0].Resources.Requests.Name("nvidia.com/gpu", "0").Value() != 0 {
+		t.Errorf("first plain pod = %s %v %v, want pod-0 without gang or GPU", plain.Name, plain.Labels, plain.Spec.Containers[0].Resources.Requests)
+	}
+	if w.RequiredOf(0) != "ib-cluster" || w.RequiredOf(1) != "" || w.RequiredOf(3) != "ib-cluster" {
+		t.Errorf("required levels of gangs 0, 1, 3 = %q %q %q", w.RequiredOf(0), w.RequiredOf(1), w.RequiredOf(3))
+	}
+	if pg := w.PodGroup("ns", 1); pg.Spec.MinMember != int32(w.SizeOf(1)) || pg.Annotations != nil {
+		t.Errorf("PodGroup of gang 1 = %+v, want minMember %d and no required level", pg, w.SizeOf(1))
+	}
+	// Gang 0 split over two IB clusters, gang 1 (no level) spread: one split.
+	nodeOf := map[int]string{}
+	for i := 0; i < w.Total(); i++ {
+		nodeOf[i] = "a"
+	}
+	nodeOf[0], nodeOf[w.firstOf(1)] = "b", "b"
+	labels := func(n string) map[string]string { return map[string]string{IBLabel: n} }
+	if p := w.PlacementOf(nodeOf, labels); p.SplitGangs != 1 || p.Gangs != 667 || p.Unbound != 0 {
+		t.Errorf("placement = %+v, want 1 split of the 667 required gangs", p)
+	}
+}
+
+// TestPlanQuantile: the plan histogram's quantiles, interpolated within a
+// bucket as histogram_quantile does.
+func TestPlanQuantile(t *testing.T) {
+	h := Hist{Count: 100, Buckets: map[float64]float64{0.001: 50, 0.002: 90, 0.004: 100, math.Inf(1): 100}}
+	for _, tc := range []struct{ q, want float64 }{{0.5, 0.001}, {0.7, 0.0015}, {0.99, 0.0038}} {
+		if got := h.Quantile(tc.q); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("Quantile(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	d := Scrape{planMetric + "{}": h}.Sub(Scrape{planMetric + "{}": {Count: 50, Buckets: map[float64]float64{0.001: 50, 0.002: 50, 0.004: 50, math.Inf(1): 50}}})
+	if got := d.Plan().Quantile(0.5); math.Abs(got-0.001625) > 1e-9 {
+		t.Errorf("after Sub, p50 = %v, want 0.001625 (the 50 later plans: 40 in 1–2 ms)", got)
 	}
 }

@@ -3,6 +3,9 @@ package bench
 import (
 	"fmt"
 	"io"
+	"maps"
+	"math"
+	"slices"
 	"sort"
 	"strings"
 
@@ -26,7 +29,48 @@ const (
 )
 
 // Hist is the sum and count of one histogram series.
-type Hist struct{ Sum, Count float64 }
+type Hist struct {
+	Sum, Count float64
+	// Buckets are the cumulative counts by upper bound (seconds), kept for
+	// the plan histogram only (its quantiles are reported).
+	Buckets map[float64]float64
+}
+
+// Quantile estimates the q-quantile as Prometheus' histogram_quantile does:
+// linear within the bucket it falls in; NaN without buckets or samples.
+func (h Hist) Quantile(q float64) float64 {
+	if len(h.Buckets) == 0 || h.Count == 0 {
+		return math.NaN()
+	}
+	bounds := slices.Sorted(maps.Keys(h.Buckets))
+	rank := q * h.Count
+	lower, below := 0.0, 0.0
+	for _, b := range bounds {
+		c := h.Buckets[b]
+		if c >= rank {
+			if c == below {
+				return b
+			}
+			return lower + (b-lower)*(rank-below)/(c-below)
+		}
+		lower, below = b, c
+	}
+	return bounds[len(bounds)-1]
+}
+
+func addBuckets(a, b map[float64]float64, sign float64) map[float64]float64 {
+	if len(a) == 0 && len(b) == 0 {
+		return nil
+	}
+	out := make(map[float64]float64, len(a))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] += sign * v
+	}
+	return out
+}
 
 // Scrape is the histograms of one /metrics read, by series key
 // ("name{label=value,...}").
@@ -59,7 +103,14 @@ func ParseScrape(r io.Reader) (Scrape, error) {
 			if h == nil {
 				continue
 			}
-			out[seriesKey(name, m.GetLabel())] = Hist{Sum: h.GetSampleSum(), Count: float64(h.GetSampleCount())}
+			hist := Hist{Sum: h.GetSampleSum(), Count: float64(h.GetSampleCount())}
+			if name == planMetric {
+				hist.Buckets = map[float64]float64{}
+				for _, b := range h.GetBucket() {
+					hist.Buckets[b.GetUpperBound()] = float64(b.GetCumulativeCount())
+				}
+			}
+			out[seriesKey(name, m.GetLabel())] = hist
 		}
 	}
 	return out, nil
@@ -79,7 +130,7 @@ func (s Scrape) Sub(before Scrape) Scrape {
 	out := Scrape{}
 	for k, h := range s {
 		b := before[k]
-		if d := (Hist{Sum: h.Sum - b.Sum, Count: h.Count - b.Count}); d.Count > 0 {
+		if d := (Hist{Sum: h.Sum - b.Sum, Count: h.Count - b.Count, Buckets: addBuckets(h.Buckets, b.Buckets, -1)}); d.Count > 0 {
 			out[k] = d
 		}
 	}
@@ -108,7 +159,7 @@ func (s Scrape) withPlans(total Scrape) Scrape {
 func (s Scrape) Add(o Scrape) {
 	for k, h := range o {
 		a := s[k]
-		s[k] = Hist{Sum: a.Sum + h.Sum, Count: a.Count + h.Count}
+		s[k] = Hist{Sum: a.Sum + h.Sum, Count: a.Count + h.Count, Buckets: addBuckets(a.Buckets, h.Buckets, 1)}
 	}
 }
 
@@ -165,6 +216,7 @@ func (s Scrape) Plan() Hist {
 		if name, _ := parseKey(key); name == planMetric {
 			out.Sum += h.Sum
 			out.Count += h.Count
+			out.Buckets = addBuckets(out.Buckets, h.Buckets, 1)
 		}
 	}
 	return out

@@ -73,11 +73,12 @@ func RenderPerf(dir string, workloads []Workload) (string, error) {
 	}
 	var cases []perfTestCase
 	for _, w := range workloads {
-		if w.Devices > 0 || w.SubGroupSize > 0 {
+		if w.Devices > 0 || w.SubGroupSize > 0 || w.Mix != nil {
 			// Side by side only: the DRA workload needs slices, claim
 			// templates and the resourceclaim controller; the sub-group
 			// workload a second phalanx row, per-pod rank labels and
-			// upstream's CompositePodGroups (v1alpha3).
+			// upstream's CompositePodGroups (v1alpha3); a mixed workload
+			// gangs of many sizes, which one pod template cannot index.
 			continue
 		}
 		nodeTmpl, err := w.perfNodeTemplate()

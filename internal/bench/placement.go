@@ -55,8 +55,7 @@ func (p Placement) String() string {
 // labels gives each node's labels. Sub-group k of a gang is ranks
 // k×SubGroupSize … (k+1)×SubGroupSize−1.
 func (w Workload) PlacementOf(nodeOf map[int]string, labels func(node string) map[string]string) Placement {
-	p := Placement{GangLevel: w.RequiredLevel, Gangs: w.Gangs}
-	gangKey := LevelLabel(w.RequiredLevel)
+	p := Placement{GangLevel: w.RequiredLevel}
 	subKey := ""
 	groups := 0
 	if w.SubGroupSize > 0 {
@@ -65,16 +64,25 @@ func (w Workload) PlacementOf(nodeOf map[int]string, labels func(node string) ma
 		groups = w.GangSize / w.SubGroupSize
 		p.SubGroups = w.Gangs * groups
 	}
-	for g := 0; g < w.Gangs; g++ {
+	for g := 0; g < w.NumGangs(); g++ {
+		// A gang without a required level (in a mixed workload) counts
+		// only its unbound members.
+		gangKey, required := LevelLabel(w.RequiredOf(g)), w.RequiredOf(g) != "" || w.RequiredLevel == ""
+		if required {
+			p.Gangs++
+		}
 		gangDomains := map[string]bool{}
 		subDomains := make([]map[string]bool, groups)
 		for k := range subDomains {
 			subDomains[k] = map[string]bool{}
 		}
-		for r := 0; r < w.GangSize; r++ {
-			node := nodeOf[g*w.GangSize+r]
+		for r := 0; r < w.SizeOf(g); r++ {
+			node := nodeOf[w.firstOf(g)+r]
 			if node == "" {
 				p.Unbound++
+				continue
+			}
+			if !required {
 				continue
 			}
 			l := labels(node)

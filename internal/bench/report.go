@@ -72,6 +72,11 @@ func planMS(p Pass) float64 {
 
 func planCount(p Pass) float64 { return p.Metrics.Plan().Count }
 
+// planQuantileMS is the q-quantile of a pass's gang plan times, in ms.
+func planQuantileMS(q float64) func(Pass) float64 {
+	return func(p Pass) float64 { return p.Metrics.Plan().Quantile(q) * 1000 }
+}
+
 // Goal is a target of issue 13: a ratio of two schedulers on a workload.
 type Goal struct {
 	Workload string
@@ -112,6 +117,10 @@ var Goals = []Goal{
 	{Workload: "subgroups", What: "sub-groups: plan ms, phalanx / phalanx-flat", A: Phalanx, B: PhalanxFlat, Metric: "plan", Max: 2.0},
 	{Workload: "subgroups", What: "sub-groups: phalanx places each whole", A: Phalanx, Metric: "placement"},
 	{Workload: "topology", What: "topology gang: phalanx places it whole", A: Phalanx, Metric: "placement"},
+	{Workload: "scale", What: "scale: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
+	{Workload: "scale", What: "peak RSS, scale: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
+	{Workload: "scale", What: "scale: phalanx plan p99, seconds", A: Phalanx, Metric: "plan p99", Max: 1.0},
+	{Workload: "scale", What: "scale: phalanx places each required gang whole", A: Phalanx, Metric: "placement"},
 }
 
 // WriteReport prints the throughput table and the ratios of the goals.
@@ -139,7 +148,8 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 			}
 			plan := "-"
 			if sp := figures(passes, planMS); !math.IsNaN(sp.Median) {
-				plan = sp.Format("%.1f") + " (" + figures(passes, planCount).Format("%.0f") + ")"
+				plan = sp.Format("%.1f") + " (" + figures(passes, planCount).Format("%.0f") + ")" +
+					"; p50 " + figures(passes, planQuantileMS(0.5)).Format("%.1f") + ", p99 " + figures(passes, planQuantileMS(0.99)).Format("%.1f")
 			}
 			fmt.Fprintf(out, "%-11s %-14s %-20s %-20s %-18s %-16s %-18s %-18s %-14s %-6s %s\n", r.Workload.Name, s,
 				figures(passes, Pass.PodsPerS).Format("%.0f"),
@@ -170,6 +180,14 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 				met = "NOT met"
 			}
 			fmt.Fprintf(out, "  %-58s %-20s goal: every pass: %s\n", g.What, fmt.Sprintf("%d/%d passes", whole, checked), met)
+			continue
+		case "plan p99":
+			sp = figures(r.Timed(g.A), func(p Pass) float64 { return p.Metrics.Plan().Quantile(0.99) })
+			met := "met"
+			if math.IsNaN(sp.Median) || sp.Median > g.Max {
+				met = "NOT met"
+			}
+			fmt.Fprintf(out, "  %-58s %-20s goal ≤ %.2f: %s\n", g.What, sp.Format("%.3f"), g.Max, met)
 			continue
 		case "rss":
 			sp = r.ratios(g.A, g.B, func(p Pass) float64 { return p.PeakRSS })

@@ -524,8 +524,8 @@ func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, cpu
 // createObjects creates the gang objects of s and the pods, before the
 // scheduler starts, so the measurement is scheduling, not pod creation.
 func createObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Scheduler, ns string) error {
-	if w.GangSize > 0 {
-		for g := 0; g < w.Gangs; g++ {
+	if w.NumGangs() > 0 {
+		for g := 0; g < w.NumGangs(); g++ {
 			switch s {
 			case Phalanx, PhalanxFlat:
 				if err := c.CreatePodGroup(ctx, w.PodGroupFor(s, ns, g)); err != nil {
@@ -637,7 +637,7 @@ func deleteObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64)}
 	var errs []error
 	errs = append(errs, c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
-	if w.GangSize > 0 {
+	if w.NumGangs() > 0 {
 		switch s {
 		case Phalanx, PhalanxFlat:
 			errs = append(errs, c.PodGroups.SchedulingV1alpha1().PodGroups(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))

@@ -8,6 +8,9 @@ package bench
 
 import (
 	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sort"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -130,11 +133,89 @@ type Workload struct {
 	// of DRADriver; each pod then claims one of them through its own claim,
 	// made from the namespace's ResourceClaimTemplate DRATemplate.
 	Devices int
+	// Mix, when set, makes a mixed workload: gangs of different sizes and
+	// plain pods (it replaces Gangs × GangSize).
+	Mix *Mix
+}
+
+// Mix is a mixed workload: gang g has Sizes[g] members, and RequiredEvery > 0
+// asks RequiredLevel of every RequiredEvery-th gang only (the first among
+// them); Pods plain pods of PodCPU (no GPU) follow the gangs' members.
+type Mix struct {
+	Sizes         []int
+	RequiredEvery int
+	Pods          int
+	PodCPU        string
+	// starts[g] is the index of gang g's first member; starts[len] the
+	// first plain pod.
+	starts []int
+}
+
+// NewMix returns the mix with its member offsets.
+func NewMix(sizes []int, requiredEvery, pods int, podCPU string) *Mix {
+	m := &Mix{Sizes: sizes, RequiredEvery: requiredEvery, Pods: pods, PodCPU: podCPU, starts: make([]int, len(sizes)+1)}
+	for g, n := range sizes {
+		m.starts[g+1] = m.starts[g] + n
+	}
+	return m
+}
+
+// NumGangs is the number of gangs.
+func (w Workload) NumGangs() int {
+	switch {
+	case w.Mix != nil:
+		return len(w.Mix.Sizes)
+	case w.GangSize > 0:
+		return w.Gangs
+	}
+	return 0
+}
+
+// SizeOf is gang g's number of members.
+func (w Workload) SizeOf(g int) int {
+	if w.Mix != nil {
+		return w.Mix.Sizes[g]
+	}
+	return w.GangSize
+}
+
+// firstOf is the index of gang g's first member.
+func (w Workload) firstOf(g int) int {
+	if w.Mix != nil {
+		return w.Mix.starts[g]
+	}
+	return g * w.GangSize
+}
+
+// gangPods is the number of gang members; pods from there on are plain.
+func (w Workload) gangPods() int { return w.firstOf(w.NumGangs()) }
+
+// memberOf is pod i's gang and rank; ok is false for a plain pod.
+func (w Workload) memberOf(i int) (g, rank int, ok bool) {
+	switch {
+	case i >= w.gangPods():
+		return 0, 0, false
+	case w.Mix != nil:
+		g = sort.SearchInts(w.Mix.starts, i+1) - 1
+		return g, i - w.Mix.starts[g], true
+	}
+	return i / w.GangSize, i % w.GangSize, true
+}
+
+// RequiredOf is the level gang g must be placed in ("" for none).
+func (w Workload) RequiredOf(g int) string {
+	if w.Mix != nil && w.Mix.RequiredEvery > 0 && g%w.Mix.RequiredEvery != 0 {
+		return ""
+	}
+	return w.RequiredLevel
 }
 
 // Total is the number of pods the workload schedules.
 func (w Workload) Total() int {
-	if w.GangSize > 0 {
+	switch {
+	case w.Mix != nil:
+		return w.gangPods() + w.Mix.Pods
+	case w.GangSize > 0:
 		return w.Gangs * w.GangSize
 	}
 	return w.Pods
@@ -143,6 +224,13 @@ func (w Workload) Total() int {
 // Describe is a one-line description for tables.
 func (w Workload) Describe() string {
 	switch {
+	case w.Mix != nil:
+		every := ""
+		if w.Mix.RequiredEvery > 0 && w.RequiredLevel != "" {
+			every = fmt.Sprintf(", one in %d required one %s", w.Mix.RequiredEvery, w.RequiredLevel)
+		}
+		return fmt.Sprintf("%d gangs of %d to %d pods (%d in all, %d GPU each%s) and %d plain pods, on %d nodes",
+			w.NumGangs(), slices.Min(w.Mix.Sizes), slices.Max(w.Mix.Sizes), w.gangPods(), w.GPUs, every, w.Mix.Pods, w.Nodes)
 	case w.SubGroupSize > 0:
 		return fmt.Sprintf("%d × %d-pod gang (%d GPU each) in %d sub-groups of %d, each required one %s, the gang one %s, on %d nodes × %d GPUs (%d per clique, %d cliques per spine)",
 			w.Gangs, w.GangSize, w.GPUs, w.GangSize/w.SubGroupSize, w.SubGroupSize, w.SubGroupLevel, w.RequiredLevel, w.Nodes, CliqueNodeGPUs, CliqueNodes, SpineCliques)
@@ -162,6 +250,11 @@ func (w Workload) Describe() string {
 // GangScheduling has no queues, so the queue workload leaves it out; a
 // workload with sub-groups also runs phalanx on its gangs without them.
 func (w Workload) Schedulers() []Scheduler {
+	if w.Mix != nil {
+		// Upstream's gang plugin places 30–80 pods/s at a few thousand
+		// nodes (the topology rows): tens of minutes here.
+		return []Scheduler{Stock, Phalanx}
+	}
 	if w.SubGroupSize > 0 {
 		return []Scheduler{Stock, UpstreamGang, Phalanx, PhalanxFlat}
 	}
@@ -187,13 +280,37 @@ type Sizes struct {
 	// workload: one gang of SubGroupGang members in sub-groups of
 	// SubGroupSize on SubGroupNodes GB200-class nodes.
 	SubGroupNodes, SubGroupGang, SubGroupSize int
+	// ScaleNodes, ScaleGangs and ScalePods size the scale workload: gangs of
+	// 8 to 256 members (ScaleGangSizes), one in 3 required one IB cluster,
+	// and plain pods, on nodes in IB clusters and leaves.
+	ScaleNodes, ScaleGangs, ScalePods int
 }
 
 // DefaultSizes are the sizes issue 13 (and, for DRA gangs, issue 18; for
 // sub-groups, 1024 GPUs in tensor-parallel groups of 64 on 16 spines of 16
 // NVL72 cliques) names.
 var DefaultSizes = Sizes{Nodes: 5000, Pods: 10000, GangNodes: 1000, Gangs: 100, GangSize: 64, TopologyNodes: 4096, TopologyGang: 1024, Queues: 4, DRAGangSize: 16,
-	SubGroupNodes: 16 * SpineCliques * CliqueNodes, SubGroupGang: 1024, SubGroupSize: 64}
+	SubGroupNodes: 16 * SpineCliques * CliqueNodes, SubGroupGang: 1024, SubGroupSize: 64,
+	ScaleNodes: 10000, ScaleGangs: 2000, ScalePods: 10000}
+
+// ScaleGangSizes are n gang sizes from 8 to 256, most of them small as in
+// the traces: 8, 16, 32, 64, 128, 256 members in 50, 25, 12, 7, 4, 2 % of
+// the gangs (26.6 members on average), in a fixed shuffled order.
+func ScaleGangSizes(n int) []int {
+	weights := []struct{ size, percent int }{{8, 50}, {16, 25}, {32, 12}, {64, 7}, {128, 4}, {256, 2}}
+	sizes := make([]int, 0, n)
+	for _, w := range weights {
+		for range n * w.percent / 100 {
+			sizes = append(sizes, w.size)
+		}
+	}
+	for len(sizes) < n {
+		sizes = append(sizes, 8)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rng.Shuffle(len(sizes), func(i, j int) { sizes[i], sizes[j] = sizes[j], sizes[i] })
+	return sizes
+}
 
 // Workloads returns the benchmark's one set of workloads.
 func Workloads(s Sizes) []Workload {
@@ -210,6 +327,10 @@ func Workloads(s Sizes) []Workload {
 		// required inside one NVLink clique, the gang inside one spine.
 		{Name: "subgroups", Nodes: s.SubGroupNodes, Gangs: 1, GangSize: s.SubGroupGang, CPU: "1", GPUs: 1, Cliques: true, RequiredLevel: "spine",
 			SubGroupSize: s.SubGroupSize, SubGroupLevel: "nvlink-clique"},
+		// Scale: gangs of 8 to 256 (1 GPU per member), a third of them
+		// required inside one IB cluster, and CPU-only plain pods.
+		{Name: "scale", Nodes: s.ScaleNodes, CPU: "1", GPUs: 1, Topology: true, RequiredLevel: "ib-cluster",
+			Mix: NewMix(ScaleGangSizes(s.ScaleGangs), 3, s.ScalePods, "100m")},
 	}
 }
 
@@ -319,14 +440,17 @@ func GangName(g int) string { return fmt.Sprintf("gang-%d", g) }
 
 // PodName is the name of pod i.
 func (w Workload) PodName(i int) string {
-	if w.GangSize > 0 {
-		return fmt.Sprintf("gang-%d-%d", i/w.GangSize, i%w.GangSize)
+	if g, r, ok := w.memberOf(i); ok {
+		return fmt.Sprintf("gang-%d-%d", g, r)
 	}
-	return fmt.Sprintf("pod-%d", i)
+	return fmt.Sprintf("pod-%d", i-w.gangPods())
 }
 
 // Rank is pod i's rank in its gang (its index there).
-func (w Workload) Rank(i int) int { return i % w.GangSize }
+func (w Workload) Rank(i int) int {
+	_, r, _ := w.memberOf(i)
+	return r
+}
 
 // SubGroupName is the upstream PodGroup of sub-group k of gang g.
 func SubGroupName(g, k int) string { return UpstreamSubGroupName(GangName(g), k) }
@@ -338,8 +462,11 @@ func SubGroupName(g, k int) string { return UpstreamSubGroupName(GangName(g), k)
 // Pods of the DRA workload claim a device through the claim template.
 func (w Workload) Pod(s Scheduler, ns string, i int) *v1.Pod {
 	spec := testcluster.PodSpec{Name: w.PodName(i), Namespace: ns, SchedulerName: s.SchedulerName(), CPU: w.CPU, GPUs: w.GPUs}
-	if w.GangSize > 0 {
-		spec.PodGroup = GangName(i / w.GangSize)
+	g, _, member := w.memberOf(i)
+	if member {
+		spec.PodGroup = GangName(g)
+	} else if w.Mix != nil {
+		spec.CPU, spec.GPUs = w.Mix.PodCPU, 0
 	}
 	if w.SubGroupSize > 0 {
 		spec.Labels = map[string]string{phalanxv1alpha1.RankLabel: strconv.Itoa(w.Rank(i))}
@@ -349,10 +476,10 @@ func (w Workload) Pod(s Scheduler, ns string, i int) *v1.Pod {
 		pod.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To(DRATemplate)}}
 		pod.Spec.Containers[0].Resources.Claims = []v1.ResourceClaim{{Name: "gpu"}}
 	}
-	if s == UpstreamGang && w.GangSize > 0 {
+	if s == UpstreamGang && member {
 		group := spec.PodGroup
 		if w.SubGroupSize > 0 {
-			group = SubGroupName(i/w.GangSize, w.Rank(i)/w.SubGroupSize)
+			group = SubGroupName(g, w.Rank(i)/w.SubGroupSize)
 		}
 		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
 	}
@@ -362,9 +489,9 @@ func (w Workload) Pod(s Scheduler, ns string, i int) *v1.Pod {
 // PodGroup is gang g as a scheduler-plugins PodGroup (phalanx's gang API):
 // its level and, with sub-groups, their size and level as annotations.
 func (w Workload) PodGroup(ns string, g int) *pgv1alpha1.PodGroup {
-	pg := testcluster.PodGroup(ns, GangName(g), int32(w.GangSize))
-	if w.RequiredLevel != "" {
-		pg.Annotations = map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: w.RequiredLevel}
+	pg := testcluster.PodGroup(ns, GangName(g), int32(w.SizeOf(g)))
+	if level := w.RequiredOf(g); level != "" {
+		pg.Annotations = map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: level}
 	}
 	if w.SubGroupSize > 0 {
 		pg.Annotations[phalanxv1alpha1.SubGroupSizeAnnotation] = strconv.Itoa(w.SubGroupSize)
@@ -392,10 +519,10 @@ func (w Workload) PodGroupFor(s Scheduler, ns string, g int) *pgv1alpha1.PodGrou
 // with sub-groups, a composite of the gang's level over sub-groups of
 // SubGroupSize of the sub-groups' level.
 func (w Workload) upstream(ns string, g int) UpstreamObjects {
-	u := UpstreamObjects{Namespace: ns, Name: GangName(g), MinCount: int32(w.GangSize)}
+	u := UpstreamObjects{Namespace: ns, Name: GangName(g), MinCount: int32(w.SizeOf(g))}
 	if w.SubGroupSize > 0 {
 		u.SubGroupSize, u.Key, u.SubKey = int32(w.SubGroupSize), LevelLabel(w.RequiredLevel), LevelLabel(w.SubGroupLevel)
-	} else if w.RequiredLevel == "ib-cluster" {
+	} else if w.RequiredOf(g) == "ib-cluster" {
 		u.Key = LevelLabel(w.RequiredLevel)
 	}
 	return u
