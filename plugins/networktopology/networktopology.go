@@ -54,6 +54,8 @@ type Topologies interface {
 
 // NetworkTopology gives the planner the gang's constraint and scores nodes.
 type NetworkTopology struct {
+	// usage keeps the domains' usage for pods outside gangs across cycles.
+	usage  *usageCache
 	h      fwk.Handle
 	gangs  Gangs
 	placed Placed
@@ -99,7 +101,7 @@ func Factory(rt *runtime.Runtime) func(context.Context, k8sruntime.Object, fwk.H
 
 // New builds the plugin over its dependencies.
 func New(h fwk.Handle, gangs Gangs, placed Placed, topo Topologies) *NetworkTopology {
-	return &NetworkTopology{h: h, gangs: gangs, placed: placed, topo: topo}
+	return &NetworkTopology{h: h, gangs: gangs, placed: placed, topo: topo, usage: &usageCache{}}
 }
 
 // Name returns the plugin name.
@@ -276,44 +278,10 @@ func (pl *NetworkTopology) PreScore(ctx context.Context, state fwk.CycleState, p
 			return fwk.AsStatus(err)
 		}
 		st.packLevel = packLevel
-		st.used = domainUsage(t, packLevel, all)
+		st.used = pl.usage.of(t, packLevel, all)
 	}
 	state.Write(preScoreKey, st)
 	return nil
-}
-
-// domainUsage returns, per domain of the level, the larger of its CPU and GPU
-// used fractions.
-func domainUsage(t *topology.Tree, li int, nodes []fwk.NodeInfo) map[string]float64 {
-	type acc struct{ cpuUsed, cpuAll, gpuUsed, gpuAll int64 }
-	sums := map[string]*acc{}
-	for _, ni := range nodes {
-		d := t.Domains(ni.Node().Name)
-		if li >= len(d) || d[li] == "" {
-			continue
-		}
-		a := sums[d[li]]
-		if a == nil {
-			a = &acc{}
-			sums[d[li]] = a
-		}
-		a.cpuUsed += ni.GetRequested().GetMilliCPU()
-		a.cpuAll += ni.GetAllocatable().GetMilliCPU()
-		a.gpuUsed += ni.GetRequested().GetScalarResources()[gpuResource]
-		a.gpuAll += ni.GetAllocatable().GetScalarResources()[gpuResource]
-	}
-	out := make(map[string]float64, len(sums))
-	for d, a := range sums {
-		f := 0.0
-		if a.cpuAll > 0 {
-			f = float64(a.cpuUsed) / float64(a.cpuAll)
-		}
-		if a.gpuAll > 0 {
-			f = max(f, float64(a.gpuUsed)/float64(a.gpuAll))
-		}
-		out[d] = f
-	}
-	return out
 }
 
 // Score: gang members score by how narrow a domain they share with placed
