@@ -479,6 +479,16 @@ func describeAsk(d *Devices, pod *v1.Pod) []string {
 	return out
 }
 
+// ClaimName is the name of the pod's i-th claim, "" while it does not exist
+// (a template's claim the resourceclaim controller has not named yet).
+func ClaimName(pod *v1.Pod, i int) string {
+	name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+	if err != nil || name == nil {
+		return ""
+	}
+	return *name
+}
+
 // SharedClaims are the claims (namespace/name) that more than one of pods
 // use: named by them directly, or their PodGroup's claim, which the
 // resourceclaim controller names in each member's status.
@@ -486,8 +496,8 @@ func SharedClaims(pods []*v1.Pod) map[string]bool {
 	users := map[string]int{}
 	for _, p := range pods {
 		for i := range p.Spec.ResourceClaims {
-			if name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i]); err == nil && name != nil {
-				users[p.Namespace+"/"+*name]++
+			if name := ClaimName(p, i); name != "" {
+				users[p.Namespace+"/"+name]++
 			}
 		}
 	}

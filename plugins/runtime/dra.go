@@ -12,7 +12,6 @@ import (
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/dynamicresources"
@@ -161,7 +160,7 @@ func (g *Gangs) ClaimRiders(ref gang.Ref) int {
 	for _, m := range members {
 		if reserved.Has(m.UID) {
 			for i := range m.Spec.ResourceClaims {
-				if name := claimName(m, i); name != "" {
+				if name := devices.ClaimName(m, i); name != "" {
 					held.Insert(name)
 				}
 			}
@@ -179,7 +178,7 @@ func (g *Gangs) ClaimRiders(ref gang.Ref) int {
 		waits, rides := false, len(m.Spec.ResourceClaims) > 0
 		for i, pc := range m.Spec.ResourceClaims {
 			switch {
-			case held.Has(claimName(m, i)):
+			case held.Has(devices.ClaimName(m, i)):
 				waits = true
 			case pc.ResourceClaimTemplateName == nil:
 				rides = false
@@ -190,13 +189,4 @@ func (g *Gangs) ClaimRiders(ref gang.Ref) int {
 		}
 	}
 	return riders
-}
-
-// claimName is the name of the pod's i-th claim, "" while it does not exist.
-func claimName(pod *v1.Pod, i int) string {
-	name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
-	if err != nil || name == nil {
-		return ""
-	}
-	return *name
 }
