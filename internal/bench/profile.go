@@ -141,6 +141,14 @@ type cpuProfiler struct {
 	parts  []*profile.Profile
 	err    error
 	failed int // windows lost
+	// peakHeap is the heap profile with the most bytes in use of those taken
+	// after each window: peak RSS follows the live heap at its largest, which
+	// the heap at the end of a pass does not show.
+	peakHeap      *profile.Profile
+	peakHeapBytes int64
+	// untilUp: windows that fail before the first one succeeds are not
+	// lost, the process is not serving yet (a profile from its start).
+	untilUp bool
 }
 
 const cpuWindowSeconds = 2
@@ -161,11 +169,22 @@ func startCPUProfile(ctx context.Context, client *http.Client, base string) *cpu
 			if err == nil {
 				p, err = profile.ParseData(raw)
 			}
-			cp.mu.Lock()
+			var heap *profile.Profile
 			if err == nil {
+				if raw, herr := get(context.Background(), client, base+"/debug/pprof/heap"); herr == nil {
+					heap, _ = profile.ParseData(raw)
+				}
+			}
+			cp.mu.Lock()
+			switch {
+			case err == nil:
 				cp.parts = append(cp.parts, p)
-			} else {
+			case cp.untilUp && len(cp.parts) == 0:
+			default:
 				cp.err, cp.failed = err, cp.failed+1
+			}
+			if inUse := heapInUse(heap); heap != nil && inUse > cp.peakHeapBytes {
+				cp.peakHeap, cp.peakHeapBytes = heap, inUse
 			}
 			cp.mu.Unlock()
 			if err != nil {
@@ -184,6 +203,26 @@ func (cp *cpuProfiler) lost() string {
 		return ""
 	}
 	return fmt.Sprintf("%d of %d %ds windows lost (last error: %v)", cp.failed, cp.failed+len(cp.parts), cpuWindowSeconds, cp.err)
+}
+
+// heapInUse sums a heap profile's in-use bytes (its last sample type).
+func heapInUse(p *profile.Profile) int64 {
+	if p == nil || len(p.SampleType) == 0 {
+		return 0
+	}
+	vi := len(p.SampleType) - 1
+	var total int64
+	for _, s := range p.Sample {
+		total += s.Value[vi]
+	}
+	return total
+}
+
+// peak is the heap profile with the most bytes in use, nil if none was taken.
+func (cp *cpuProfiler) peak() *profile.Profile {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	return cp.peakHeap
 }
 
 // stop waits for the last window and merges the windows.

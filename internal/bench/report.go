@@ -369,7 +369,7 @@ func writeProfiles(out io.Writer, r Result) {
 		if p == nil {
 			continue
 		}
-		for _, top := range []*Top{p.CPU, p.Block, p.Heap} {
+		for _, top := range []*Top{p.StartupCPU, p.CPU, p.Block, p.Heap, p.PeakHeap} {
 			if top == nil {
 				continue
 			}
@@ -381,7 +381,8 @@ func writeProfiles(out io.Writer, r Result) {
 			case "bytes":
 				unit, total = "MiB", total/(1<<20)
 			}
-			what := map[string]string{"cpu": "CPU", "lock": "lock waits (block profile, samples waiting on a mutex)", "heap": "heap in use at the end"}[top.Kind]
+			what := map[string]string{"cpu": "CPU", "lock": "lock waits (block profile, samples waiting on a mutex)", "heap": "heap in use at the end", "heap-peak": "heap in use at its peak (the largest of the heap profiles taken every 2 s)",
+				"startup": "CPU from process start to readiness (its last 2 s window may reach past it)"}[top.Kind]
 			fmt.Fprintf(out, "\nProfile of %s, %s, %s: %.2f %s in total (profiled pass: %.0f pods/s)", what, r.Workload.Name, s, total, unit, p.PodsPerS())
 			if top.Path != "" {
 				fmt.Fprintf(out, "; go tool pprof %s", top.Path)

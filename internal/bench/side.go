@@ -87,8 +87,10 @@ type Pass struct {
 	// Metrics is the scheduler's histograms over Seconds.
 	Metrics Scrape
 	// CPU, Block and Heap summarise the profiled pass's profiles (heap: in-use
-	// bytes at the end of the pass).
-	CPU, Block, Heap *Top
+	// bytes at the end of the pass; PeakHeap: at the largest of the heap
+	// profiles taken every CPU window); StartupCPU from process start to
+	// readiness.
+	CPU, Block, Heap, PeakHeap, StartupCPU *Top
 	// Failed says why the pass did not finish (e.g. pods still unbound at
 	// the pass deadline); its figures are then left out.
 	Failed string
@@ -348,7 +350,15 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		return pass, err
 	}
 	defer sched.stop()
+	var startupProf *cpuProfiler
+	if profiling {
+		startupProf = startCPUProfile(ctx, sched.client, sched.base)
+		startupProf.untilUp = true
+	}
 	ready, err := sched.waitReady(ctx, 2*time.Minute)
+	if profiling {
+		startupProf.cancel()
+	}
 	if err != nil {
 		return pass, err
 	}
@@ -382,7 +392,7 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		}
 		pass.PeakRSS, _ = procPeakRSS(sched.cmd.Process.Pid)
 		if profiling {
-			_ = collectProfiles(ctx, &pass, sched, cpuProf, w, o.ProfileDir)
+			_ = collectProfiles(ctx, &pass, sched, startupProf, cpuProf, w, o.ProfileDir)
 		}
 		return pass, errPassTimeout
 	case <-ctx.Done():
@@ -422,7 +432,7 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		return pass, err
 	}
 	if profiling {
-		if err := collectProfiles(ctx, &pass, sched, cpuProf, w, o.ProfileDir); err != nil {
+		if err := collectProfiles(ctx, &pass, sched, startupProf, cpuProf, w, o.ProfileDir); err != nil {
 			return pass, err
 		}
 	}
@@ -474,7 +484,7 @@ func rawBind(ctx context.Context, c *testcluster.Cluster, w Workload, ns string,
 	return pass, nil
 }
 
-func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, cpuProf *cpuProfiler, w Workload, dir string) error {
+func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, startupProf, cpuProf *cpuProfiler, w Workload, dir string) error {
 	cpu, err := cpuProf.stop()
 	if err != nil {
 		return fmt.Errorf("CPU profile: %w", err)
@@ -502,17 +512,34 @@ func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, cpu
 	}
 	htop := summarise(heap, "heap", len(heap.SampleType)-1, 15, nil)
 	pass.Heap = &htop
+	profiles := []struct {
+		prof *profile.Profile
+		top  *Top
+	}{{cpu, pass.CPU}, {block, pass.Block}, {heap, pass.Heap}}
+	if startup, err := startupProf.stop(); err == nil {
+		stop := summarise(startup, "startup", len(startup.SampleType)-1, 15, nil)
+		pass.StartupCPU = &stop
+		profiles = append(profiles, struct {
+			prof *profile.Profile
+			top  *Top
+		}{startup, pass.StartupCPU})
+	}
+	if peak := cpuProf.peak(); peak != nil {
+		ptop := summarise(peak, "heap-peak", len(peak.SampleType)-1, 15, nil)
+		pass.PeakHeap = &ptop
+		profiles = append(profiles, struct {
+			prof *profile.Profile
+			top  *Top
+		}{peak, pass.PeakHeap})
+	}
 	if dir == "" {
 		return nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	for _, p := range []struct {
-		prof *profile.Profile
-		top  *Top
-	}{{cpu, pass.CPU}, {block, pass.Block}, {heap, pass.Heap}} {
-		path := filepath.Join(dir, fmt.Sprintf("%s-%s.%s.pb.gz", w.Name, pass.Scheduler, map[string]string{"cpu": "cpu", "lock": "block", "heap": "heap"}[p.top.Kind]))
+	for _, p := range profiles {
+		path := filepath.Join(dir, fmt.Sprintf("%s-%s.%s.pb.gz", w.Name, pass.Scheduler, map[string]string{"cpu": "cpu", "lock": "block", "heap": "heap", "heap-peak": "heap-peak", "startup": "startup-cpu"}[p.top.Kind]))
 		if err := writeProfile(p.prof, path); err != nil {
 			return err
 		}

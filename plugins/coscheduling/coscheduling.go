@@ -253,6 +253,11 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	case !route.Plan:
 		return nil, nil
 	}
+	// A new plan first lets the members released before it start binding:
+	// run-ahead binds nothing sooner and holds memory (runtime.BindBacklog).
+	if waited := pl.gangs.Binds.WaitForBacklog(ctx, runtime.BindBacklog, runtime.BacklogMaxWait); waited > time.Millisecond {
+		klog.FromContext(ctx).V(5).Info("Plan waited for released members to start binding", "pod", klog.KObj(pod), "waited", waited)
+	}
 	cs.planning = &planning{nodes: nodes}
 	return nil, nil
 }
