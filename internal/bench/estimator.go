@@ -548,12 +548,12 @@ func profileCase(ctx context.Context, name string, call func(context.Context) (i
 		_, err := call(cctx)
 		cancel()
 		if err != nil {
-			_, _ = cp.stop()
+			_, _, _ = cp.stop()
 			return nil, err
 		}
 		calls++
 	}
-	prof, err := cp.stop()
+	_, prof, err := cp.stop()
 	if err != nil {
 		return nil, err
 	}

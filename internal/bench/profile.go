@@ -133,12 +133,14 @@ func summarise(p *profile.Profile, kind string, vi, n int, keep func(*profile.Sa
 }
 
 // cpuProfiler collects a scheduler's CPU profile in short windows from its
-// pprof endpoint until stopped, so the profile covers exactly the run.
+// pprof endpoint, from the process's start until stopped; windows that
+// start before readiness make the startup profile, the others the run's.
 type cpuProfiler struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	parts  []*profile.Profile
+	parts  []window
+	ready  time.Time
 	err    error
 	failed int // windows lost
 	// peakHeap is the heap profile with the most bytes in use of those taken
@@ -146,9 +148,11 @@ type cpuProfiler struct {
 	// the heap at the end of a pass does not show.
 	peakHeap      *profile.Profile
 	peakHeapBytes int64
-	// untilUp: windows that fail before the first one succeeds are not
-	// lost, the process is not serving yet (a profile from its start).
-	untilUp bool
+}
+
+type window struct {
+	start time.Time
+	prof  *profile.Profile
 }
 
 const cpuWindowSeconds = 2
@@ -163,7 +167,9 @@ func startCPUProfile(ctx context.Context, client *http.Client, base string) *cpu
 			// The window in flight when the run ends is finished, not
 			// cancelled: a cancelled request returns no profile at all. A
 			// failed window (a loaded scheduler answering late) is counted
-			// and the next one starts.
+			// and the next one starts; before the first success the process
+			// is not serving yet, and nothing is lost.
+			start := time.Now()
 			raw, err := get(context.Background(), client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, cpuWindowSeconds))
 			var p *profile.Profile
 			if err == nil {
@@ -178,8 +184,8 @@ func startCPUProfile(ctx context.Context, client *http.Client, base string) *cpu
 			cp.mu.Lock()
 			switch {
 			case err == nil:
-				cp.parts = append(cp.parts, p)
-			case cp.untilUp && len(cp.parts) == 0:
+				cp.parts = append(cp.parts, window{start: start, prof: p})
+			case len(cp.parts) == 0:
 			default:
 				cp.err, cp.failed = err, cp.failed+1
 			}
@@ -193,6 +199,13 @@ func startCPUProfile(ctx context.Context, client *http.Client, base string) *cpu
 		}
 	}()
 	return cp
+}
+
+// markReady ends the startup: windows that start later are the run's.
+func (cp *cpuProfiler) markReady(at time.Time) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	cp.ready = at
 }
 
 // lost says how many windows failed.
@@ -225,19 +238,34 @@ func (cp *cpuProfiler) peak() *profile.Profile {
 	return cp.peakHeap
 }
 
-// stop waits for the last window and merges the windows.
-func (cp *cpuProfiler) stop() (*profile.Profile, error) {
+// stop waits for the last window and merges the windows of the startup
+// (nil if none) and of the run.
+func (cp *cpuProfiler) stop() (startup, run *profile.Profile, err error) {
 	cp.cancel()
 	cp.wg.Wait()
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
-	if len(cp.parts) == 0 {
+	var before, after []*profile.Profile
+	for _, w := range cp.parts {
+		if w.start.Before(cp.ready) {
+			before = append(before, w.prof)
+		} else {
+			after = append(after, w.prof)
+		}
+	}
+	if len(after) == 0 {
 		if cp.err == nil {
 			cp.err = fmt.Errorf("no CPU profile windows")
 		}
-		return nil, cp.err
+		return nil, nil, cp.err
 	}
-	return profile.Merge(cp.parts)
+	if len(before) > 0 {
+		if startup, err = profile.Merge(before); err != nil {
+			return nil, nil, err
+		}
+	}
+	run, err = profile.Merge(after)
+	return startup, run, err
 }
 
 func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {

@@ -350,17 +350,17 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		return pass, err
 	}
 	defer sched.stop()
-	var startupProf *cpuProfiler
+	var cpuProf *cpuProfiler
 	if profiling {
-		startupProf = startCPUProfile(ctx, sched.client, sched.base)
-		startupProf.untilUp = true
+		cpuProf = startCPUProfile(ctx, sched.client, sched.base)
+		defer cpuProf.cancel()
 	}
 	ready, err := sched.waitReady(ctx, 2*time.Minute)
-	if profiling {
-		startupProf.cancel()
-	}
 	if err != nil {
 		return pass, err
+	}
+	if profiling {
+		cpuProf.markReady(ready)
 	}
 	pass.Startup = ready.Sub(sched.started).Seconds()
 	before, err := sched.scrape(ctx)
@@ -370,10 +370,6 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 	cpuBefore, err := procCPUSeconds(sched.cmd.Process.Pid)
 	if err != nil {
 		return pass, err
-	}
-	var cpuProf *cpuProfiler
-	if profiling {
-		cpuProf = startCPUProfile(ctx, sched.client, sched.base)
 	}
 
 	select {
@@ -392,7 +388,7 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		}
 		pass.PeakRSS, _ = procPeakRSS(sched.cmd.Process.Pid)
 		if profiling {
-			_ = collectProfiles(ctx, &pass, sched, startupProf, cpuProf, w, o.ProfileDir)
+			_ = collectProfiles(ctx, &pass, sched, cpuProf, w, o.ProfileDir)
 		}
 		return pass, errPassTimeout
 	case <-ctx.Done():
@@ -432,7 +428,7 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		return pass, err
 	}
 	if profiling {
-		if err := collectProfiles(ctx, &pass, sched, startupProf, cpuProf, w, o.ProfileDir); err != nil {
+		if err := collectProfiles(ctx, &pass, sched, cpuProf, w, o.ProfileDir); err != nil {
 			return pass, err
 		}
 	}
@@ -484,8 +480,8 @@ func rawBind(ctx context.Context, c *testcluster.Cluster, w Workload, ns string,
 	return pass, nil
 }
 
-func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, startupProf, cpuProf *cpuProfiler, w Workload, dir string) error {
-	cpu, err := cpuProf.stop()
+func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, cpuProf *cpuProfiler, w Workload, dir string) error {
+	startup, cpu, err := cpuProf.stop()
 	if err != nil {
 		return fmt.Errorf("CPU profile: %w", err)
 	}
@@ -512,25 +508,23 @@ func collectProfiles(ctx context.Context, pass *Pass, sched *childScheduler, sta
 	}
 	htop := summarise(heap, "heap", len(heap.SampleType)-1, 15, nil)
 	pass.Heap = &htop
-	profiles := []struct {
+	type kept struct {
 		prof *profile.Profile
 		top  *Top
-	}{{cpu, pass.CPU}, {block, pass.Block}, {heap, pass.Heap}}
-	if startup, err := startupProf.stop(); err == nil {
-		stop := summarise(startup, "startup", len(startup.SampleType)-1, 15, nil)
-		pass.StartupCPU = &stop
-		profiles = append(profiles, struct {
-			prof *profile.Profile
-			top  *Top
-		}{startup, pass.StartupCPU})
 	}
-	if peak := cpuProf.peak(); peak != nil {
-		ptop := summarise(peak, "heap-peak", len(peak.SampleType)-1, 15, nil)
-		pass.PeakHeap = &ptop
-		profiles = append(profiles, struct {
-			prof *profile.Profile
-			top  *Top
-		}{peak, pass.PeakHeap})
+	profiles := []kept{{cpu, pass.CPU}, {block, pass.Block}, {heap, pass.Heap}}
+	// The startup and the heap's peak, when the profiler saw them.
+	for _, opt := range []struct {
+		prof *profile.Profile
+		kind string
+		top  **Top
+	}{{startup, "startup", &pass.StartupCPU}, {cpuProf.peak(), "heap-peak", &pass.PeakHeap}} {
+		if opt.prof == nil {
+			continue
+		}
+		top := summarise(opt.prof, opt.kind, len(opt.prof.SampleType)-1, 15, nil)
+		*opt.top = &top
+		profiles = append(profiles, kept{opt.prof, &top})
 	}
 	if dir == "" {
 		return nil

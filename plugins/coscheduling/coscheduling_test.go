@@ -211,6 +211,69 @@ func TestArrivalCompletingQuorumWakesSiblings(t *testing.T) {
 	}
 }
 
+// TestLaterArrivalsWakeOnlyTurnedAway: the member that completes a gang's
+// quorum wakes every member the first time; once it has, a member that
+// completes it again wakes only the members PreEnqueue turned away since
+// (a gang listed whole at start would otherwise wake every member once per
+// member).
+func TestLaterArrivalsWakeOnlyTurnedAway(t *testing.T) {
+	early := members("g", 2, "1", 0)
+	e, pl := env(t, plugintest.Objects{
+		Nodes: []*v1.Node{plugintest.Node("n0", "8", 0, nil)},
+		Pods:  early,
+	})
+	// No condition writes: their PodGroup events wake every member too.
+	pl.gangs.Status.Leading = func() bool { return false }
+	ref := gang.Ref{Namespace: "default", Name: "g"}
+	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 2 })
+	if _, err := e.PG.SchedulingV1alpha1().PodGroups("default").Create(e.Ctx, plugintest.PodGroup("g", 3), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	seen := sets.New[string]()
+	e.Eventually("the PodGroup's arrival wakes its members", func() bool {
+		seen = seen.Union(sets.New(e.Activated()...))
+		return seen.HasAll("default/g-a", "default/g-b")
+	})
+	for _, p := range early {
+		if st := pl.PreEnqueue(e.Ctx, p); st.IsSuccess() {
+			t.Fatalf("PreEnqueue(%s) with 2 of 3 members succeeded", p.Name)
+		}
+	}
+	create := func(name string) *v1.Pod {
+		p, err := e.Client.CoreV1().Pods("default").Create(e.Ctx, plugintest.Pod(name, "g", "1", 0), metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	third := create("g-c")
+	seen = sets.New[string]()
+	e.Eventually("the first quorum wakes every member", func() bool {
+		seen = seen.Union(sets.New(e.Activated()...))
+		return seen.HasAll("default/g-a", "default/g-b")
+	})
+
+	if err := e.Client.CoreV1().Pods("default").Delete(e.Ctx, third.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the third member gone", func() bool { return len(pl.gangs.Members(ref)) == 2 })
+	if st := pl.PreEnqueue(e.Ctx, early[0]); st.IsSuccess() {
+		t.Fatal("PreEnqueue with 2 of 3 members succeeded")
+	}
+	create("g-d")
+	var woken []string
+	e.Eventually("the member turned away is woken", func() bool {
+		woken = append(woken, e.Activated()...)
+		return slices.Contains(woken, "default/g-a")
+	})
+	if slices.Contains(woken, "default/g-b") {
+		t.Fatalf("a later quorum woke every member (%v), want only the one PreEnqueue turned away", woken)
+	}
+	if st := pl.PreEnqueue(e.Ctx, early[0]); !st.IsSuccess() {
+		t.Fatalf("PreEnqueue with the quorum back = %v, want success", st)
+	}
+}
+
 // A gang that does not fit is turned away whole, with the reason on its
 // PodGroup; its other members are turned away from the cached failure
 // until capacity changes.

@@ -9,10 +9,12 @@ import (
 func (g *Gangs) sizes() map[string]int {
 	g.mu.Lock()
 	out := map[string]int{
-		"gangs.turnedAway": len(g.turnedAway),
-		"gangs.podEvents":  len(g.podEvents),
-		"gangs.implicit":   len(g.implicit),
-		"gangs.startup":    len(g.startup),
+		"gangs.turnedAway":  len(g.turnedAway),
+		"gangs.podEvents":   len(g.podEvents),
+		"gangs.implicit":    len(g.implicit),
+		"gangs.startup":     len(g.startup),
+		"gangs.quorumPods":  len(g.quorum.pods),
+		"gangs.quorumWoken": len(g.quorum.woken),
 	}
 	g.mu.Unlock()
 	g.order.mu.Lock()

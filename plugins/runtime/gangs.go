@@ -78,6 +78,8 @@ type Gangs struct {
 	mu sync.Mutex
 	// turnedAway: plain pods a phalanx plugin rejected; woken on Changed.
 	turnedAway map[types.UID]*v1.Pod
+	// quorum: what a member completing its gang's quorum wakes.
+	quorum quorumWaiters
 	// podEvents dedups per-pod events.
 	podEvents map[types.UID]string
 	// implicit: API writes in flight (an implicit gang's PodGroup, a stale
@@ -112,6 +114,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		rt: r, fw: fw, pgClient: pgClient,
 		pods:              fw.Informers.Core().V1().Pods().Lister(),
 		turnedAway:        map[types.UID]*v1.Pod{},
+		quorum:            newQuorumWaiters(),
 		podEvents:         map[types.UID]string{},
 		implicit:          map[string]bool{},
 		startup:           map[gang.Ref]startupVerdict{},
@@ -420,6 +423,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 	}
 	count, quorum := g.CountMembers(spec), gang.Quorum(spec)
 	if count.Ready < quorum {
+		g.quorumShort(ref)
 		if c, ok := g.Status.Get(ref); ok && c.Reason == gang.ReasonMembersPending {
 			g.Status.Set(spec, g.MembersShort(spec, count, quorum))
 		}
@@ -433,7 +437,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 			g.wakeOne(ref)
 			return
 		}
-		g.wake(ref)
+		g.wakeAtQuorum(ref)
 	})
 }
 
@@ -545,7 +549,8 @@ func (g *Gangs) onPodDelete(obj any) {
 	if !ok {
 		return
 	}
-	if ref, ok := g.RefOf(pod); ok {
+	ref, member := g.RefOf(pod)
+	if member {
 		g.Lifecycle.MemberDeleted(ref, pod.UID)
 		g.Lifecycle.ForgetIfEmpty(ref)
 	}
@@ -563,6 +568,9 @@ func (g *Gangs) onPodDelete(obj any) {
 	}
 	g.order.forget(pod.UID)
 	g.mu.Lock()
+	if member {
+		g.forgetQuorumWaiterLocked(ref, pod.UID)
+	}
 	delete(g.turnedAway, pod.UID)
 	delete(g.podEvents, pod.UID)
 	g.mu.Unlock()
@@ -629,6 +637,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.forgetImplicit(spec.Ref)
 	g.mu.Lock()
 	delete(g.memberAnnotations, spec.Ref)
+	g.forgetQuorumLocked(spec.Ref) // all woken below
 	g.mu.Unlock()
 	// An implicit gang's PodGroup deleted while members remain is made again.
 	for _, m := range g.Members(spec.Ref) {

@@ -29,17 +29,19 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 	if msg, ok := g.dependenciesReady(spec); !ok {
 		return msg, false
 	}
+	g.mayWaitForQuorum(ref, pod)
 	members := g.CountMembers(spec)
-	if members.Ready < gang.Quorum(spec) {
-		cond := g.MembersShort(spec, members, gang.Quorum(spec))
-		// A member the informer shows late must not put a gang that already
-		// started (or is being placed) back to MembersPending.
-		if g.Lifecycle.Placed(ref) == 0 && g.Lifecycle.Phase(ref) == gang.PhaseIdle {
-			g.Status.Set(spec, cond)
-		}
-		return cond.Message, false
+	if members.Ready >= gang.Quorum(spec) {
+		g.quorumMet(ref, pod.UID)
+		return "", true
 	}
-	return "", true
+	cond := g.MembersShort(spec, members, gang.Quorum(spec))
+	// A member the informer shows late must not put a gang that already
+	// started (or is being placed) back to MembersPending.
+	if g.Lifecycle.Placed(ref) == 0 && g.Lifecycle.Phase(ref) == gang.PhaseIdle {
+		g.Status.Set(spec, cond)
+	}
+	return cond.Message, false
 }
 
 // Missing says why a pod's gang cannot be read: its group object does not
