@@ -692,13 +692,22 @@ func (g *Gangs) wakeFailed() {
 		g.wakeOne(ref)
 	}
 	g.mu.Lock()
-	pods := make(map[string]*v1.Pod, len(g.turnedAway))
-	for uid, p := range g.turnedAway {
-		pods[p.Namespace+"/"+p.Name] = p
-		delete(g.turnedAway, uid)
-	}
+	away := g.turnedAway
+	g.turnedAway = map[types.UID]*v1.Pod{}
 	g.mu.Unlock()
-	g.rt.Activate(pods)
+	g.activate(away)
+}
+
+// activate moves the pods back to the active queue.
+func (g *Gangs) activate(pods map[types.UID]*v1.Pod) {
+	if len(pods) == 0 {
+		return
+	}
+	byKey := make(map[string]*v1.Pod, len(pods))
+	for _, p := range pods {
+		byKey[p.Namespace+"/"+p.Name] = p
+	}
+	g.rt.Activate(byKey)
 }
 
 // TurnedAway remembers a plain pod a phalanx plugin rejected for a reason

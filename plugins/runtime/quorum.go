@@ -88,12 +88,5 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 		g.wake(ref)
 		return
 	}
-	if len(waiting) == 0 {
-		return
-	}
-	pods := make(map[string]*v1.Pod, len(waiting))
-	for _, p := range waiting {
-		pods[p.Namespace+"/"+p.Name] = p
-	}
-	g.rt.Activate(pods)
+	g.activate(waiting)
 }
