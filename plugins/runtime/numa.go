@@ -68,7 +68,14 @@ func newNUMA(r *Runtime) (*NUMA, error) {
 	}
 	factory := nrtinformers.NewSharedInformerFactory(client, 0)
 	inf := factory.Topology().V1alpha2().NodeResourceTopologies()
-	if err := inf.Informer().SetTransform(trimManagedFields); err != nil {
+	// The cache keeps one object per node: keep only what numa.FromNRT reads.
+	if err := inf.Informer().SetTransform(func(obj any) (any, error) {
+		if nrt, ok := obj.(*nrtv1alpha2.NodeResourceTopology); ok {
+			numa.Trim(nrt)
+			return nrt, nil
+		}
+		return trimManagedFields(obj)
+	}); err != nil {
 		return nil, err
 	}
 	n := &NUMA{rt: r, nrts: inf.Lister(), nodes: fw.Informers.Core().V1().Nodes().Lister(),
