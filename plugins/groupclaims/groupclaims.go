@@ -13,6 +13,7 @@ package groupclaims
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -35,6 +36,8 @@ type PodGroups func(namespace, name string) *schedulingv1beta1.PodGroup
 // Plugin is the in-tree DynamicResources plugin under Name.
 type Plugin struct {
 	*dynamicresources.DynamicResources
+	// unreleased logs once that the in-tree state has no allocator to drop.
+	unreleased sync.Once
 }
 
 // Name implements fwk.Plugin: the framework keys score weights, queueing

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"reflect"
-	"sync"
 	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
@@ -24,14 +23,12 @@ import (
 func (p *Plugin) Reserve(ctx context.Context, cs fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
 	status := p.DynamicResources.Reserve(ctx, cs, pod, nodeName)
 	if status.IsSuccess() && !releaseAllocator(cs) {
-		unreleasedOnce.Do(func() {
+		p.unreleased.Do(func() {
 			klog.FromContext(ctx).Error(nil, "The in-tree DynamicResources cycle state has no allocator field; waiting gang members keep their allocators", "plugin", Name)
 		})
 	}
 	return status
 }
-
-var unreleasedOnce sync.Once
 
 // errReleased answers a call to an allocator dropped after Reserve: a clear
 // error rather than a nil dereference if an upstream change reads it later.
