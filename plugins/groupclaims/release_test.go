@@ -77,12 +77,14 @@ func TestReleaseAllocator(t *testing.T) {
 	}
 	// A state of another shape is reported, not touched.
 	other := framework.NewCycleState()
-	other.Write(fwk.StateKey(names.DynamicResources), &otherState{})
-	if releaseAllocator(other) {
-		t.Fatal("a state without an allocator field was reported released")
+	otherData := &otherState{allocator: heldAllocator{}}
+	other.Write(fwk.StateKey(names.DynamicResources), otherData)
+	if releaseAllocator(other) || otherData.allocator != (heldAllocator{}) {
+		t.Fatalf("a state whose allocator field has another type was reported released or changed: %#v", otherData.allocator)
 	}
 }
 
+// otherState has an allocator field of another type than the in-tree one.
 type otherState struct{ allocator any }
 
 func (s *otherState) Clone() fwk.StateData { return s }
