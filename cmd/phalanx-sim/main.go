@@ -190,6 +190,7 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&sz.ScaleGangs, "scale-gangs", sz.ScaleGangs, "gangs of 8 to 256 members (1 GPU each, one in 3 required one IB cluster) in the scale workload")
 	fs.IntVar(&sz.ScalePods, "scale-pods", sz.ScalePods, "plain CPU pods mixed into the scale workload")
 	only := fs.String("only", "", "comma-separated workloads to run (plain-pods, gangs, topology, queues, dra-gangs, subgroups, scale); default all")
+	schedulers := fs.String("schedulers", "", "comma-separated schedulers to run (stock, upstream-gang, phalanx, phalanx-flat, raw-bind); default every one the workload compares")
 	runs := fs.Int("runs", 3, "timed passes per scheduler and workload (medians and ranges over these)")
 	profile := fs.Bool("profile", false, "add a profiled pass per scheduler: CPU and block profiles, top functions")
 	profileDir := fs.String("profile-dir", "report/profiles", "keep the raw profiles here (\"\": don't)")
@@ -218,6 +219,16 @@ func runBench(ctx context.Context, args []string) error {
 		}
 		workloads = picked
 	}
+	var picked []bench.Scheduler
+	if *schedulers != "" {
+		for _, name := range strings.Split(*schedulers, ",") {
+			s := bench.Scheduler(name)
+			if !slices.Contains(bench.AllSchedulers, s) {
+				return fmt.Errorf("-schedulers: no scheduler %q (want one of %v)", name, bench.AllSchedulers)
+			}
+			picked = append(picked, s)
+		}
+	}
 	logw, closeLog := quietLogs(*logFile)
 	defer closeLog()
 	machine := bench.Machine()
@@ -225,8 +236,9 @@ func runBench(ctx context.Context, args []string) error {
 	fmt.Printf("phalanx-sim bench: %d workload(s), %d timed pass(es) each; %s; load %s\n", len(workloads), *runs, machine, bench.LoadAverage())
 	results, err := bench.Run(ctx, workloads, bench.Options{
 		Runs: *runs, Profile: *profile, ProfileDir: *profileDir,
-		Binaries: bench.Binaries{KubeScheduler: *kubeScheduler, Phalanx: *phalanxScheduler},
-		Log:      logw, Progress: os.Stdout,
+		Binaries:   bench.Binaries{KubeScheduler: *kubeScheduler, Phalanx: *phalanxScheduler},
+		Schedulers: picked,
+		Log:        logw, Progress: os.Stdout,
 		Done: func(r bench.Result) { bench.WriteDetails(os.Stdout, r) },
 	})
 	bench.WriteReport(os.Stdout, results, machine, *runs)

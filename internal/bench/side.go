@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +65,9 @@ type Options struct {
 	// ProfileDir keeps the raw profiles ("" : not kept).
 	ProfileDir string
 	Binaries   Binaries
+	// Schedulers, if set, limits the passes to these schedulers (a failed
+	// pass is re-run alone, without the others' minutes).
+	Schedulers []Scheduler
 	// Log receives the control plane's log; Progress a line per step.
 	Log, Progress io.Writer
 	// Done, if set, is called with each workload's result as it completes.
@@ -225,12 +229,14 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 			return res, err
 		}
 	}
-	scheds := w.Passes()
+	scheds := slices.DeleteFunc(w.Passes(), func(s Scheduler) bool {
+		return len(o.Schedulers) > 0 && !slices.Contains(o.Schedulers, s)
+	})
 	for i := 0; i < o.Runs; i++ {
 		for j := range scheds {
 			s := scheds[(i+j)%len(scheds)]
 			p, err := runPass(ctx, c, w, s, i, o)
-			if err != nil && !errors.Is(err, errPassTimeout) {
+			if err != nil && (!errors.Is(err, errPassTimeout) || errors.Is(err, errCleanup)) {
 				return res, fmt.Errorf("%s pass %d: %w", s, i+1, err)
 			}
 			res.Passes = append(res.Passes, p)
@@ -252,8 +258,11 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 	}
 	if o.Profile {
 		for _, s := range w.Schedulers() {
+			if len(o.Schedulers) > 0 && !slices.Contains(o.Schedulers, s) {
+				continue
+			}
 			p, err := runPass(ctx, c, w, s, -1, o)
-			if err != nil && !errors.Is(err, errPassTimeout) {
+			if err != nil && (!errors.Is(err, errPassTimeout) || errors.Is(err, errCleanup)) {
 				return res, fmt.Errorf("%s profiled pass: %w", s, err)
 			}
 			res.Passes = append(res.Passes, p)
@@ -275,6 +284,10 @@ func gateList(gates []string) string {
 var PassTimeout = 10 * time.Minute
 
 var errPassTimeout = errors.New("pass timed out")
+
+// errCleanup: a pass's objects could not be deleted; later passes would
+// run on a cluster still holding them.
+var errCleanup = errors.New("cleaning up")
 
 // EndToEndPodsPerS is pods per second from process start to the last bind.
 func (p Pass) EndToEndPodsPerS() float64 {
@@ -316,7 +329,7 @@ const metricsFlush = 1500 * time.Millisecond
 
 // runPass creates the workload's objects for s, runs the scheduler binary
 // until every pod is bound, and cleans up.
-func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Scheduler, index int, o Options) (Pass, error) {
+func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Scheduler, index int, o Options) (_ Pass, err error) {
 	pass := Pass{Scheduler: s, Index: index, Pods: w.Total()}
 	suffix := strconv.Itoa(index)
 	if index < 0 {
@@ -330,8 +343,10 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		return pass, err
 	}
 	defer func() {
-		if err := deleteObjects(context.Background(), c, w, s, ns); err != nil {
-			fmt.Fprintf(o.Log, "cleaning up %s: %v\n", ns, err)
+		// A pass that leaves pods behind would make the next one start on
+		// full nodes: the workload stops instead.
+		if cerr := deleteObjects(context.Background(), c, w, s, ns, o.Progress); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("%w %s: %w", errCleanup, ns, cerr))
 		}
 	}()
 
@@ -378,6 +393,18 @@ func runPass(ctx context.Context, c *testcluster.Cluster, w Workload, s Schedule
 		return pass, fmt.Errorf("%s exited early: %s", s, sched.logTail())
 	case <-time.After(PassTimeout):
 		pass.Failed = fmt.Sprintf("%d of %d pods bound after %v", watch.bound.Load(), pass.Pods, PassTimeout)
+		if err := describeUnbound(ctx, c, ns, o.Progress); err != nil {
+			fmt.Fprintf(o.Progress, "listing the unbound pods of %s: %v\n", ns, err)
+		}
+		dir := o.ProfileDir
+		if dir == "" {
+			dir = os.TempDir()
+		}
+		if path, err := keepStuck(ctx, sched, ns, dir); err == nil {
+			fmt.Fprintf(o.Progress, "%s's goroutines and log: %s\n", s, path)
+		} else {
+			fmt.Fprintf(o.Progress, "keeping %s's goroutines and log: %v\n", s, err)
+		}
 		if w.Devices > 0 {
 			if err := checkDevices(ctx, c, ns, -1); err != nil {
 				return pass, err
@@ -654,11 +681,29 @@ func checkDevices(ctx context.Context, c *testcluster.Cluster, ns string, want i
 	return nil
 }
 
-func deleteObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Scheduler, ns string) error {
+// CleanupTimeout bounds the deletion of a pass's objects.
+var CleanupTimeout = 10 * time.Minute
+
+// deleteObjects deletes a pass's pods (and its gangs' and claims' objects)
+// and waits until they are gone. One DeleteCollection of tens of thousands
+// of pods outlasts the API server's request timeout and stops part way, so
+// it is repeated until the namespace is empty; the next pass would
+// otherwise start on nodes still full of this one's pods.
+func deleteObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Scheduler, ns string, progress io.Writer) error {
 	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64)}
-	var errs []error
-	errs = append(errs, c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
+	if err := deleteUntilGone(ctx, progress, ns+"'s pods", func(ctx context.Context) error {
+		return c.Client.CoreV1().Pods(ns).DeleteCollection(ctx, now, metav1.ListOptions{})
+	}, func(ctx context.Context) (int, error) {
+		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if err != nil {
+			return 0, err
+		}
+		return len(list.Items), nil
+	}); err != nil {
+		return err
+	}
 	if w.NumGangs() > 0 {
+		var errs []error
 		switch s {
 		case Phalanx, PhalanxFlat:
 			errs = append(errs, c.PodGroups.SchedulingV1alpha1().PodGroups(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
@@ -669,23 +714,50 @@ func deleteObjects(ctx context.Context, c *testcluster.Cluster, w Workload, s Sc
 			}
 			errs = append(errs, c.Client.SchedulingV1beta1().Workloads(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
 		}
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
 	}
-	errs = append(errs, testcluster.Eventually(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
-		list, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
-		return err == nil && len(list.Items) == 0, err
-	}))
 	if w.Devices > 0 {
 		// The resourceclaim controller deallocates the claims of the
 		// deleted pods and lifts their finalizers (without a garbage
 		// collector, nothing else deletes them); the next pass needs the
 		// devices and no stale claims.
-		errs = append(errs, c.Client.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, now, metav1.ListOptions{}))
-		errs = append(errs, testcluster.Eventually(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		return deleteUntilGone(ctx, progress, ns+"'s resource claims", func(ctx context.Context) error {
+			return c.Client.ResourceV1().ResourceClaims(ns).DeleteCollection(ctx, now, metav1.ListOptions{})
+		}, func(ctx context.Context) (int, error) {
 			list, err := c.Client.ResourceV1().ResourceClaims(ns).List(ctx, metav1.ListOptions{Limit: 1})
-			return err == nil && len(list.Items) == 0, err
-		}))
+			if err != nil {
+				return 0, err
+			}
+			return len(list.Items), nil
+		})
 	}
-	return errors.Join(errs...)
+	return nil
+}
+
+// deleteUntilGone calls del until left says nothing is left, within
+// CleanupTimeout; a call that fails part way (a timeout) is repeated.
+func deleteUntilGone(ctx context.Context, progress io.Writer, what string, del func(context.Context) error, left func(context.Context) (int, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, CleanupTimeout)
+	defer cancel()
+	var last error
+	for calls := 1; ; calls++ {
+		if last = del(ctx); last != nil {
+			fmt.Fprintf(progress, "deleting %s, call %d: %v; deleting again\n", what, calls, last)
+		}
+		// Deletion of objects with finalizers ends after the call.
+		err := testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+			n, err := left(ctx)
+			return n == 0, err
+		})
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%s still there after %v (last delete: %v)", what, CleanupTimeout, last)
+		}
+	}
 }
 
 // bindWatch counts binds of a namespace's pods through an informer, which

@@ -48,6 +48,9 @@ const (
 	RawBind Scheduler = "raw-bind"
 )
 
+// AllSchedulers are every pass a workload may make.
+var AllSchedulers = []Scheduler{Stock, UpstreamGang, Phalanx, PhalanxFlat, RawBind}
+
 // RawBindWorkers is how many clients bind at once in the RawBind pass.
 const RawBindWorkers = 16
 

@@ -16,7 +16,7 @@ import (
 // lifecycleState renders what a dry run must not change.
 func lifecycleState(lc *Lifecycle, refs ...Ref) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "held=%v reservations=%v failed=%v anywhere=%v", lc.HeldByGang(), lc.Reservations(), lc.FailedGangs(), lc.HoldsAnywhere())
+	fmt.Fprintf(&b, "held=%v reservations=%v failed=%v anywhere=%v", lc.HeldByGang(), lc.Reservations(), failedRefs(lc), lc.HoldsAnywhere())
 	for _, r := range refs {
 		fmt.Fprintf(&b, " %s:%s/%d", r, lc.Phase(r), lc.Placed(r))
 	}
@@ -212,4 +212,9 @@ func TestManagerCopiesSubGroups(t *testing.T) {
 			}
 		})
 	}
+}
+
+func failedRefs(lc *Lifecycle) []Ref {
+	refs, _ := lc.FailedGangs()
+	return refs
 }

@@ -186,6 +186,9 @@ type gangState struct {
 	failedAt   uint64
 	failedTime time.Time
 	reason     string
+	// failedCost is how long the failed plan took (with its reservation):
+	// what planning the gang again is likely to cost.
+	failedCost time.Duration
 	// representative is the member whose plan failed: while the failure
 	// stands, only it is retried on cluster events, not every member.
 	representative types.UID
@@ -1005,17 +1008,27 @@ func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
 	return out
 }
 
-// FailedGangs lists the gangs whose last plan failed.
-func (lc *Lifecycle) FailedGangs() []Ref {
+// FailCost records how long the gang's failed plan took.
+func (lc *Lifecycle) FailCost(ref Ref, d time.Duration) {
 	lc.mu.Lock()
 	defer lc.unlock()
-	var out []Ref
+	if g := lc.gangs[ref]; g != nil && g.failed {
+		g.failedCost = d
+	}
+}
+
+// FailedGangs lists the gangs whose last plan failed, and what their failed
+// plans took together.
+func (lc *Lifecycle) FailedGangs() (refs []Ref, cost time.Duration) {
+	lc.mu.Lock()
+	defer lc.unlock()
 	for ref, g := range lc.gangs {
 		if g.failed {
-			out = append(out, ref)
+			refs = append(refs, ref)
+			cost += g.failedCost
 		}
 	}
-	return out
+	return refs, cost
 }
 
 // Stalled lists the gangs whose last plan failed while nothing has changed

@@ -67,3 +67,6 @@ func (g *Gangs) PodDeleted(obj any) {
 	}
 	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnDelete(obj) })
 }
+
+// WakeFailed runs the change signal's wakes in the caller's goroutine.
+func (g *Gangs) WakeFailed() { g.wakeFailed() }

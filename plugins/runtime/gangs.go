@@ -94,6 +94,8 @@ type Gangs struct {
 	workloadOnce      sync.Once
 	// order caches the queue sort's keys.
 	order orderKeys
+	// failedWakes paces the wakes of gangs whose plans failed.
+	failedWakes failedWakes
 }
 
 func newGangs(r *Runtime) (*Gangs, error) {
@@ -684,18 +686,17 @@ func (g *Gangs) wakeOne(ref gang.Ref) {
 	g.wake(ref)
 }
 
-// wakeFailed voids cached plan failures and wakes the gangs that failed to
-// plan, and the plain pods phalanx plugins turned away.
+// wakeFailed voids cached plan failures, wakes the plain pods phalanx
+// plugins turned away, and wakes the gangs that failed to plan (paced:
+// failedWakes).
 func (g *Gangs) wakeFailed() {
 	g.Lifecycle.Changed()
-	for _, ref := range g.Lifecycle.FailedGangs() {
-		g.wakeOne(ref)
-	}
 	g.mu.Lock()
 	away := g.turnedAway
 	g.turnedAway = map[types.UID]*v1.Pod{}
 	g.mu.Unlock()
 	g.activate(away)
+	g.wakeFailedGangs()
 }
 
 // activate moves the pods back to the active queue.

@@ -156,3 +156,69 @@ func TestGangStatePruned(t *testing.T) {
 		}
 	}
 }
+
+// TestFailedGangWakesPaced: a change wakes the pods phalanx turned away at
+// once, and the gangs whose plans failed at most once per what their failed
+// plans cost together: woken on every change, they would keep a full
+// cluster's scheduler re-planning them (ahead in the queue) while the pods
+// behind them, which fit, wait. The next change's wake comes when that
+// time has passed, not lost.
+func TestFailedGangWakesPaced(t *testing.T) {
+	e, gangs, _ := build(t, plugintest.Objects{})
+	var refs []gang.Ref
+	for _, name := range []string{"a", "b"} {
+		pg := plugintest.PodGroup(name, 2)
+		gangs.GroupAdded(pg)
+		ref := gang.Ref{Namespace: "default", Name: name}
+		refs = append(refs, ref)
+		var first *v1.Pod
+		for i := 0; i < 2; i++ {
+			pod := plugintest.Pod(fmt.Sprintf("%s-%d", name, i), name, "1", 1)
+			gangs.PodAdded(pod)
+			if first == nil {
+				first = pod
+			}
+		}
+		gangs.Lifecycle.FailAt(ref, first.UID, "no room", gangs.Lifecycle.Version())
+		gangs.Lifecycle.FailCost(ref, 2*time.Second)
+	}
+	plain := plugintest.Pod("plain", "", "1", 0)
+	gangs.PodAdded(plain)
+	woken := func() (gangPods, plainPods int) {
+		for _, key := range e.Activated() {
+			if key == "default/plain" {
+				plainPods++
+			} else {
+				gangPods++
+			}
+		}
+		return gangPods, plainPods
+	}
+
+	gangs.TurnedAway(plain)
+	gangs.WakeFailed()
+	if g, p := woken(); g < len(refs) || p != 1 {
+		t.Fatalf("first change woke %d gang members and %d plain pods; want both gangs and the plain pod", g, p)
+	}
+	// The failed plans took 4 s together: for 4 s a change wakes only the
+	// turned-away pod.
+	gangs.TurnedAway(plain)
+	gangs.WakeFailed()
+	e.Clock.Step(3 * time.Second)
+	gangs.WakeFailed()
+	if g, p := woken(); g != 0 || p != 1 {
+		t.Fatalf("changes within 4 s of the last wake woke %d gang members and %d plain pods; want only the plain pod", g, p)
+	}
+	e.Clock.Step(time.Second)
+	var g int
+	e.Eventually("the failed gangs woken once the pace allows", func() bool {
+		n, _ := woken()
+		g += n
+		return g >= len(refs)
+	})
+	for _, ref := range refs {
+		if _, failed := gangs.Lifecycle.Failed(ref); failed {
+			t.Fatalf("gang %s: its cached failure outlived the changes; a wake must void it at once", ref)
+		}
+	}
+}
