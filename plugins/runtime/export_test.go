@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"time"
+
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -70,3 +72,6 @@ func (g *Gangs) PodDeleted(obj any) {
 
 // WakeFailed runs the change signal's wakes in the caller's goroutine.
 func (g *Gangs) WakeFailed() { g.wakeFailed() }
+
+// Sweep runs one sweep in the caller's goroutine.
+func (g *Gangs) Sweep() { g.sweep(g.rt.ctx, time.Minute) }

@@ -846,11 +846,14 @@ func (g *Gangs) StartSweeper(defaultTimeout, every time.Duration) {
 }
 
 // retryFailedAfter is how long a gang's plan failure stands without a
-// capacity change before the gang is planned again.
+// capacity change before the gang is planned again; longer when the failed
+// gangs' plans take longer together (failedWakes: re-planning gangs that do
+// not fit takes at most about half the scheduler's time).
 const retryFailedAfter = 20 * time.Second
 
 func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
-	for _, ref := range g.Lifecycle.FailedBefore(retryFailedAfter) {
+	_, cost := g.Lifecycle.FailedGangs()
+	for _, ref := range g.Lifecycle.FailedBefore(max(retryFailedAfter, cost)) {
 		g.wakeOne(ref)
 		g.Lifecycle.Retry(ref)
 	}

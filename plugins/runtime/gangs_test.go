@@ -157,18 +157,13 @@ func TestGangStatePruned(t *testing.T) {
 	}
 }
 
-// TestFailedGangWakesPaced: a change wakes the pods phalanx turned away at
-// once, and the gangs whose plans failed at most once per what their failed
-// plans cost together: woken on every change, they would keep a full
-// cluster's scheduler re-planning them (ahead in the queue) while the pods
-// behind them, which fit, wait. The next change's wake comes when that
-// time has passed, not lost.
-func TestFailedGangWakesPaced(t *testing.T) {
-	e, gangs, _ := build(t, plugintest.Objects{})
-	var refs []gang.Ref
+// failedGangs adds gangs a and b, each of two pending members, whose plans
+// failed after taking cost each, and a plain pod; woken counts the gang
+// members and plain pods activated since the last call.
+func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *runtime.Gangs, refs []gang.Ref, plain *v1.Pod, woken func() (gangPods, plainPods int)) {
+	e, gangs, _ = build(t, plugintest.Objects{})
 	for _, name := range []string{"a", "b"} {
-		pg := plugintest.PodGroup(name, 2)
-		gangs.GroupAdded(pg)
+		gangs.GroupAdded(plugintest.PodGroup(name, 2))
 		ref := gang.Ref{Namespace: "default", Name: name}
 		refs = append(refs, ref)
 		var first *v1.Pod
@@ -180,11 +175,11 @@ func TestFailedGangWakesPaced(t *testing.T) {
 			}
 		}
 		gangs.Lifecycle.FailAt(ref, first.UID, "no room", gangs.Lifecycle.Version())
-		gangs.Lifecycle.FailCost(ref, 2*time.Second)
+		gangs.Lifecycle.FailCost(ref, cost)
 	}
-	plain := plugintest.Pod("plain", "", "1", 0)
+	plain = plugintest.Pod("plain", "", "1", 0)
 	gangs.PodAdded(plain)
-	woken := func() (gangPods, plainPods int) {
+	woken = func() (gangPods, plainPods int) {
 		for _, key := range e.Activated() {
 			if key == "default/plain" {
 				plainPods++
@@ -194,6 +189,17 @@ func TestFailedGangWakesPaced(t *testing.T) {
 		}
 		return gangPods, plainPods
 	}
+	return e, gangs, refs, plain, woken
+}
+
+// TestFailedGangWakesPaced: a change wakes the pods phalanx turned away at
+// once, and the gangs whose plans failed at most once per what their failed
+// plans cost together: woken on every change, they would keep a full
+// cluster's scheduler re-planning them (ahead in the queue) while the pods
+// behind them, which fit, wait. The next change's wake comes when that
+// time has passed, not lost.
+func TestFailedGangWakesPaced(t *testing.T) {
+	e, gangs, refs, plain, woken := failedGangs(t, 2*time.Second)
 
 	gangs.TurnedAway(plain)
 	gangs.WakeFailed()
@@ -220,5 +226,24 @@ func TestFailedGangWakesPaced(t *testing.T) {
 		if _, failed := gangs.Lifecycle.Failed(ref); failed {
 			t.Fatalf("gang %s: its cached failure outlived the changes; a wake must void it at once", ref)
 		}
+	}
+}
+
+// TestFailedGangRetriesPaced: without any change, the sweep plans a failed
+// gang again 20 s after its failure, or, when the failed gangs' plans take
+// longer than that together, after that long: with a score of gangs that do
+// not fit on 10,000 nodes, retrying each every 20 s left the scheduler no
+// time for anything behind them.
+func TestFailedGangRetriesPaced(t *testing.T) {
+	e, gangs, refs, _, woken := failedGangs(t, 15*time.Second)
+	e.Clock.Step(21 * time.Second)
+	gangs.Sweep()
+	if g, _ := woken(); g != 0 {
+		t.Fatalf("sweep 21 s after the failures woke %d gang members; their plans took 30 s together, so none before 30 s", g)
+	}
+	e.Clock.Step(10 * time.Second)
+	gangs.Sweep()
+	if g, _ := woken(); g < len(refs) {
+		t.Fatalf("sweep 31 s after the failures woke %d gang members; want both gangs", g)
 	}
 }
