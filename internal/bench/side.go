@@ -229,14 +229,12 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 			return res, err
 		}
 	}
-	scheds := slices.DeleteFunc(w.Passes(), func(s Scheduler) bool {
-		return len(o.Schedulers) > 0 && !slices.Contains(o.Schedulers, s)
-	})
+	scheds := slices.DeleteFunc(w.Passes(), func(s Scheduler) bool { return !o.runs(s) })
 	for i := 0; i < o.Runs; i++ {
 		for j := range scheds {
 			s := scheds[(i+j)%len(scheds)]
 			p, err := runPass(ctx, c, w, s, i, o)
-			if err != nil && (!errors.Is(err, errPassTimeout) || errors.Is(err, errCleanup)) {
+			if stopsWorkload(err) {
 				return res, fmt.Errorf("%s pass %d: %w", s, i+1, err)
 			}
 			res.Passes = append(res.Passes, p)
@@ -257,12 +255,9 @@ func runWorkload(ctx context.Context, w Workload, o Options) (res Result, err er
 		}
 	}
 	if o.Profile {
-		for _, s := range w.Schedulers() {
-			if len(o.Schedulers) > 0 && !slices.Contains(o.Schedulers, s) {
-				continue
-			}
+		for _, s := range slices.DeleteFunc(w.Schedulers(), func(s Scheduler) bool { return !o.runs(s) }) {
 			p, err := runPass(ctx, c, w, s, -1, o)
-			if err != nil && (!errors.Is(err, errPassTimeout) || errors.Is(err, errCleanup)) {
+			if stopsWorkload(err) {
 				return res, fmt.Errorf("%s profiled pass: %w", s, err)
 			}
 			res.Passes = append(res.Passes, p)
@@ -288,6 +283,17 @@ var errPassTimeout = errors.New("pass timed out")
 // errCleanup: a pass's objects could not be deleted; later passes would
 // run on a cluster still holding them.
 var errCleanup = errors.New("cleaning up")
+
+// stopsWorkload: a pass's error ends its workload, unless the pass only
+// timed out (it is reported as failed) and cleaned up after itself.
+func stopsWorkload(err error) bool {
+	return err != nil && (!errors.Is(err, errPassTimeout) || errors.Is(err, errCleanup))
+}
+
+// runs says whether the options run scheduler s's passes.
+func (o Options) runs(s Scheduler) bool {
+	return len(o.Schedulers) == 0 || slices.Contains(o.Schedulers, s)
+}
 
 // EndToEndPodsPerS is pods per second from process start to the last bind.
 func (p Pass) EndToEndPodsPerS() float64 {

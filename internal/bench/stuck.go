@@ -99,6 +99,9 @@ func keepStuck(ctx context.Context, sched *childScheduler, name, dir string) (st
 	if err != nil {
 		return "", err
 	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
 	prefix := filepath.Join(dir, strings.ReplaceAll(name, "/", "-"))
 	if err := os.WriteFile(prefix+"-goroutines.txt", raw, 0o644); err != nil {
 		return "", err

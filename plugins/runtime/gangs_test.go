@@ -2,6 +2,8 @@ package runtime_test
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,9 +160,9 @@ func TestGangStatePruned(t *testing.T) {
 }
 
 // failedGangs adds gangs a and b, each of two pending members, whose plans
-// failed after taking cost each, and a plain pod; woken counts the gang
-// members and plain pods activated since the last call.
-func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *runtime.Gangs, refs []gang.Ref, plain *v1.Pod, woken func() (gangPods, plainPods int)) {
+// failed after taking cost each, and a plain pod; woken says which gangs
+// had members activated since the last call, and how often the plain pod was.
+func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *runtime.Gangs, refs []gang.Ref, plain *v1.Pod, woken func() (gangsWoken []string, plainPods int)) {
 	e, gangs, _ = build(t, plugintest.Objects{})
 	for _, name := range []string{"a", "b"} {
 		gangs.GroupAdded(plugintest.PodGroup(name, 2))
@@ -179,15 +181,19 @@ func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *ru
 	}
 	plain = plugintest.Pod("plain", "", "1", 0)
 	gangs.PodAdded(plain)
-	woken = func() (gangPods, plainPods int) {
+	woken = func() (gangsWoken []string, plainPods int) {
 		for _, key := range e.Activated() {
 			if key == "default/plain" {
 				plainPods++
-			} else {
-				gangPods++
+				continue
+			}
+			name := strings.TrimPrefix(key, "default/")
+			if g := name[:strings.LastIndex(name, "-")]; !slices.Contains(gangsWoken, g) {
+				gangsWoken = append(gangsWoken, g)
 			}
 		}
-		return gangPods, plainPods
+		slices.Sort(gangsWoken)
+		return gangsWoken, plainPods
 	}
 	return e, gangs, refs, plain, woken
 }
@@ -201,10 +207,11 @@ func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *ru
 func TestFailedGangWakesPaced(t *testing.T) {
 	e, gangs, refs, plain, woken := failedGangs(t, 2*time.Second)
 
+	both := []string{"a", "b"}
 	gangs.TurnedAway(plain)
 	gangs.WakeFailed()
-	if g, p := woken(); g < len(refs) || p != 1 {
-		t.Fatalf("first change woke %d gang members and %d plain pods; want both gangs and the plain pod", g, p)
+	if g, p := woken(); !slices.Equal(g, both) || p != 1 {
+		t.Fatalf("first change woke gangs %v and the plain pod %d times; want gangs %v and the plain pod once", g, p, both)
 	}
 	// The failed plans took 4 s together: for 4 s a change wakes only the
 	// turned-away pod.
@@ -212,15 +219,16 @@ func TestFailedGangWakesPaced(t *testing.T) {
 	gangs.WakeFailed()
 	e.Clock.Step(3 * time.Second)
 	gangs.WakeFailed()
-	if g, p := woken(); g != 0 || p != 1 {
-		t.Fatalf("changes within 4 s of the last wake woke %d gang members and %d plain pods; want only the plain pod", g, p)
+	if g, p := woken(); len(g) != 0 || p != 1 {
+		t.Fatalf("changes within 4 s of the last wake woke gangs %v and the plain pod %d times; want only the plain pod, once", g, p)
 	}
 	e.Clock.Step(time.Second)
-	var g int
+	var later []string
 	e.Eventually("the failed gangs woken once the pace allows", func() bool {
-		n, _ := woken()
-		g += n
-		return g >= len(refs)
+		g, _ := woken()
+		later = append(later, g...)
+		slices.Sort(later)
+		return slices.Equal(slices.Compact(later), both)
 	})
 	for _, ref := range refs {
 		if _, failed := gangs.Lifecycle.Failed(ref); failed {
@@ -235,15 +243,15 @@ func TestFailedGangWakesPaced(t *testing.T) {
 // not fit on 10,000 nodes, retrying each every 20 s left the scheduler no
 // time for anything behind them.
 func TestFailedGangRetriesPaced(t *testing.T) {
-	e, gangs, refs, _, woken := failedGangs(t, 15*time.Second)
+	e, gangs, _, _, woken := failedGangs(t, 15*time.Second)
 	e.Clock.Step(21 * time.Second)
 	gangs.Sweep()
-	if g, _ := woken(); g != 0 {
-		t.Fatalf("sweep 21 s after the failures woke %d gang members; their plans took 30 s together, so none before 30 s", g)
+	if g, _ := woken(); len(g) != 0 {
+		t.Fatalf("sweep 21 s after the failures woke gangs %v; their plans took 30 s together, so none before 30 s", g)
 	}
 	e.Clock.Step(10 * time.Second)
 	gangs.Sweep()
-	if g, _ := woken(); g < len(refs) {
-		t.Fatalf("sweep 31 s after the failures woke %d gang members; want both gangs", g)
+	if g, _ := woken(); !slices.Equal(g, []string{"a", "b"}) {
+		t.Fatalf("sweep 31 s after the failures woke gangs %v; want [a b]", g)
 	}
 }
