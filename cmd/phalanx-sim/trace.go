@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,7 @@ func runTrace(ctx context.Context, args []string) error {
 	scaleTimers := fs.Bool("scale-timers", true, "divide phalanx's reservation, minimum-runtime and half-life timers by -speed, so they keep their meaning in trace time")
 	config := fs.String("config", "", "phalanx's KubeSchedulerConfiguration for phalanx and phalanx-no-fgd (default: manifests/scheduler-config.yaml); with -scale-timers it must set the three scaled timers")
 	details := fs.String("details", "", "write each replay's per-job table (the demo's text report) into this directory")
+	profileDir := fs.String("profile-dir", "", "write a CPU profile of the whole replay (control plane, kwok and the in-process phalanx) and a goroutine dump every 2 s of the run into this directory (what the scheduling loop was doing while jobs waited)")
 	runTimeLimit := fs.Float64("run-time-limit", 0, "give each pod activeDeadlineSeconds of this many times its run time (e.g. 1.5), as jobs with time limits declare; phalanx backfills reservations with such pods; 0: none")
 	gen := sim.DefaultGenOptions
 	generate := fs.Bool("generate", false, "generate the trace from the openb shapes (examples/trace) instead of reading -nodes/-jobs")
@@ -108,6 +110,13 @@ func runTrace(ctx context.Context, args []string) error {
 	}
 	logw, closeLog := quietLogs(*logFile)
 	defer closeLog()
+	if *profileDir != "" {
+		stop, err := profileReplay(ctx, *profileDir)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	start := time.Now()
 	runs, err := sim.ReplayTrace(ctx, t, names, sim.ReplayOptions{
 		Options: sim.Options{Log: logw, Progress: os.Stdout, SchedulerConfig: phalanxConfig, RunTimeLimit: *runTimeLimit},
@@ -181,3 +190,47 @@ func parseGangMix(s string) ([]sim.GangWeight, error) {
 	}
 	return out, nil
 }
+
+// profileReplay writes a CPU profile of the process into dir and a goroutine
+// dump every profileEvery, until the returned stop is called.
+func profileReplay(ctx context.Context, dir string) (stop func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	f, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(profileEvery)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			if g, err := os.Create(filepath.Join(dir, fmt.Sprintf("goroutines-%03d.txt", n))); err == nil {
+				_ = pprof.Lookup("goroutine").WriteTo(g, 2)
+				g.Close()
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		pprof.StopCPUProfile()
+		f.Close()
+		fmt.Printf("profile: %s/cpu.pprof, goroutine dumps every %v\n", dir, profileEvery)
+	}, nil
+}
+
+// profileEvery spaces the goroutine dumps of -profile-dir.
+var profileEvery = 2 * time.Second

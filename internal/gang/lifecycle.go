@@ -1008,7 +1008,18 @@ func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
 	return out
 }
 
-// FailCost records how long the gang's failed plan took.
+// FailedCycleOverhead is what a failed cycle costs the scheduling loop
+// beyond the plan: the framework writes the member's PodScheduled condition,
+// an API round trip inside the loop (kube-scheduler's SchedulerAsyncAPICalls
+// is off by default), and its message changes with the numbers in it, so
+// it is rarely skipped. At 64 nodes a failed plan takes a millisecond or
+// two; counted alone, it let a few dozen gangs that did not fit be retried
+// on every pod that finished, each retry with its write, and the loop spent
+// its time there (docs/benchmarks.md). 20 ms is above the writes measured
+// on the 2-core test machine (about 10 ms each under a trace replay).
+const FailedCycleOverhead = 20 * time.Millisecond
+
+// FailCost records what the gang's failed plan cost the scheduling loop.
 func (lc *Lifecycle) FailCost(ref Ref, d time.Duration) {
 	lc.mu.Lock()
 	defer lc.unlock()

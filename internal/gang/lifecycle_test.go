@@ -2,6 +2,7 @@ package gang
 
 import (
 	"math"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -226,6 +227,10 @@ func TestLifecycleReservations(t *testing.T) {
 	granted, displaced := lc.Reserve(older, ReservationRequest{Kind: ReservationStarved, Queue: "q", Priority: 10, Created: t0, Plan: plan, Shapes: cpuShapes})
 	if !granted || displaced != g1 {
 		t.Fatalf("older gang: granted %v displaced %v", granted, displaced)
+	}
+	// A pod leaving node a concerns the reservation on it, not others.
+	if on, off := lc.ReservationsOn("a"), lc.ReservationsOn("b"); !reflect.DeepEqual(on, []Ref{older}) || len(off) != 0 {
+		t.Fatalf("reservations on a %v, on b %v; want [%v] and none", on, off, older)
 	}
 	if _, ok := lc.ReservationOf(g1); ok {
 		t.Fatal("the displaced gang still holds a reservation")

@@ -209,7 +209,7 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 			msg += "; " + note
 		}
 		m.fx.SetCondition(spec, reason, msg)
-		m.FailCost(ref, m.Now().Sub(start))
+		m.FailCost(ref, m.Now().Sub(start)+FailedCycleOverhead)
 		return "", fmt.Errorf("%s", msg)
 	}
 	_, shapes := Shapes(a.groups)

@@ -124,6 +124,20 @@ func (lc *Lifecycle) Reservations() []Ref {
 	return out
 }
 
+// ReservationsOn lists the gangs whose reservation holds room on node.
+func (lc *Lifecycle) ReservationsOn(node string) []Ref {
+	lc.mu.Lock()
+	defer lc.unlock()
+	var out []Ref
+	for ref, g := range lc.gangs {
+		if _, ok := g.slots[node]; ok && g.phase == PhaseReserving {
+			out = append(out, ref)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
+	return out
+}
+
 func (lc *Lifecycle) clearReservationLocked(g *gangState) {
 	lc.clearHoldsLocked(g)
 	if g.timer != nil {

@@ -251,6 +251,19 @@ func reclaimEnv(t *testing.T, oldBound, youngBound time.Time) (*env, *Attempt, *
 	return e, a, c
 }
 
+// TestFailedPlanCostCountsTheCycle: a failed plan's recorded cost, which
+// paces the failed gangs' wakes, counts the scheduling loop's write of the
+// member's status beside the plan's own time (0 on the fake clock): a
+// failed plan of a millisecond counted alone let failed gangs be retried
+// on every pod that finished.
+func TestFailedPlanCostCountsTheCycle(t *testing.T) {
+	e, _, _ := reclaimEnv(t, t0.Add(-time.Hour), t0.Add(-time.Minute))
+	refs, cost := e.m.FailedGangs()
+	if len(refs) != 1 || cost != FailedCycleOverhead {
+		t.Fatalf("failed gangs %v cost %v; want one costing %v", refs, cost, FailedCycleOverhead)
+	}
+}
+
 // A queue below its deserved share evicts a whole gang of a queue above its
 // own, one that ran at least MinRuntime.
 func TestManagerMakeRoomReclaim(t *testing.T) {

@@ -149,6 +149,13 @@ type Sample struct {
 	// WaitCauses counts the waiting jobs by why they had not started
 	// (WaitCause).
 	WaitCauses map[string]int
+	// HeldBy counts the jobs judged WaitRoomHeld by the scheduler's last
+	// word on one of their unbound pods (SchedulerWord).
+	HeldBy map[string]int
+	// SchedulerQueue is the in-process scheduler's pending pods by its
+	// queue (scheduler_pending_pods: active, backoff, unschedulable,
+	// gated, ...); nil for a scheduler binary.
+	SchedulerQueue map[string]int
 }
 
 // NodeResult is a node of the simulated cluster.
@@ -518,6 +525,7 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	nodeUsed := map[string]Room{}         // per node: requests of its running pods
 	waitingShapes := map[Shape]bool{}     // shapes of the unbound pods
 	jobShape := map[string]Shape{}        // per job: the shape of its unbound pods
+	jobWord := map[string]string{}        // per job: the scheduler's last word on an unbound pod
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
@@ -536,6 +544,9 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 			shape := Shape{CPU: req[v1.ResourceCPU], Memory: req[v1.ResourceMemory], GPUs: req[testcluster.GPU]}
 			waitingShapes[shape] = true
 			jobShape[r.Job.Key()] = shape
+			if w := SchedulerWord(p); jobWord[r.Job.Key()] == "" || jobWord[r.Job.Key()] == WordNotTried {
+				jobWord[r.Job.Key()] = w
+			}
 			continue
 		}
 		if !r.placed[p.Name] {
@@ -669,7 +680,10 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		rooms = append(rooms, Room{CPU: n.CPU - u.CPU, Memory: n.Memory - u.Memory, GPUs: n.GPUs - u.GPUs})
 	}
 	sample.FragGPU = FragmentedGPUs(rooms, shapes)
-	sample.WaitCauses = d.waitCauses(rooms, jobShape, live)
+	sample.WaitCauses, sample.HeldBy = d.waitCauses(rooms, jobShape, jobWord, live)
+	if d.sched == nil {
+		sample.SchedulerQueue = schedulerQueue()
+	}
 	d.checkNUMA(now, running)
 	d.res.Samples = append(d.res.Samples, sample)
 	return changed, nil
@@ -686,11 +700,13 @@ func (d *driver) untainted() []NodeResult {
 	return out
 }
 
-// waitCauses counts the jobs waiting at a sample by why (WaitCause): rooms
-// are the untainted nodes' free room, jobShape the shape of each job's
-// unbound pods, live each job's bound pods not yet completed.
-func (d *driver) waitCauses(rooms []Room, jobShape map[string]Shape, live map[string]int) map[string]int {
-	out := map[string]int{}
+// waitCauses counts the jobs waiting at a sample by why (WaitCause), and
+// those judged WaitRoomHeld by the scheduler's word on them: rooms are the
+// untainted nodes' free room, jobShape the shape of each job's unbound pods,
+// word the scheduler's last word on one of them, live each job's bound pods
+// not yet completed.
+func (d *driver) waitCauses(rooms []Room, jobShape map[string]Shape, word map[string]string, live map[string]int) (causes, heldBy map[string]int) {
+	out, held := map[string]int{}, map[string]int{}
 	nodes := d.untainted()
 	for _, r := range d.res.Jobs {
 		shape, unbound := jobShape[r.Job.Key()]
@@ -708,9 +724,13 @@ func (d *driver) waitCauses(rooms []Room, jobShape map[string]Shape, live map[st
 				domains[i] = n.Labels[level.NodeLabel]
 			}
 		}
-		out[WaitCause(rooms, domains, shape, need)]++
+		cause := WaitCause(rooms, domains, shape, need)
+		out[cause]++
+		if cause == WaitRoomHeld {
+			held[word[r.Job.Key()]]++
+		}
 	}
-	return out
+	return out, held
 }
 
 // rankedPod is a running pod's rank and node.

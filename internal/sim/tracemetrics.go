@@ -2,8 +2,13 @@ package sim
 
 import (
 	"math"
+	"regexp"
 	"sort"
+	"strings"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
 )
 
 // The placement-quality metrics of a trace replay, as pure functions over
@@ -210,6 +215,59 @@ const (
 	// limits or the scheduler's pace kept it waiting.
 	WaitRoomHeld = "room held"
 )
+
+// WordNotTried is SchedulerWord for a pod with no PodScheduled condition:
+// not tried yet, or held back before the scheduling cycle (a scheduling
+// gate, PreEnqueue).
+const WordNotTried = "no PodScheduled condition"
+
+// SchedulerWord is the scheduler's last word on an unbound pod: its
+// PodScheduled condition's reason and message, numbers and names of
+// objects made alike so that the same cause counts once.
+func SchedulerWord(p *v1.Pod) string {
+	for _, c := range p.Status.Conditions {
+		if c.Type != v1.PodScheduled {
+			continue
+		}
+		msg := c.Message
+		if i := strings.IndexAny(msg, ";\n"); i >= 0 {
+			msg = msg[:i]
+		}
+		msg = wordNumbers.ReplaceAllString(msg, "#")
+		if len(msg) > 100 {
+			msg = msg[:100] + "…"
+		}
+		return strings.TrimSpace(c.Reason + ": " + msg)
+	}
+	return WordNotTried
+}
+
+// wordNumbers matches numbers, quantities and generated names' suffixes.
+var wordNumbers = regexp.MustCompile(`[0-9]+(\.[0-9]+)?[a-zA-Z]{0,2}`)
+
+// schedulerQueue reads the in-process scheduler's pending pods by queue
+// from its metrics (nil when they cannot be read).
+func schedulerQueue() map[string]int {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return nil
+	}
+	for _, f := range families {
+		if f.GetName() != "scheduler_pending_pods" {
+			continue
+		}
+		out := map[string]int{}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "queue" {
+					out[l.GetValue()] = int(m.GetGauge().GetValue())
+				}
+			}
+		}
+		return out
+	}
+	return nil
+}
 
 // WaitCauses lists the causes in report order.
 var WaitCauses = []string{WaitNoRoom, WaitNoDomain, WaitRoomHeld}

@@ -2,8 +2,11 @@ package sim
 
 import (
 	"math"
+	"reflect"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
@@ -156,7 +159,7 @@ func TestTraceSummary(t *testing.T) {
 		// samples are what counts) and all 8 are held.
 		Samples: []Sample{
 			{At: 0, GPUUsed: 4, UsefulGPU: 2, StrandedGPU: 2, FragGPU: 1, JobsWaiting: 1, QueueUsed: map[string]int64{"a": 4}, QueueWaitingGPU: map[string]int64{"b": 8},
-				WaitCauses: map[string]int{WaitNoDomain: 3, WaitRoomHeld: 1}},
+				WaitCauses: map[string]int{WaitNoDomain: 3, WaitRoomHeld: 1}, HeldBy: map[string]int{"Unschedulable: x": 1}},
 			{At: 5 * s, GPUUsed: 8, UsefulGPU: 8, QueueUsed: map[string]int64{"a": 4, "b": 4}},
 		},
 	}
@@ -187,6 +190,9 @@ func TestTraceSummary(t *testing.T) {
 	// 3 jobs waited for a domain, 1 with room, the whole time jobs waited.
 	if got.WaitCauses[WaitNoDomain] != 0.75 || got.WaitCauses[WaitRoomHeld] != 0.25 || got.WaitCauses[WaitNoRoom] != 0 {
 		t.Errorf("wait causes %v, want no domain 0.75, room held 0.25", got.WaitCauses)
+	}
+	if want := []WordShare{{"Unschedulable: x", 1}}; !reflect.DeepEqual(got.HeldBy, want) {
+		t.Errorf("room held by %v, want %v", got.HeldBy, want)
 	}
 	// While jobs waited, a held 4 of 8 and deserved 4 (b asked 8: equal
 	// weights split the 8 GPUs 4/4).
@@ -238,5 +244,27 @@ func TestWaitCause(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestSchedulerWord: pods refused for the same reason with other numbers
+// and names count as one word; a pod never refused says so.
+func TestSchedulerWord(t *testing.T) {
+	refused := func(reason, msg string) *v1.Pod {
+		return &v1.Pod{Status: v1.PodStatus{Conditions: []v1.PodCondition{
+			{Type: v1.PodReady, Reason: "ignored"},
+			{Type: v1.PodScheduled, Status: v1.ConditionFalse, Reason: reason, Message: msg},
+		}}}
+	}
+	a := SchedulerWord(refused("Unschedulable", "0/64 nodes are available: 12 Insufficient nvidia.com/gpu."))
+	b := SchedulerWord(refused("Unschedulable", "0/64 nodes are available: 7 Insufficient nvidia.com/gpu."))
+	if a != b || a != "Unschedulable: #/# nodes are available: # Insufficient nvidia.com/gpu." {
+		t.Errorf("words %q and %q, want one word without the counts", a, b)
+	}
+	if got := SchedulerWord(refused("Unschedulable", "room held for gang default/job-0012; 3 nodes")); got != "Unschedulable: room held for gang default/job-#" {
+		t.Errorf("word %q: the details after ';' should go", got)
+	}
+	if got := SchedulerWord(&v1.Pod{}); got != WordNotTried {
+		t.Errorf("word of a pod never tried: %q", got)
 	}
 }

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,6 +65,18 @@ type TraceSummary struct {
 	// WaitCauses is each cause's part of the job-seconds spent waiting
 	// (WaitCause, judged at every sample).
 	WaitCauses map[string]float64
+	// HeldBy is each scheduler word's part of the job-seconds judged
+	// WaitRoomHeld (SchedulerWord), largest first.
+	HeldBy []WordShare
+	// SchedulerQueue is the in-process scheduler's mean pending pods by
+	// its queue while jobs waited (nil for a scheduler binary).
+	SchedulerQueue map[string]float64
+}
+
+// WordShare is a scheduler word and its part of the job-seconds waited.
+type WordShare struct {
+	Word  string
+	Share float64
 }
 
 // TraceQueueShare is a queue's mean share of the cluster's GPUs against the
@@ -109,7 +122,17 @@ func (tr TraceRun) Summary() TraceSummary {
 	s.SettledSeconds = spanSeconds(at, r.Elapsed, settled) * tr.Speed
 	s.StrandedMean, _ = TimeMean(at, r.Elapsed, stranded, all)
 	s.WaitingSeconds = spanSeconds(at, r.Elapsed, waiting) * tr.Speed
-	s.WaitCauses = waitCauseShares(r.Samples, at, r.Elapsed, waiting)
+	s.WaitCauses = jobTimeShares(r.Samples, at, r.Elapsed, waiting, func(x Sample) map[string]int { return x.WaitCauses })
+	for word, share := range jobTimeShares(r.Samples, at, r.Elapsed, waiting, func(x Sample) map[string]int { return x.HeldBy }) {
+		s.HeldBy = append(s.HeldBy, WordShare{word, share})
+	}
+	s.SchedulerQueue = meanWhile(r.Samples, at, r.Elapsed, waiting, func(x Sample) map[string]int { return x.SchedulerQueue })
+	sort.Slice(s.HeldBy, func(i, j int) bool {
+		if s.HeldBy[i].Share != s.HeldBy[j].Share {
+			return s.HeldBy[i].Share > s.HeldBy[j].Share
+		}
+		return s.HeldBy[i].Word < s.HeldBy[j].Word
+	})
 
 	var gangs []GangOutcome
 	for _, j := range r.Jobs {
@@ -151,11 +174,12 @@ func (tr TraceRun) Summary() TraceSummary {
 	return s
 }
 
-// waitCauseShares is each wait cause's part of the job-seconds waited.
-func waitCauseShares(samples []Sample, at []time.Duration, end time.Duration, waiting []bool) map[string]float64 {
+// jobTimeShares is each key's part of the job-seconds that count (a count
+// of jobs per key at each sample) sums.
+func jobTimeShares(samples []Sample, at []time.Duration, end time.Duration, waiting []bool, count func(Sample) map[string]int) map[string]float64 {
 	sums, total := map[string]float64{}, 0.0
 	eachSpan(at, end, waiting, func(i int, dt float64) {
-		for cause, n := range samples[i].WaitCauses {
+		for cause, n := range count(samples[i]) {
 			sums[cause] += float64(n) * dt
 			total += float64(n) * dt
 		}
@@ -165,6 +189,30 @@ func waitCauseShares(samples []Sample, at []time.Duration, end time.Duration, wa
 	}
 	for cause := range sums {
 		sums[cause] /= total
+	}
+	return sums
+}
+
+// meanWhile is each key's time-weighted mean count over the spans that
+// count; nil when no sample has counts.
+func meanWhile(samples []Sample, at []time.Duration, end time.Duration, waiting []bool, count func(Sample) map[string]int) map[string]float64 {
+	var sums map[string]float64
+	total := 0.0
+	eachSpan(at, end, waiting, func(i int, dt float64) {
+		c := count(samples[i])
+		if c == nil {
+			return
+		}
+		if sums == nil {
+			sums = map[string]float64{}
+		}
+		for k, n := range c {
+			sums[k] += float64(n) * dt
+		}
+		total += dt
+	})
+	for k := range sums {
+		sums[k] /= total
 	}
 	return sums
 }
@@ -321,7 +369,38 @@ func WriteTraceText(w io.Writer, runs []TraceRun) {
 	}
 	fmt.Fprintln(w, "\nuseful allocation: GPUs held by started jobs (gangs with minMember bound at once, and plain pods),\n"+
 		"over the time when at least one job waited; fragmentation: GPUs free on nodes where no waiting pod fits.")
+	for _, s := range sums {
+		if len(s.HeldBy) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s: job-time with room held (%.0f%% of all waited), by the scheduler's last word on the job's pods:\n", s.Scheduler, 100*s.WaitCauses[WaitRoomHeld])
+		for i, h := range s.HeldBy {
+			if i == heldByLines {
+				fmt.Fprintf(w, "  … %d more\n", len(s.HeldBy)-i)
+				break
+			}
+			fmt.Fprintf(w, "  %5.1f%%  %s\n", 100*h.Share, h.Word)
+		}
+	}
+	for _, s := range sums {
+		if len(s.SchedulerQueue) == 0 {
+			continue
+		}
+		keys := make([]string, 0, len(s.SchedulerQueue))
+		for k := range s.SchedulerQueue {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		parts := make([]string, len(keys))
+		for i, k := range keys {
+			parts[i] = fmt.Sprintf("%s %.1f", k, s.SchedulerQueue[k])
+		}
+		fmt.Fprintf(w, "\n%s: the scheduler's pending pods while jobs waited, mean by its queue: %s\n", s.Scheduler, strings.Join(parts, ", "))
+	}
 }
+
+// heldByLines bounds the scheduler words listed per run.
+const heldByLines = 8
 
 func pct(f float64) string { return fmt.Sprintf("%.1f%%", f*100) }
 

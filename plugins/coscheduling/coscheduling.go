@@ -469,10 +469,10 @@ func (pl *Coscheduling) PostBind(ctx context.Context, state fwk.CycleState, pod 
 // schedulable. Changes of the phalanx and PodGroup objects are not listed:
 // the runtime's own informers wake the affected pods once their listers
 // are current (the framework would watch the same objects a second time).
-// Capacity events retry only a failed gang's representative member.
+// Capacity events do not retry a failed gang: the runtime wakes it, paced.
 func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	representative := func(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
-		return hint(!pl.gangs.SkipForRepresentative(pod)), nil
+	capacity := func(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+		return hint(!pl.gangs.SkipFailedGang(pod)), nil
 	}
 	siblingAdded := func(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 		added, ok := newObj.(*v1.Pod)
@@ -485,14 +485,14 @@ func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWit
 	}
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: representative},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: capacity},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: dependencyProgress},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint},
-			QueueingHintFn: representative},
+			QueueingHintFn: capacity},
 		// Devices published, freed or reclassified (DRA).
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: representative},
-		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: representative},
-		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: representative},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceSlice, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: capacity},
+		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: capacity},
+		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: capacity},
 	}, nil
 }
 

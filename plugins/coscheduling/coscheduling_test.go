@@ -434,7 +434,7 @@ func TestQueueingHints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	siblingAdded, representative, dependencyProgress := events[0].QueueingHintFn, events[1].QueueingHintFn, events[2].QueueingHintFn
+	siblingAdded, capacity, dependencyProgress := events[0].QueueingHintFn, events[1].QueueingHintFn, events[2].QueueingHintFn
 	for _, tc := range []struct {
 		name        string
 		hint        fwk.QueueingHintFn
@@ -449,9 +449,11 @@ func TestQueueingHints(t *testing.T) {
 		{"dependency succeeds", dependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodSucceeded), fwk.Queue},
 		{"dependency unchanged phase", dependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodRunning), fwk.QueueSkip},
 		{"unrelated gang runs", dependencyProgress, waiter, running(plugintest.Pod("x", "x", "1", 0), v1.PodPending), running(plugintest.Pod("x", "x", "1", 0), v1.PodRunning), fwk.QueueSkip},
-		{"capacity freed: the failed gang's representative", representative, member, nil, nil, fwk.Queue},
-		{"capacity freed: another member of the failed gang", representative, sibling, nil, nil, fwk.QueueSkip},
-		{"capacity freed: a plain pod", representative, plugintest.Pod("p", "", "1", 0), nil, nil, fwk.Queue},
+		// The runtime wakes a failed gang, paced (runtime.SkipFailedGang).
+		{"capacity freed: the failed gang's representative", capacity, member, nil, nil, fwk.QueueSkip},
+		{"capacity freed: another member of the failed gang", capacity, sibling, nil, nil, fwk.QueueSkip},
+		{"capacity freed: a member of a gang that has not failed", capacity, waiter, nil, nil, fwk.Queue},
+		{"capacity freed: a plain pod", capacity, plugintest.Pod("p", "", "1", 0), nil, nil, fwk.Queue},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := tc.hint(logger, tc.pod, tc.oldObj, tc.obj)

@@ -49,6 +49,13 @@ func (g *Gangs) GroupAdded(obj any) {
 	g.onGroup(nil, g.specOf(obj))
 }
 
+func (g *Gangs) GroupUpdated(oldObj, obj any) {
+	if err := g.pgIndexer.Update(obj); err != nil {
+		panic(err)
+	}
+	g.onGroup(g.specOf(oldObj), g.specOf(obj))
+}
+
 func (g *Gangs) GroupDeleted(obj any) {
 	if err := g.pgIndexer.Delete(obj); err != nil {
 		panic(err)

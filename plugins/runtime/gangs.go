@@ -3,6 +3,8 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"maps"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -559,12 +561,13 @@ func (g *Gangs) onPodDelete(obj any) {
 	if pod.Spec.NodeName != "" {
 		// Its room is free (the scheduler's pod informer sees a finished
 		// pod as deleted): void cached plan failures and wake the failed
-		// and reserving gangs. The scheduling queue's own event may have
-		// retried a member before this handler ran, while the failure
-		// still stood, or skipped a gang whose representative was
-		// elsewhere in the queue.
+		// gangs (paced), and at once the gangs that reserved its node:
+		// their reserved room idles until they are planned on it. Waking
+		// every reserving gang on every pod that finished anywhere
+		// re-planned them for nothing, each failure with a pod status
+		// write in the scheduling loop.
 		g.wakeFailed()
-		for _, ref := range g.Lifecycle.Reservations() {
+		for _, ref := range g.Lifecycle.ReservationsOn(pod.Spec.NodeName) {
 			g.wakeOne(ref)
 		}
 	}
@@ -597,6 +600,16 @@ func (g *Gangs) onNodeUpdate(oldObj, newObj any) {
 // stale): it records the quorum and wakes the gang and its dependents.
 func (g *Gangs) onGroup(old, spec *gang.Spec) {
 	if spec == nil {
+		return
+	}
+	if old != nil && sameInputs(old, spec) {
+		// A write that changed nothing phalanx reads (its own conditions
+		// and held annotation, the controller's phase). Waking the gang for it
+		// re-ran every pending member of a gang that did not fit, each
+		// refused again with a pod status write in the scheduling loop,
+		// and the refusal wrote the group's status again: on a busy
+		// cluster the loop spent its time there while jobs that fit
+		// waited (docs/benchmarks.md).
 		return
 	}
 	g.regroup(spec.Ref)
@@ -650,6 +663,23 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	}
 	g.wake(spec.Ref)
 	g.rt.Changed()
+}
+
+// sameInputs reports whether two versions of a gang's group object say the
+// same to the scheduler: everything read from them but the held annotation,
+// which phalanx itself writes as holds change.
+func sameInputs(old, cur *gang.Spec) bool {
+	withoutHeld := func(a map[string]string) map[string]string {
+		out := maps.Clone(a)
+		delete(out, phalanxv1alpha1.HeldAnnotation)
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	o, c := *old, *cur
+	o.Annotations, c.Annotations = withoutHeld(old.Annotations), withoutHeld(cur.Annotations)
+	return reflect.DeepEqual(&o, &c)
 }
 
 // wake moves the pending members of the gangs back to the active queue.

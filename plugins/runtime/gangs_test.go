@@ -176,6 +176,12 @@ func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *ru
 				first = pod
 			}
 		}
+		// The members complete the quorum, which wakes them in the
+		// background: let that wake pass before the failure, or it wakes
+		// the failed gang's representative in the middle of a test.
+		e.Eventually("gang "+name+" woken at its quorum", func() bool {
+			return slices.ContainsFunc(e.Activated(), func(key string) bool { return strings.HasPrefix(key, "default/"+name+"-") })
+		})
 		gangs.Lifecycle.FailAt(ref, first.UID, "no room", gangs.Lifecycle.Version())
 		gangs.Lifecycle.FailCost(ref, cost)
 	}
@@ -235,6 +241,37 @@ func TestFailedGangWakesPaced(t *testing.T) {
 			t.Fatalf("gang %s: its cached failure outlived the changes; a wake must void it at once", ref)
 		}
 	}
+}
+
+// TestGroupStatusWriteWakesNothing: a write of a gang's group object that
+// changes nothing the scheduler reads (phalanx's own Scheduled condition and
+// held annotation, the controller's phase) leaves its pending members where they are. Woken
+// by it, every member of a gang that did not fit ran a cycle, was refused
+// again with a pod status write, and the refusal wrote the group's status
+// once more: on the 64-node trace the scheduling loop spent its time there
+// while jobs that fit waited. A change of what it reads (the members that
+// finished, minMember) still wakes the gang.
+func TestGroupStatusWriteWakesNothing(t *testing.T) {
+	e, gangs, _, _, woken := failedGangs(t, time.Millisecond)
+	woken()
+	old := plugintest.PodGroup("a", 2)
+	cur := old.DeepCopy()
+	cur.ResourceVersion = "2"
+	cur.Status.Phase = "Pending"
+	cur.Status.ScheduleStartTime = metav1.Now()
+	cur.Annotations = map[string]string{phalanxv1alpha1.HeldAnnotation: `{"nodes":1}`}
+	gangs.GroupUpdated(old, cur)
+	if g, _ := woken(); len(g) != 0 {
+		t.Fatalf("a status write that changed nothing the scheduler reads woke gangs %v", g)
+	}
+	next := cur.DeepCopy()
+	next.ResourceVersion = "3"
+	next.Status.Succeeded = 1
+	gangs.GroupUpdated(cur, next)
+	e.Eventually("gang a woken when a member finished", func() bool {
+		g, _ := woken()
+		return slices.Equal(g, []string{"a"})
+	})
 }
 
 // TestFailedGangRetriesPaced: without any change, the sweep plans a failed

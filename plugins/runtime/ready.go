@@ -103,17 +103,18 @@ func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
 // --- queueing hints: which cluster events may make a rejected member
 // schedulable.
 
-// SkipForRepresentative: for a gang whose plan failed, only the member that
-// stands for it is retried on capacity events; the others would each fail
-// from the cached reason with an event and a status write of their own. The
-// representative's new plan wakes the others.
-func (g *Gangs) SkipForRepresentative(pod *v1.Pod) bool {
-	if ref, ok := g.RefOf(pod); ok {
-		if rep := g.Lifecycle.Representative(ref); rep != "" && rep != pod.UID {
-			return true
-		}
-	}
-	return false
+// SkipFailedGang: capacity events do not retry the members of a gang whose
+// plan failed, its representative included. The runtime's own handlers of
+// the same events (pods gone, nodes and devices changed, holds given up)
+// void the cached failure and wake the representative, paced by what the
+// failed plans cost (failedWakes); its new plan wakes the others. Retried
+// by the queue on every event besides, a few dozen gangs that did not fit
+// were planned again for each pod that finished, each failure with a pod
+// status write in the scheduling loop, and jobs behind them that fit
+// waited (docs/benchmarks.md).
+func (g *Gangs) SkipFailedGang(pod *v1.Pod) bool {
+	ref, ok := g.RefOf(pod)
+	return ok && g.Lifecycle.Representative(ref) != ""
 }
 
 // IsSibling reports whether added belongs to pod's gang.
