@@ -233,4 +233,4 @@ func profileReplay(ctx context.Context, dir string) (stop func(), err error) {
 }
 
 // profileEvery spaces the goroutine dumps of -profile-dir.
-var profileEvery = 2 * time.Second
+const profileEvery = 2 * time.Second

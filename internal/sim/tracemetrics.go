@@ -234,8 +234,8 @@ func SchedulerWord(p *v1.Pod) string {
 			msg = msg[:i]
 		}
 		msg = wordNumbers.ReplaceAllString(msg, "#")
-		if len(msg) > 100 {
-			msg = msg[:100] + "…"
+		if r := []rune(msg); len(r) > 100 {
+			msg = string(r[:100]) + "…" // by runes: a cut byte would leave invalid UTF-8
 		}
 		return strings.TrimSpace(c.Reason + ": " + msg)
 	}
