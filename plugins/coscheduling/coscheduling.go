@@ -327,6 +327,8 @@ func (pl *Coscheduling) Filter(ctx context.Context, state fwk.CycleState, pod *v
 // reserving the nodes it waits for. Per-pod preemption never runs: it would
 // leave victim gangs partial.
 func (pl *Coscheduling) PostFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, statuses fwk.NodeToStatusReader) (*fwk.PostFilterResult, *fwk.Status) {
+	// A lead refused without a failed plan lets its gang's sleepers go.
+	defer pl.gangs.Refused(pod)
 	cs := readState(state)
 	if cs == nil {
 		pl.rideClaim(ctx, pod)

@@ -211,12 +211,13 @@ func TestArrivalCompletingQuorumWakesSiblings(t *testing.T) {
 	}
 }
 
-// TestLaterArrivalsWakeOnlyTurnedAway: the member that completes a gang's
-// quorum wakes every member the first time; once it has, a member that
-// completes it again wakes only the members PreEnqueue turned away since
-// (a gang listed whole at start would otherwise wake every member once per
-// member).
-func TestLaterArrivalsWakeOnlyTurnedAway(t *testing.T) {
+// TestQuorumWakesLeadThenPlan: the member that completes a gang's quorum
+// wakes one member turned away before it, the lead, not every member: had
+// the gang not fit, each would be refused in turn with a pod status write
+// in the scheduling loop. The lead's cycle plans the gang, and the plan
+// wakes the rest. A member turned away again (the gang short once more)
+// leads no longer: the next quorum wakes a lead anew.
+func TestQuorumWakesLeadThenPlan(t *testing.T) {
 	early := members("g", 2, "1", 0)
 	e, pl := env(t, plugintest.Objects{
 		Nodes: []*v1.Node{plugintest.Node("n0", "8", 0, nil)},
@@ -234,9 +235,12 @@ func TestLaterArrivalsWakeOnlyTurnedAway(t *testing.T) {
 		seen = seen.Union(sets.New(e.Activated()...))
 		return seen.HasAll("default/g-a", "default/g-b")
 	})
-	for _, p := range early {
-		if st := pl.PreEnqueue(e.Ctx, p); st.IsSuccess() {
-			t.Fatalf("PreEnqueue(%s) with 2 of 3 members succeeded", p.Name)
+	turnAway := func() {
+		t.Helper()
+		for _, p := range early {
+			if st := pl.PreEnqueue(e.Ctx, p); st.IsSuccess() {
+				t.Fatalf("PreEnqueue(%s) without the quorum succeeded", p.Name)
+			}
 		}
 	}
 	create := func(name string) *v1.Pod {
@@ -246,32 +250,47 @@ func TestLaterArrivalsWakeOnlyTurnedAway(t *testing.T) {
 		}
 		return p
 	}
-	third := create("g-c")
-	seen = sets.New[string]()
-	e.Eventually("the first quorum wakes every member", func() bool {
-		seen = seen.Union(sets.New(e.Activated()...))
-		return seen.HasAll("default/g-a", "default/g-b")
-	})
+	leadOnly := func(what string) {
+		t.Helper()
+		var woken []string
+		e.Eventually(what, func() bool {
+			woken = append(woken, e.Activated()...)
+			return slices.Contains(woken, "default/g-a")
+		})
+		if slices.Contains(woken, "default/g-b") {
+			t.Fatalf("%s: woke %v, want only the lead default/g-a", what, woken)
+		}
+	}
 
+	turnAway()
+	third := create("g-c")
+	leadOnly("the quorum wakes its lead")
+
+	// The gang is short again: the lead is turned away with the others,
+	// and the next quorum wakes a lead again.
 	if err := e.Client.CoreV1().Pods("default").Delete(e.Ctx, third.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.Eventually("the third member gone", func() bool { return len(pl.gangs.Members(ref)) == 2 })
-	if st := pl.PreEnqueue(e.Ctx, early[0]); st.IsSuccess() {
-		t.Fatal("PreEnqueue with 2 of 3 members succeeded")
-	}
+	turnAway()
 	create("g-d")
-	var woken []string
-	e.Eventually("the member turned away is woken", func() bool {
-		woken = append(woken, e.Activated()...)
-		return slices.Contains(woken, "default/g-a")
-	})
-	if slices.Contains(woken, "default/g-b") {
-		t.Fatalf("a later quorum woke every member (%v), want only the one PreEnqueue turned away", woken)
-	}
+	leadOnly("the quorum met again wakes a lead")
+
 	if st := pl.PreEnqueue(e.Ctx, early[0]); !st.IsSuccess() {
-		t.Fatalf("PreEnqueue with the quorum back = %v, want success", st)
+		t.Fatalf("the lead's PreEnqueue with the quorum = %v, want success", st)
 	}
+	state, _, st := e.Cycle(early[0])
+	if !st.IsSuccess() {
+		t.Fatalf("the lead's PreFilter = %v", st)
+	}
+	if fit, _ := e.Filter(state, early[0]); len(fit) != 1 {
+		t.Fatalf("the lead fits %v, want its planned node", fit)
+	}
+	var woken []string
+	e.Eventually("the plan wakes the rest", func() bool {
+		woken = append(woken, e.Activated()...)
+		return slices.Contains(woken, "default/g-b") && slices.Contains(woken, "default/g-d")
+	})
 }
 
 // A gang that does not fit is turned away whole, with the reason on its

@@ -17,6 +17,7 @@ func (g *Gangs) sizes() map[string]int {
 		"gangs.startup":     len(g.startup),
 		"gangs.quorumPods":  len(g.quorum.pods),
 		"gangs.quorumWoken": len(g.quorum.woken),
+		"gangs.quorumLeads": len(g.quorum.leads),
 	}
 	g.mu.Unlock()
 	g.order.mu.Lock()
@@ -68,6 +69,13 @@ func (g *Gangs) PodAdded(obj any) {
 		panic(err)
 	}
 	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnAdd(obj, false) })
+}
+
+func (g *Gangs) PodUpdated(oldObj, obj any) {
+	if err := g.podIndex.Update(obj); err != nil {
+		panic(err)
+	}
+	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnUpdate(oldObj, obj) })
 }
 
 func (g *Gangs) PodDeleted(obj any) {

@@ -384,11 +384,37 @@ func (g *Gangs) onPodUpdate(oldObj, newObj any) {
 	if len(old.Spec.SchedulingGates) > 0 && len(pod.Spec.SchedulingGates) == 0 {
 		g.memberArrived(pod)
 	}
+	if refusedAnew(old, pod) {
+		// Refused before Coscheduling's PostFilter could see it (another
+		// plugin's PreFilter rejected it, and an earlier PostFilter ended
+		// the chain).
+		g.Refused(pod)
+	}
 	if !slices.EqualFunc(old.Status.ResourceClaimStatuses, pod.Status.ResourceClaimStatuses, func(a, b v1.PodResourceClaimStatus) bool {
 		return a.Name == b.Name && ptr.Equal(a.ResourceClaimName, b.ResourceClaimName)
 	}) {
 		g.claimsNamed(pod)
 	}
+}
+
+// refusedAnew reports whether the scheduler has just written that it could
+// not place the pod.
+func refusedAnew(old, cur *v1.Pod) bool {
+	c := scheduledCondition(cur)
+	if c == nil || c.Status != v1.ConditionFalse {
+		return false
+	}
+	o := scheduledCondition(old)
+	return o == nil || o.Status != c.Status || o.Message != c.Message || !o.LastTransitionTime.Equal(&c.LastTransitionTime)
+}
+
+func scheduledCondition(pod *v1.Pod) *v1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == v1.PodScheduled {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 // claimsNamed runs when the resourceclaim controller names a pending
@@ -555,8 +581,14 @@ func (g *Gangs) onPodDelete(obj any) {
 	}
 	ref, member := g.RefOf(pod)
 	if member {
+		// Members asleep behind the pod (it led its gang, or stands for it
+		// after a failed plan) must be tried themselves.
+		rep := g.Lifecycle.Representative(ref)
 		g.Lifecycle.MemberDeleted(ref, pod.UID)
 		g.Lifecycle.ForgetIfEmpty(ref)
+		if l, ok := g.leadOf(ref); ok && (l.uid == pod.UID || rep == pod.UID) {
+			g.wake(ref)
+		}
 	}
 	if pod.Spec.NodeName != "" {
 		// Its room is free (the scheduler's pod informer sees a finished
@@ -682,8 +714,15 @@ func sameInputs(old, cur *gang.Spec) bool {
 	return reflect.DeepEqual(&o, &c)
 }
 
-// wake moves the pending members of the gangs back to the active queue.
+// wake moves the pending members of the gangs back to the active queue,
+// those asleep behind a lead too.
 func (g *Gangs) wake(refs ...gang.Ref) {
+	g.mu.Lock()
+	for _, ref := range refs {
+		delete(g.quorum.leads, ref)
+		delete(g.quorum.pods, ref)
+	}
+	g.mu.Unlock()
 	pods := map[string]*v1.Pod{}
 	for _, ref := range refs {
 		for _, m := range g.Members(ref) {
@@ -882,6 +921,7 @@ func (g *Gangs) StartSweeper(defaultTimeout, every time.Duration) {
 const retryFailedAfter = 20 * time.Second
 
 func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
+	g.wakeOverdueLeads()
 	_, cost := g.Lifecycle.FailedGangs()
 	for _, ref := range g.Lifecycle.FailedBefore(max(retryFailedAfter, cost)) {
 		g.wakeOne(ref)

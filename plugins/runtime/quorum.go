@@ -1,27 +1,47 @@
 package runtime
 
 import (
+	"time"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
 )
 
+// LeadWait bounds how long a gang's members sleep behind the member its
+// quorum woke (quorumWaiters.leads) while that member has been neither
+// planned nor refused: then they are all woken (the sweep checks it).
+const LeadWait = 30 * time.Second
+
 // quorumWaiters is what the member that completes a gang's quorum wakes.
-// The first such member wakes every pending member; later ones wake only the
-// members PreEnqueue may have turned away since. A gang listed whole at the
-// scheduler's start would otherwise wake all its members again for each
-// member after the quorum (size² queue moves; in the 1000-node scale bench
-// those wakes were a fifth of the CPU of the start).
+// The first such member wakes one pending member, the lead: its cycle plans
+// the gang, and the plan wakes the rest. Woken whole, every member of a gang
+// that did not fit was refused in turn, each refusal a pod status write
+// inside the scheduling loop, while jobs behind it that fit waited
+// (docs/benchmarks.md). Later quorums wake only the members PreEnqueue may
+// have turned away since, and only once the gang was woken whole: a gang
+// listed whole at the scheduler's start would otherwise wake all its members
+// again for each member after the quorum (size² queue moves).
 type quorumWaiters struct {
 	// pods: per gang, the members PreEnqueue counted for.
 	pods map[gang.Ref]map[types.UID]*v1.Pod
-	// woken: gangs whose pending members were all woken at their quorum.
+	// woken: gangs whose quorum woke them.
 	woken map[gang.Ref]bool
+	// leads: gangs woken through one member, the others asleep in pods
+	// until the gang is woken whole (g.wake): by its plan, by the lead's
+	// refusal for any other reason (Refused), by the lead's or the
+	// representative's deletion, or after LeadWait (sweep).
+	leads map[gang.Ref]lead
+}
+
+type lead struct {
+	uid   types.UID
+	since time.Time
 }
 
 func newQuorumWaiters() quorumWaiters {
-	return quorumWaiters{pods: map[gang.Ref]map[types.UID]*v1.Pod{}, woken: map[gang.Ref]bool{}}
+	return quorumWaiters{pods: map[gang.Ref]map[types.UID]*v1.Pod{}, woken: map[gang.Ref]bool{}, leads: map[gang.Ref]lead{}}
 }
 
 // mayWaitForQuorum records the pod before PreEnqueue counts its gang's
@@ -38,11 +58,19 @@ func (g *Gangs) mayWaitForQuorum(ref gang.Ref, pod *v1.Pod) {
 	g.quorum.pods[ref][pod.UID] = pod
 }
 
-// quorumMet forgets a pod that PreEnqueue let through.
+// quorumMet forgets a pod that PreEnqueue let through. The first to pass
+// (the member completing the quorum) leads its gang: the members turned away
+// before it sleep until its cycle plans the gang.
 func (g *Gangs) quorumMet(ref gang.Ref, uid types.UID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.forgetQuorumWaiterLocked(ref, uid)
+	if !g.quorum.woken[ref] {
+		g.quorum.woken[ref] = true
+		if len(g.quorum.pods[ref]) > 0 {
+			g.quorum.leads[ref] = lead{uid: uid, since: g.rt.clock.Now()}
+		}
+	}
 }
 
 func (g *Gangs) forgetQuorumWaiterLocked(ref gang.Ref, uid types.UID) {
@@ -55,38 +83,126 @@ func (g *Gangs) forgetQuorumWaiterLocked(ref gang.Ref, uid types.UID) {
 }
 
 // quorumShort: the gang is short of members again; the next member that
-// completes it wakes every pending member.
+// completes it wakes a lead again.
 func (g *Gangs) quorumShort(ref gang.Ref) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.quorum.woken, ref)
+	delete(g.quorum.leads, ref)
 }
 
-// forgetQuorumLocked drops the gang's records (its group object is gone).
+// forgetQuorumLocked drops the gang's records (its group object is gone, or
+// all its pending members were woken).
 func (g *Gangs) forgetQuorumLocked(ref gang.Ref) {
 	delete(g.quorum.pods, ref)
 	delete(g.quorum.woken, ref)
+	delete(g.quorum.leads, ref)
 }
 
-// wakeAtQuorum moves the gang's pending members back to the active queue:
-// all of them the first time, then those PreEnqueue counted for since.
+// wakeAtQuorum moves the gang's lead to the active queue the first time,
+// then, once the gang was woken whole, the members PreEnqueue turned away
+// since.
 func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 	g.mu.Lock()
 	first := !g.quorum.woken[ref]
 	g.quorum.woken[ref] = true
 	waiting := g.quorum.pods[ref]
-	delete(g.quorum.pods, ref)
+	var wake map[types.UID]*v1.Pod
+	whole := false
+	switch _, asleep := g.quorum.leads[ref]; {
+	case first && len(waiting) == 0:
+		// None was turned away for the quorum (the completing member
+		// passed, or they were never offered): wake every pending member.
+		whole = true
+	case first:
+		l := firstCreated(waiting)
+		wake = map[types.UID]*v1.Pod{l.UID: l}
+		g.quorum.leads[ref] = lead{uid: l.UID, since: g.rt.clock.Now()}
+		g.forgetQuorumWaiterLocked(ref, l.UID)
+	case !asleep:
+		wake = waiting
+		delete(g.quorum.pods, ref)
+	}
 	g.mu.Unlock()
 	if _, err := g.Spec(ref); err != nil {
 		// Its group object is gone, and its delete handler may have run
-		// before the mark above: drop it.
+		// before the marks above: drop it.
 		g.mu.Lock()
 		g.forgetQuorumLocked(ref)
 		g.mu.Unlock()
 	}
-	if first {
+	if whole {
 		g.wake(ref)
 		return
 	}
-	g.activate(waiting)
+	g.activate(wake)
+}
+
+// firstCreated is the member that leads a gang woken at its quorum: the
+// oldest, as the queue orders a gang's members.
+func firstCreated(pods map[types.UID]*v1.Pod) *v1.Pod {
+	var first *v1.Pod
+	for _, p := range pods {
+		if first == nil || p.CreationTimestamp.Before(&first.CreationTimestamp) ||
+			(p.CreationTimestamp.Equal(&first.CreationTimestamp) && p.Name < first.Name) {
+			first = p
+		}
+	}
+	return first
+}
+
+// asleep reports whether the member sleeps behind its gang's lead: the
+// scheduling queue's events do not move it (SkipFailedGang).
+func (g *Gangs) asleep(ref gang.Ref, uid types.UID) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if _, ok := g.quorum.leads[ref]; !ok {
+		return false
+	}
+	_, ok := g.quorum.pods[ref][uid]
+	return ok
+}
+
+// leadOf returns the gang's lead while members sleep behind it.
+func (g *Gangs) leadOf(ref gang.Ref) (lead, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	l, ok := g.quorum.leads[ref]
+	return l, ok
+}
+
+// Refused runs when a member's cycle ends without a node (Coscheduling's
+// PostFilter, or the scheduler's status write on the pod). Members asleep
+// behind the gang's lead are woken unless the gang's plan failed (then its
+// representative is retried, and its plan wakes them): what refused the
+// member was not the gang's capacity (another plugin, its queue, a member
+// of its own short of something), and each member must be tried itself.
+func (g *Gangs) Refused(pod *v1.Pod) {
+	ref, ok := g.RefOf(pod)
+	if !ok {
+		return
+	}
+	if _, ok := g.leadOf(ref); ok && g.Lifecycle.Representative(ref) == "" {
+		g.wake(ref)
+	}
+}
+
+// wakeOverdueLeads wakes whole the gangs whose lead has stood for them
+// longer than LeadWait without a plan or a failure: something kept it out
+// of the scheduling loop (another plugin's PreEnqueue, a gate).
+func (g *Gangs) wakeOverdueLeads() {
+	now := g.rt.clock.Now()
+	var overdue []gang.Ref
+	g.mu.Lock()
+	for ref, l := range g.quorum.leads {
+		if now.Sub(l.since) >= LeadWait {
+			overdue = append(overdue, ref)
+		}
+	}
+	g.mu.Unlock()
+	for _, ref := range overdue {
+		if g.Lifecycle.Representative(ref) == "" {
+			g.wake(ref)
+		}
+	}
 }

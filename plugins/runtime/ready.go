@@ -35,6 +35,9 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 		g.quorumMet(ref, pod.UID)
 		return "", true
 	}
+	// Short: the next quorum wakes a lead anew (this pod, if it led, is
+	// turned away).
+	g.quorumShort(ref)
 	cond := g.MembersShort(spec, members, gang.Quorum(spec))
 	// A member the informer shows late must not put a gang that already
 	// started (or is being placed) back to MembersPending.
@@ -112,9 +115,11 @@ func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
 // were planned again for each pod that finished, each failure with a pod
 // status write in the scheduling loop, and jobs behind them that fit
 // waited (docs/benchmarks.md).
+// Members asleep behind their gang's lead (quorumWaiters) are skipped too:
+// its plan wakes them.
 func (g *Gangs) SkipFailedGang(pod *v1.Pod) bool {
 	ref, ok := g.RefOf(pod)
-	return ok && g.Lifecycle.Representative(ref) != ""
+	return ok && (g.Lifecycle.Representative(ref) != "" || g.asleep(ref, pod.UID))
 }
 
 // IsSibling reports whether added belongs to pod's gang.

@@ -1,0 +1,122 @@
+package runtime_test
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
+	"github.com/phalanx-sched/phalanx/plugins/runtime"
+)
+
+// quorumLed builds gang g of minMember 3: g-0 and g-1 are turned away by
+// PreEnqueue (Ready) for lack of members, g-2 completes the quorum. It
+// returns once the quorum's wake has come, with what it woke.
+func quorumLed(t *testing.T) (e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, pods []*v1.Pod, first []string) {
+	e, gangs, _ = build(t, plugintest.Objects{})
+	ref = gang.Ref{Namespace: "default", Name: "g"}
+	gangs.GroupAdded(plugintest.PodGroup("g", 3))
+	for i := 0; i < 3; i++ {
+		pods = append(pods, plugintest.Pod(fmt.Sprintf("g-%d", i), "g", "1", 0))
+	}
+	for _, p := range pods[:2] {
+		gangs.PodAdded(p)
+	}
+	for _, p := range pods[:2] {
+		if _, ok := gangs.Ready(p); ok {
+			t.Fatalf("PreEnqueue let %s through with 2 of 3 members", p.Name)
+		}
+	}
+	gangs.PodAdded(pods[2])
+	e.Eventually("the quorum's wake", func() bool {
+		first = append(first, e.Activated()...)
+		return len(first) > 0
+	})
+	return e, gangs, ref, pods, first
+}
+
+// TestQuorumWakesLead: the member completing a gang's quorum wakes one of
+// the members turned away before, the lead; the others sleep, and the
+// scheduling queue's events do not move them. Woken whole, every member of
+// a gang that did not fit was refused in turn, each with a pod status write
+// in the scheduling loop, while jobs behind it that fit waited. The lead's
+// refusal after a failed plan keeps them asleep (its plan, retried, wakes
+// them); a refusal for anything else wakes them, to be tried themselves.
+func TestQuorumWakesLead(t *testing.T) {
+	e, gangs, ref, pods, first := quorumLed(t)
+	if !slices.Equal(first, []string{"default/g-0"}) {
+		t.Fatalf("the quorum woke %v, want only the lead default/g-0", first)
+	}
+	if gangs.SkipFailedGang(pods[0]) || !gangs.SkipFailedGang(pods[1]) {
+		t.Fatalf("queue events skip the lead: %v, the sleeper: %v; want false, true",
+			gangs.SkipFailedGang(pods[0]), gangs.SkipFailedGang(pods[1]))
+	}
+
+	gangs.Lifecycle.FailAt(ref, pods[0].UID, "no room", gangs.Lifecycle.Version())
+	gangs.Refused(pods[0])
+	if woken := e.Activated(); len(woken) != 0 {
+		t.Fatalf("the lead refused by its gang's failed plan woke %v; the retried plan wakes them", woken)
+	}
+	if !gangs.SkipFailedGang(pods[1]) {
+		t.Fatal("queue events move a sleeper of a gang whose plan failed")
+	}
+
+	gangs.Lifecycle.Retry(ref)
+	gangs.Refused(pods[0])
+	if woken := e.Activated(); !slices.Contains(woken, "default/g-1") {
+		t.Fatalf("the lead refused without a failed plan woke %v, want the sleeper default/g-1 too", woken)
+	}
+	if gangs.SkipFailedGang(pods[1]) {
+		t.Fatal("queue events still skip a member woken whole")
+	}
+}
+
+// TestQuorumSleepersWoken: members asleep behind a lead never wait on it
+// forever: they wake with the gang's plan, when the scheduler refuses the
+// lead for anything but a failed plan, when the lead is deleted, and
+// when the lead has stood LeadWait without a plan or a failure (another
+// plugin's PreEnqueue may keep it out of the loop).
+func TestQuorumSleepersWoken(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		do   func(e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, lead *v1.Pod)
+	}{
+		{"the gang planned", func(_ *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, _ *v1.Pod) { gangs.Wake(ref) }},
+		{"the lead refused by another plugin", func(_ *plugintest.Env, gangs *runtime.Gangs, _ gang.Ref, lead *v1.Pod) {
+			// Its PreFilter rejected the lead, so Coscheduling's PostFilter
+			// may not run: the scheduler's status write tells.
+			refused := lead.DeepCopy()
+			refused.ResourceVersion = "2"
+			refused.Status.Conditions = []v1.PodCondition{{Type: v1.PodScheduled, Status: v1.ConditionFalse,
+				Reason: v1.PodReasonUnschedulable, Message: `persistentvolumeclaim "data" not found`}}
+			gangs.PodUpdated(lead, refused)
+		}},
+		{"the lead deleted", func(_ *plugintest.Env, gangs *runtime.Gangs, _ gang.Ref, lead *v1.Pod) { gangs.PodDeleted(lead) }},
+		{"the lead overdue", func(e *plugintest.Env, gangs *runtime.Gangs, _ gang.Ref, _ *v1.Pod) {
+			e.Clock.Step(runtime.LeadWait - time.Second)
+			gangs.Sweep()
+			if woken := e.Activated(); slices.Contains(woken, "default/g-1") {
+				e.T.Fatalf("a sweep before LeadWait woke %v", woken)
+			}
+			e.Clock.Step(time.Second)
+			gangs.Sweep()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, gangs, ref, pods, _ := quorumLed(t)
+			tc.do(e, gangs, ref, pods[0])
+			var woken []string
+			e.Eventually("the sleeper woken", func() bool {
+				woken = append(woken, e.Activated()...)
+				return slices.Contains(woken, "default/g-1")
+			})
+			if gangs.SkipFailedGang(pods[1]) {
+				t.Fatal("queue events still skip the woken member")
+			}
+		})
+	}
+}
