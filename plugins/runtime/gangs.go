@@ -21,6 +21,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
@@ -400,21 +401,12 @@ func (g *Gangs) onPodUpdate(oldObj, newObj any) {
 // refusedAnew reports whether the scheduler has just written that it could
 // not place the pod.
 func refusedAnew(old, cur *v1.Pod) bool {
-	c := scheduledCondition(cur)
+	_, c := podutil.GetPodCondition(&cur.Status, v1.PodScheduled)
 	if c == nil || c.Status != v1.ConditionFalse {
 		return false
 	}
-	o := scheduledCondition(old)
+	_, o := podutil.GetPodCondition(&old.Status, v1.PodScheduled)
 	return o == nil || o.Status != c.Status || o.Message != c.Message || !o.LastTransitionTime.Equal(&c.LastTransitionTime)
-}
-
-func scheduledCondition(pod *v1.Pod) *v1.PodCondition {
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == v1.PodScheduled {
-			return &pod.Status.Conditions[i]
-		}
-	}
-	return nil
 }
 
 // claimsNamed runs when the resourceclaim controller names a pending
@@ -841,10 +833,8 @@ func (g *Gangs) unplacedNote(ref gang.Ref, reserved []types.UID) string {
 			continue
 		}
 		name := m.Name
-		for _, c := range m.Status.Conditions {
-			if c.Type == v1.PodScheduled && c.Status == v1.ConditionFalse && c.Message != "" {
-				name += " (" + c.Message + ")"
-			}
+		if _, c := podutil.GetPodCondition(&m.Status, v1.PodScheduled); c != nil && c.Status == v1.ConditionFalse && c.Message != "" {
+			name += " (" + c.Message + ")"
 		}
 		names = append(names, name)
 	}

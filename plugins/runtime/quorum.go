@@ -91,8 +91,7 @@ func (g *Gangs) quorumShort(ref gang.Ref) {
 	delete(g.quorum.leads, ref)
 }
 
-// forgetQuorumLocked drops the gang's records (its group object is gone, or
-// all its pending members were woken).
+// forgetQuorumLocked drops the gang's records (its group object is gone).
 func (g *Gangs) forgetQuorumLocked(ref gang.Ref) {
 	delete(g.quorum.pods, ref)
 	delete(g.quorum.woken, ref)
