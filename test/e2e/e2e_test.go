@@ -10,11 +10,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -125,8 +127,18 @@ func (s *scenario) nodes(t *testing.T, specs ...testcluster.NodeSpec) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got.Status = n.Status
-		if _, err := s.env.Client.CoreV1().Nodes().UpdateStatus(ctx, got, metav1.UpdateOptions{}); err != nil {
+		// kwok may write the node's status between the create and ours.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			got.Status = n.Status
+			_, err := s.env.Client.CoreV1().Nodes().UpdateStatus(ctx, got, metav1.UpdateOptions{})
+			if apierrors.IsConflict(err) {
+				if latest, getErr := s.env.Client.CoreV1().Nodes().Get(ctx, got.Name, metav1.GetOptions{}); getErr == nil {
+					got = latest
+				}
+			}
+			return err
+		})
+		if err != nil {
 			t.Fatal(err)
 		}
 		if spec.NRTPolicy != "" {

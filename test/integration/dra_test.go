@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -388,12 +389,10 @@ func TestDRAGangs(t *testing.T) {
 		if err := c.Client.CoreV1().Pods(ns).Delete(ctxFor(t), "big-3", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		pg, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Get(ctxFor(t), "big", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		pg.Spec.MinMember = 3
-		if _, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Update(ctxFor(t), pg, metav1.UpdateOptions{}); err != nil {
+		// A patch, as a user would: an update from a Get races the
+		// scheduler's status writes (resourceVersion conflict).
+		if _, err := c.PodGroups.SchedulingV1alpha1().PodGroups(ns).Patch(ctxFor(t), "big", types.MergePatchType,
+			[]byte(`{"spec":{"minMember":3}}`), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitBoundCount(t, c, ns, "big", 3)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -101,12 +102,9 @@ func TestDecayedFairShare(t *testing.T) {
 func setQueueState(t *testing.T, c *testcluster.Cluster, name string, state phalanxv1alpha1.QueueState) {
 	t.Helper()
 	ctx := ctxFor(t)
-	q, err := c.Phalanx.SchedulingV1alpha1().Queues().Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Spec.State = state
-	if _, err := c.Phalanx.SchedulingV1alpha1().Queues().Update(ctx, q, metav1.UpdateOptions{}); err != nil {
+	// A patch: an update from a Get races the controller's status writes.
+	patch := fmt.Sprintf(`{"spec":{"state":%q}}`, state)
+	if _, err := c.Phalanx.SchedulingV1alpha1().Queues().Patch(ctx, name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }
