@@ -38,8 +38,9 @@ type Options struct {
 	// (trace replays compare schedulers on the same trace).
 	Scheduler *SchedulerSpec
 	// LiveQuorum counts a gang as started only when minMember members are
-	// bound and not yet completed at the same sample (trace replays: under
-	// a scheduler that binds gangs in part, members that ran alone and
+	// bound and not yet completed at the same moment, judged from every pod
+	// transition (a watch), not from samples (trace replays: under a
+	// scheduler that binds gangs in part, members that ran alone and
 	// completed never made the gang run).
 	LiveQuorum bool
 	// RunTimeLimit, when above 0, gives each pod with a run time an
@@ -267,12 +268,14 @@ type driver struct {
 	lastShown string
 	// finishing counts pods running with a run time: the run is not over
 	// while kwok still has pods to complete.
-	finishing    int
-	submitted    map[string]*JobResult
-	numaNodes    map[string]*numa.Node
-	namespaces   map[string]bool
-	sched        *SchedulerSpec
-	liveQuorum   bool
+	finishing  int
+	submitted  map[string]*JobResult
+	numaNodes  map[string]*numa.Node
+	namespaces map[string]bool
+	sched      *SchedulerSpec
+	liveQuorum bool
+	// watch decides gangs' starts from every pod transition (liveQuorum).
+	watch        *quorumWatch
 	runTimeLimit float64
 	labels       map[string]map[string]string
 }
@@ -364,6 +367,10 @@ func (d *driver) publishTopology(ctx context.Context, g NodeGroup, node *v1.Node
 
 func (d *driver) loop(ctx context.Context) error {
 	d.start = time.Now()
+	if d.liveQuorum {
+		d.watch = newQuorumWatch(d.sc.Jobs, func() time.Duration { return time.Since(d.start) })
+		d.watch.start(ctx, d.c.Client)
+	}
 	d.submitted = map[string]*JobResult{}
 	d.namespaces = map[string]bool{}
 	lastChange := time.Now()
@@ -625,8 +632,8 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		if need == 0 {
 			need = r.Job.Replicas
 		}
-		if d.liveQuorum && r.Job.MinMember > 0 {
-			n = live[key]
+		if d.watch != nil && r.Job.MinMember > 0 {
+			continue // the watch decides (below)
 		}
 		if r.QuorumAt == 0 && n >= need {
 			r.QuorumAt = now
@@ -635,6 +642,14 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	}
 	for _, r := range d.res.Jobs {
 		need := int(r.Job.MinMember)
+		if need > 0 && d.watch != nil {
+			first, quorum, restarted := d.watch.times(r.Job.Key())
+			if r.QuorumAt == 0 && quorum > 0 {
+				r.QuorumAt, r.Spread = quorum, quorum-first
+			}
+			r.RestartedAt = restarted
+			continue
+		}
 		if need == 0 || r.QuorumAt == 0 || r.Completed > 0 {
 			continue
 		}
