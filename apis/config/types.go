@@ -35,6 +35,11 @@ type CoschedulingArgs struct {
 	// ConsolidationsPerHour bounds the consolidations for one queue's gangs
 	// within any hour.
 	ConsolidationsPerHour int32
+	// ConsolidationEvictionGraceSeconds: a moved gang whose pods name
+	// evictionResponders is asked to leave through the EvictionRequest API
+	// (where served) and deleted after this long if still running; 0
+	// deletes at once.
+	ConsolidationEvictionGraceSeconds int64
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -40,6 +40,9 @@ type Consolidation struct {
 	// PerHour bounds the consolidations done for the gangs of one queue
 	// within any hour.
 	PerHour int
+	// EvictionGrace is how long moved gangs asked to leave through
+	// EvictionRequests may take: the freed room is held that much longer.
+	EvictionGrace time.Duration
 }
 
 // consolidationLog remembers when consolidations happened, per queue of the
@@ -217,14 +220,14 @@ func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, pla
 	room, msg := m.evict(ctx, a, all, best.victims, best.plan, ReasonConsolidated, why, queueName)
 	// Each moved gang's new place is held for it (against equal and lower
 	// priority) until its pods come back and plan, or for twice its
-	// schedule timeout.
+	// schedule timeout after the grace its pods may take to leave.
 	for _, mv := range best.moves {
 		spec, err := m.dir.Spec(mv.ref)
 		if err != nil {
 			continue
 		}
 		m.Reserve(mv.ref, ReservationRequest{Kind: ReservationMoved, Priority: mv.priority, Created: spec.Created,
-			Plan: mv.plan, Shapes: mv.shapes, TTL: 2 * m.scheduleTimeout(spec)})
+			Plan: mv.plan, Shapes: mv.shapes, TTL: 2*m.scheduleTimeout(spec) + c.EvictionGrace})
 	}
 	return room, msg
 }

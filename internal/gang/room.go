@@ -332,9 +332,13 @@ func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims [
 		}
 	}
 	_, shapes := Shapes(a.groups)
+	ttl := 2 * m.scheduleTimeout(a.Spec)
+	if reason == ReasonConsolidated {
+		ttl += m.Consolidation.EvictionGrace
+	}
 	m.Reserve(a.Ref, ReservationRequest{
 		Kind: ReservationPreempting, Priority: a.Priority, Created: a.Spec.Created,
-		Plan: plan, Shapes: shapes, TTL: 2 * m.scheduleTimeout(a.Spec),
+		Plan: plan, Shapes: shapes, TTL: ttl,
 	})
 	m.Retry(a.Ref)
 	m.fx.SetCondition(a.Spec, ReasonPreempting, msg)

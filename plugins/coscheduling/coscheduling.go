@@ -88,10 +88,12 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	pl.m.Timeout = time.Duration(args.DefaultScheduleTimeoutSeconds) * time.Second
 	pl.m.ReserveAfter = time.Duration(args.ReservationAfterSeconds) * time.Second
 	pl.m.Consolidation = gang.Consolidation{
-		After:      time.Duration(args.ConsolidationAfterSeconds) * time.Second,
-		MinRuntime: time.Duration(args.ConsolidationMinRuntimeSeconds) * time.Second,
-		PerHour:    int(args.ConsolidationsPerHour),
+		After:         time.Duration(args.ConsolidationAfterSeconds) * time.Second,
+		MinRuntime:    time.Duration(args.ConsolidationMinRuntimeSeconds) * time.Second,
+		PerHour:       int(args.ConsolidationsPerHour),
+		EvictionGrace: time.Duration(args.ConsolidationEvictionGraceSeconds) * time.Second,
 	}
+	gangs.SetEvictionGrace(pl.m.Consolidation.EvictionGrace)
 	gangs.TrackWorkload(time.Duration(args.FragmentationHalfLifeSeconds) * time.Second)
 	// phalanx-scheduler's recorders pass every event until told otherwise;
 	// a framework built elsewhere (tests, another binary) keeps them all.
@@ -108,12 +110,13 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 func decodeArgs(obj k8sruntime.Object) (*config.CoschedulingArgs, error) {
 	if obj == nil {
 		return &config.CoschedulingArgs{
-			DefaultScheduleTimeoutSeconds:  configv1.DefaultScheduleTimeoutSeconds,
-			ReservationAfterSeconds:        configv1.DefaultReservationAfterSeconds,
-			FragmentationHalfLifeSeconds:   configv1.DefaultFragmentationHalfLifeSeconds,
-			ScheduledEvents:                configv1.DefaultScheduledEvents,
-			ConsolidationMinRuntimeSeconds: configv1.DefaultConsolidationMinRuntimeSeconds,
-			ConsolidationsPerHour:          configv1.DefaultConsolidationsPerHour,
+			DefaultScheduleTimeoutSeconds:     configv1.DefaultScheduleTimeoutSeconds,
+			ReservationAfterSeconds:           configv1.DefaultReservationAfterSeconds,
+			FragmentationHalfLifeSeconds:      configv1.DefaultFragmentationHalfLifeSeconds,
+			ScheduledEvents:                   configv1.DefaultScheduledEvents,
+			ConsolidationMinRuntimeSeconds:    configv1.DefaultConsolidationMinRuntimeSeconds,
+			ConsolidationsPerHour:             configv1.DefaultConsolidationsPerHour,
+			ConsolidationEvictionGraceSeconds: configv1.DefaultConsolidationEvictionGraceSeconds,
 		}, nil
 	}
 	args, ok := obj.(*config.CoschedulingArgs)

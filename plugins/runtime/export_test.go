@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"time"
 
 	"k8s.io/client-go/tools/cache"
@@ -90,3 +91,6 @@ func (g *Gangs) WakeFailed() { g.wakeFailed() }
 
 // Sweep runs one sweep in the caller's goroutine.
 func (g *Gangs) Sweep() { g.sweep(g.rt.ctx, time.Minute) }
+
+// PodLister is the runtime's view of pods (its informer's).
+func (g *Gangs) PodLister() corelisters.PodLister { return g.pods }

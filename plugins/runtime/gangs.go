@@ -95,6 +95,9 @@ type Gangs struct {
 	memberAnnotations map[gang.Ref]map[string]string
 	sweeperOnce       sync.Once
 	workloadOnce      sync.Once
+	evictionGraceOnce sync.Once
+	// evictionRequests: how consolidation's moved gangs are asked to leave.
+	evictionRequests *evictionRequests
 	// order caches the queue sort's keys.
 	order orderKeys
 	// failedWakes paces the wakes of gangs whose plans failed.
@@ -186,6 +189,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	// The upstream Workload API, where served (beta in 1.37 but off by
 	// default): looked for now and every WorkloadAPIRecheck.
 	g.workloadAPI = newWorkloadAPI(g)
+	g.evictionRequests = newEvictionRequests(g)
 	g.workloadAPI.check(ctx)
 	go g.workloadAPI.run(ctx)
 	r.OnLead(g.ensureAllImplicit)
@@ -861,8 +865,17 @@ func (g *Gangs) HoldsFreed() { go g.wakeFailed() }
 
 // Evict deletes pods — always every pod of a whole gang — and says why on
 // each. It deletes rather than evicts through the Eviction API: a
-// PodDisruptionBudget refusing one member would leave a partial gang.
+// PodDisruptionBudget refusing one member would leave a partial gang. A gang
+// moved by consolidation whose pods name responders is first asked to leave
+// through EvictionRequests (evictionRequests), with a deadline.
 func (g *Gangs) Evict(ctx context.Context, pods []*v1.Pod, reason, message string) {
+	if g.evictionRequests.request(ctx, pods, reason, message) {
+		return
+	}
+	g.deletePods(ctx, pods, reason, message)
+}
+
+func (g *Gangs) deletePods(ctx context.Context, pods []*v1.Pod, reason, message string) {
 	for _, p := range pods {
 		g.fw.Events.Eventf(p, nil, v1.EventTypeNormal, reason, "Evicting", "%s", message)
 		uid := p.UID
@@ -912,6 +925,7 @@ const retryFailedAfter = 20 * time.Second
 
 func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 	g.wakeOverdueLeads()
+	g.evictionRequests.sweep(ctx)
 	_, cost := g.Lifecycle.FailedGangs()
 	for _, ref := range g.Lifecycle.FailedBefore(max(retryFailedAfter, cost)) {
 		g.wakeOne(ref)

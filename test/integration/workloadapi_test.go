@@ -39,11 +39,18 @@ import (
 const upstreamGangLabel = "workloadapi.phalanx.dev/gang"
 
 // startWorkloadAPICluster starts a control plane that serves the Workload
-// API with the given feature gates on ("Gate=true,..."), with nodes. Feature
+// API with the given feature gates on ("Gate=true,..."), with nodes.
+func startWorkloadAPICluster(t *testing.T, gates string, specs ...testcluster.NodeSpec) *testcluster.Cluster {
+	t.Helper()
+	return startGatedCluster(t, "scheduling.k8s.io/v1beta1=true", gates, specs...)
+}
+
+// startGatedCluster starts a control plane with an API server's
+// --runtime-config and feature gates ("Gate=true,..."), with nodes. Feature
 // gates are process-wide and the API server reads them from this process:
 // they are set here for the test, before the cluster starts, so that they
 // are restored after it has stopped (cleanups run last in, first out).
-func startWorkloadAPICluster(t *testing.T, gates string, specs ...testcluster.NodeSpec) *testcluster.Cluster {
+func startGatedCluster(t *testing.T, runtimeConfig, gates string, specs ...testcluster.NodeSpec) *testcluster.Cluster {
 	t.Helper()
 	overrides := featuregatetesting.FeatureOverrides{}
 	for _, kv := range strings.Split(gates, ",") {
@@ -56,7 +63,7 @@ func startWorkloadAPICluster(t *testing.T, gates string, specs ...testcluster.No
 	}
 	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, overrides)
 	c, err := testcluster.Start(t, testcluster.Options{APIServerFlags: []string{
-		"--runtime-config=scheduling.k8s.io/v1beta1=true",
+		"--runtime-config=" + runtimeConfig,
 		"--feature-gates=" + gates,
 	}})
 	if err != nil {

@@ -77,13 +77,20 @@ func inIB(ib string, specs []testcluster.NodeSpec) []testcluster.NodeSpec {
 func startJobCluster(t *testing.T, specs ...testcluster.NodeSpec) *testcluster.Cluster {
 	t.Helper()
 	c := startCluster(t, specs...)
+	startJobControllers(t, c)
+	return c
+}
+
+// startJobControllers creates the IB topology and starts
+// kube-controller-manager's Job and garbage collectors, and kwok.
+func startJobControllers(t *testing.T, c *testcluster.Cluster) {
+	t.Helper()
 	createIBTopology(t, c)
 	for _, start := range []func() error{c.StartJobController, c.StartGarbageCollector, c.StartKwok} {
 		if err := start(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return c
 }
 
 func nodeIB(t *testing.T, c *testcluster.Cluster, node string) string {

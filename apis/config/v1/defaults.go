@@ -22,6 +22,8 @@ const (
 	DefaultConsolidationAfterSeconds      int64 = 0
 	DefaultConsolidationMinRuntimeSeconds int64 = 600
 	DefaultConsolidationsPerHour          int32 = 2
+	// A checkpoint of a large model takes minutes.
+	DefaultConsolidationEvictionGraceSeconds int64 = 300
 )
 
 // SetDefaults_CoschedulingArgs sets unset fields to their defaults.
@@ -46,6 +48,9 @@ func SetDefaults_CoschedulingArgs(obj *CoschedulingArgs) {
 	}
 	if obj.ConsolidationsPerHour == nil {
 		obj.ConsolidationsPerHour = ptr.To(DefaultConsolidationsPerHour)
+	}
+	if obj.ConsolidationEvictionGraceSeconds == nil {
+		obj.ConsolidationEvictionGraceSeconds = ptr.To(DefaultConsolidationEvictionGraceSeconds)
 	}
 }
 

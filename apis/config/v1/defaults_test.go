@@ -67,7 +67,7 @@ type wantArgs struct {
 }
 
 var defaultArgs = wantArgs{
-	coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: 3600, ScheduledEvents: "PerGang", ConsolidationMinRuntimeSeconds: 600, ConsolidationsPerHour: 2},
+	coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: 3600, ScheduledEvents: "PerGang", ConsolidationMinRuntimeSeconds: 600, ConsolidationsPerHour: 2, ConsolidationEvictionGraceSeconds: 300},
 	capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "default", EnableReclaim: true, MinRuntimeSeconds: 15},
 	networkTopology: &config.NetworkTopologyArgs{TopologyName: "default", UseHyperNodes: true},
 	numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "LeastNUMANodes", NodesWithoutTopology: "AdmitAll"},
@@ -164,7 +164,7 @@ func TestDefaultsThroughSchedulerScheme(t *testing.T) {
       nodesWithoutTopology: RejectAlignedPods
 `,
 			want: wantArgs{
-				coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 300, ReservationAfterSeconds: 120, FragmentationHalfLifeSeconds: 0, ScheduledEvents: "PerMember", ConsolidationAfterSeconds: 120, ConsolidationsPerHour: 6},
+				coscheduling:    &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 300, ReservationAfterSeconds: 120, FragmentationHalfLifeSeconds: 0, ScheduledEvents: "PerMember", ConsolidationAfterSeconds: 120, ConsolidationsPerHour: 6, ConsolidationEvictionGraceSeconds: 300},
 				capacityQueue:   &config.CapacityQueueArgs{DefaultQueue: "batch", EnableReclaim: false, UsageHalfLifeSeconds: 3600},
 				networkTopology: &config.NetworkTopologyArgs{TopologyName: "fabric", UseHyperNodes: false},
 				numaTopology:    &config.NUMATopologyArgs{ScoringStrategy: "MostAllocated", NodesWithoutTopology: "RejectAlignedPods"},
@@ -263,14 +263,15 @@ func TestSetDefaultsFunctions(t *testing.T) {
 			name: "Coscheduling unset",
 			in:   &configv1.CoschedulingArgs{},
 			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(configv1.DefaultScheduleTimeoutSeconds), ReservationAfterSeconds: i64(configv1.DefaultReservationAfterSeconds), FragmentationHalfLifeSeconds: i64(configv1.DefaultFragmentationHalfLifeSeconds), ScheduledEvents: ptr.To(configv1.DefaultScheduledEvents),
-				ConsolidationAfterSeconds: i64(0), ConsolidationMinRuntimeSeconds: i64(configv1.DefaultConsolidationMinRuntimeSeconds), ConsolidationsPerHour: ptr.To(configv1.DefaultConsolidationsPerHour)},
+				ConsolidationAfterSeconds: i64(0), ConsolidationMinRuntimeSeconds: i64(configv1.DefaultConsolidationMinRuntimeSeconds), ConsolidationsPerHour: ptr.To(configv1.DefaultConsolidationsPerHour),
+				ConsolidationEvictionGraceSeconds: i64(configv1.DefaultConsolidationEvictionGraceSeconds)},
 		},
 		{
 			name: "Coscheduling set (even zero) is kept for validation to judge",
 			in: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0), FragmentationHalfLifeSeconds: i64(0), ScheduledEvents: ptr.To(""),
-				ConsolidationAfterSeconds: i64(-1), ConsolidationMinRuntimeSeconds: i64(0), ConsolidationsPerHour: ptr.To(int32(0))},
+				ConsolidationAfterSeconds: i64(-1), ConsolidationMinRuntimeSeconds: i64(0), ConsolidationsPerHour: ptr.To(int32(0)), ConsolidationEvictionGraceSeconds: i64(0)},
 			want: &configv1.CoschedulingArgs{DefaultScheduleTimeoutSeconds: i64(0), ReservationAfterSeconds: i64(0), FragmentationHalfLifeSeconds: i64(0), ScheduledEvents: ptr.To(""),
-				ConsolidationAfterSeconds: i64(-1), ConsolidationMinRuntimeSeconds: i64(0), ConsolidationsPerHour: ptr.To(int32(0))},
+				ConsolidationAfterSeconds: i64(-1), ConsolidationMinRuntimeSeconds: i64(0), ConsolidationsPerHour: ptr.To(int32(0)), ConsolidationEvictionGraceSeconds: i64(0)},
 		},
 		{
 			name: "CapacityQueue unset",

@@ -42,6 +42,14 @@ type CoschedulingArgs struct {
 	// ConsolidationsPerHour bounds the consolidations done for the gangs of
 	// one queue within any hour. Default 2.
 	ConsolidationsPerHour *int32 `json:"consolidationsPerHour,omitempty"`
+	// ConsolidationEvictionGraceSeconds: where the API server serves
+	// Kubernetes 1.37's EvictionRequest API (lifecycle.k8s.io/v1alpha1), a
+	// gang moved by consolidation whose pods all name
+	// spec.evictionResponders (a training operator that checkpoints first)
+	// is asked to leave with an EvictionRequest per pod; once one member
+	// has left, or after this long, the rest are deleted. 0 deletes at
+	// once, as reclaim does. Default 300.
+	ConsolidationEvictionGraceSeconds *int64 `json:"consolidationEvictionGraceSeconds,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

@@ -109,6 +109,11 @@ func (in *CoschedulingArgs) DeepCopyInto(out *CoschedulingArgs) {
 		*out = new(int32)
 		**out = **in
 	}
+	if in.ConsolidationEvictionGraceSeconds != nil {
+		in, out := &in.ConsolidationEvictionGraceSeconds, &out.ConsolidationEvictionGraceSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 

@@ -18,6 +18,10 @@ const maxTimeoutSeconds = 24 * 60 * 60
 // maxConsolidationsPerHour: more than one a minute is churn, not consolidation.
 const maxConsolidationsPerHour = 60
 
+// maxEvictionGraceSeconds: a waiting gang's freed domain is held that long
+// at most for a moved gang's checkpoint.
+const maxEvictionGraceSeconds = 3600
+
 // maxHalfLifeSeconds bounds decayed fair share's memory (30 days).
 const maxHalfLifeSeconds = 30 * 24 * 60 * 60
 
@@ -32,6 +36,9 @@ func ValidateCoschedulingArgs(path *field.Path, args *config.CoschedulingArgs) e
 	}
 	errs = append(errs, validateSeconds(path.Child("consolidationAfterSeconds"), args.ConsolidationAfterSeconds, 0)...)
 	errs = append(errs, validateSeconds(path.Child("consolidationMinRuntimeSeconds"), args.ConsolidationMinRuntimeSeconds, 0)...)
+	if g := args.ConsolidationEvictionGraceSeconds; g < 0 || g > maxEvictionGraceSeconds {
+		errs = append(errs, field.Invalid(path.Child("consolidationEvictionGraceSeconds"), g, fmt.Sprintf("must be between 0 (delete at once) and %d", maxEvictionGraceSeconds)))
+	}
 	// 0 is accepted while consolidation is off (args built without it).
 	if n, least := args.ConsolidationsPerHour, min(args.ConsolidationAfterSeconds, 1); n < int32(least) || n > maxConsolidationsPerHour {
 		errs = append(errs, field.Invalid(path.Child("consolidationsPerHour"), n, fmt.Sprintf("must be between 1 and %d while consolidation is on", maxConsolidationsPerHour)))

@@ -287,6 +287,7 @@ func TestValidateConsolidation(t *testing.T) {
 		name              string
 		after, minRuntime int64
 		perHour           int32
+		grace             int64
 		wantField         string
 	}{
 		{name: "defaults: off", after: 0, minRuntime: 600, perHour: 2},
@@ -297,10 +298,15 @@ func TestValidateConsolidation(t *testing.T) {
 		{name: "negative min runtime", after: 300, minRuntime: -1, perHour: 2, wantField: "consolidationMinRuntimeSeconds"},
 		{name: "none an hour", after: 300, minRuntime: 600, perHour: 0, wantField: "consolidationsPerHour"},
 		{name: "more than one a minute", after: 300, minRuntime: 600, perHour: 61, wantField: "consolidationsPerHour"},
+		{name: "eviction grace 0: delete at once", after: 300, minRuntime: 600, perHour: 2, grace: 0},
+		{name: "eviction grace an hour", after: 300, minRuntime: 600, perHour: 2, grace: 3600},
+		{name: "negative eviction grace", after: 300, minRuntime: 600, perHour: 2, grace: -1, wantField: "consolidationEvictionGraceSeconds"},
+		{name: "eviction grace past an hour", after: 300, minRuntime: 600, perHour: 2, grace: 3601, wantField: "consolidationEvictionGraceSeconds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := defaults.coscheduling
 			args.ConsolidationAfterSeconds, args.ConsolidationMinRuntimeSeconds, args.ConsolidationsPerHour = tc.after, tc.minRuntime, tc.perHour
+			args.ConsolidationEvictionGraceSeconds = tc.grace
 			err := ValidateCoschedulingArgs(argsPath("Coscheduling"), &args)
 			if tc.wantField == "" {
 				checkErr(t, err, nil, nil)

@@ -63,6 +63,9 @@ type Objects struct {
 	UpstreamPodGroups []*schedulingv1beta1.PodGroup
 	// Workloads (scheduling.k8s.io/v1beta1) are served with the PodGroups.
 	Workloads []*schedulingv1beta1.Workload
+	// EvictionRequests: the env serves lifecycle.k8s.io/v1alpha1
+	// EvictionRequests (Kubernetes 1.37, alpha).
+	EvictionRequests bool
 }
 
 // Plugin registers one plugin of the profile. Order matters as in a
@@ -165,6 +168,8 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 				return true, nil
 			case schedulingv1beta1.SchemeGroupVersion.String():
 				return len(objs.UpstreamPodGroups) > 0 && (resource == "podgroups" || resource == "workloads" && len(objs.Workloads) > 0), nil
+			case "lifecycle.k8s.io/v1alpha1":
+				return objs.EvictionRequests && resource == "evictionrequests", nil
 			}
 			return false, nil
 		},
