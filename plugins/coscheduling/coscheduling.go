@@ -93,7 +93,6 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 		PerHour:       int(args.ConsolidationsPerHour),
 		EvictionGrace: time.Duration(args.ConsolidationEvictionGraceSeconds) * time.Second,
 	}
-	gangs.SetEvictionGrace(pl.m.Consolidation.EvictionGrace)
 	gangs.TrackWorkload(time.Duration(args.FragmentationHalfLifeSeconds) * time.Second)
 	// phalanx-scheduler's recorders pass every event until told otherwise;
 	// a framework built elsewhere (tests, another binary) keeps them all.

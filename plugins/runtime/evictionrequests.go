@@ -41,8 +41,7 @@ const (
 type evictionRequests struct {
 	g *Gangs
 
-	mu    sync.Mutex
-	grace time.Duration
+	mu sync.Mutex
 	// outstanding: requests of phalanx's may exist (true at start, for a
 	// previous leader's), so the sweep lists them.
 	outstanding bool
@@ -50,17 +49,6 @@ type evictionRequests struct {
 
 func newEvictionRequests(g *Gangs) *evictionRequests {
 	return &evictionRequests{g: g, outstanding: true}
-}
-
-// SetEvictionGrace sets how long a moved gang's pods get to leave through
-// EvictionRequests before they are deleted (0: deleted at once). The first
-// profile's grace holds.
-func (g *Gangs) SetEvictionGrace(d time.Duration) {
-	g.evictionGraceOnce.Do(func() {
-		g.evictionRequests.mu.Lock()
-		defer g.evictionRequests.mu.Unlock()
-		g.evictionRequests.grace = d
-	})
 }
 
 // request asks the pods of one moved gang to leave, and reports whether it
@@ -76,18 +64,20 @@ func (e *evictionRequests) request(ctx context.Context, pods []*v1.Pod, reason, 
 			return false
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.grace <= 0 {
+	// Consolidation's own args (Coscheduling's), as the manager reads them.
+	grace := e.g.Manager.Consolidation.EvictionGrace
+	if grace <= 0 {
 		return false
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	logger := klog.FromContext(ctx)
 	if served, err := e.g.rt.clients.Served(lifecyclev1alpha1.SchemeGroupVersion.String(), "evictionrequests"); !served || err != nil {
 		logger.V(2).Info("EvictionRequests are not served; deleting the moved gang's pods", "err", err)
 		return false
 	}
 	group := string(pods[0].UID)
-	deadline := e.g.rt.clock.Now().Add(e.grace).UTC().Truncate(time.Second)
+	deadline := e.g.rt.clock.Now().Add(grace).UTC().Truncate(time.Second)
 	for _, p := range pods {
 		req := &lifecyclev1alpha1.EvictionRequest{
 			ObjectMeta: metav1.ObjectMeta{

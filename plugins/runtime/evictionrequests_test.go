@@ -61,7 +61,7 @@ func TestEvictionRequests(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			pods := movedGang(tt.responders)
 			e, gangs, _ := build(t, plugintest.Objects{Pods: pods, EvictionRequests: tt.served})
-			gangs.SetEvictionGrace(tt.grace)
+			gangs.Manager.Consolidation.EvictionGrace = tt.grace
 			present := func(name string) bool {
 				p, err := e.Client.CoreV1().Pods("default").Get(e.Ctx, name, metav1.GetOptions{})
 				if apierrors.IsNotFound(err) {

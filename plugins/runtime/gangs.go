@@ -95,7 +95,6 @@ type Gangs struct {
 	memberAnnotations map[gang.Ref]map[string]string
 	sweeperOnce       sync.Once
 	workloadOnce      sync.Once
-	evictionGraceOnce sync.Once
 	// evictionRequests: how consolidation's moved gangs are asked to leave.
 	evictionRequests *evictionRequests
 	// order caches the queue sort's keys.
