@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
 
 // quorumWatch decides when each gang started (minMember members bound and
@@ -85,8 +86,7 @@ func (w *quorumWatch) observe(p *v1.Pod, gone bool, now time.Duration) {
 		g = &gangRun{live: map[string]bool{}}
 		w.gangs[key] = g
 	}
-	finished := p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed
-	live := !gone && p.Spec.NodeName != "" && p.DeletionTimestamp == nil && !finished
+	live := !gone && p.Spec.NodeName != "" && p.DeletionTimestamp == nil && !podutil.IsPodTerminal(p)
 	switch {
 	case live && !g.live[p.Name]:
 		g.live[p.Name] = true

@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 	"k8s.io/utils/ptr"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
@@ -180,7 +181,7 @@ func (e *evictionRequests) target(r *lifecyclev1alpha1.EvictionRequest) *v1.Pod 
 		return nil
 	}
 	p, err := e.g.pods.Pods(r.Namespace).Get(ref.Name)
-	if err != nil || p.UID != ref.UID || p.DeletionTimestamp != nil || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
+	if err != nil || p.UID != ref.UID || p.DeletionTimestamp != nil || podutil.IsPodTerminal(p) {
 		return nil
 	}
 	return p
