@@ -79,6 +79,8 @@ type Devices struct {
 	holds map[Ref][]held
 	// prints caches slices' fingerprints by UID.
 	prints map[types.UID]sliceFingerprint
+	// requests caches pods' requests (Demand copies before it maps them).
+	requests resources.RequestCache
 }
 
 type sliceFingerprint struct {
@@ -186,14 +188,24 @@ func (d *Devices) Asks(pod *v1.Pod) bool {
 // requests, plus each claim's devices counted under its class's
 // ResourceName; DeviceClass-mapped extended resources are renamed to the
 // class's ResourceName. A claim shared by several pods counts for each.
+// The list may be shared (RequestCache): callers must not change it.
 func (d *Devices) Demand(pod *v1.Pod) resources.List {
-	out := resources.PodRequests(pod)
-	for name, v := range out {
+	requests := d.requests.Of(pod)
+	out := requests
+	// Copied on the first change only: most pods need none.
+	copied := false
+	change := func() {
+		if !copied {
+			out, copied = requests.Clone(), true
+		}
+	}
+	for name, v := range requests {
 		if !isExtended(name) {
 			continue
 		}
 		if class := d.src.ClassForResource(name); class != nil {
 			if rn := ResourceName(class); rn != name {
+				change()
 				delete(out, name)
 				out[rn] += v
 			}
@@ -202,6 +214,7 @@ func (d *Devices) Demand(pod *v1.Pod) resources.List {
 	if len(pod.Spec.ResourceClaims) == 0 {
 		return out
 	}
+	change()
 	claims, _, _ := d.podClaims(pod)
 	for _, c := range claims {
 		for _, r := range c.Spec.Devices.Requests {

@@ -380,9 +380,12 @@ func (g *gangState) setState(m *member, s memberState) {
 	g.count[s]++
 }
 
-// Incomplete reports whether the gang has members bound or reserved but
-// fewer than its quorum: it holds capacity it cannot use until it is
-// complete, so its members go first.
+// Incomplete reports whether the gang has a plan, or members bound or
+// reserved, and fewer than its quorum placed: it holds capacity it cannot
+// use until it is complete, so its members go first. A plan counts from
+// the moment it is made: it wakes the members before the first of them is
+// reserved, and the scheduling queue orders a pod when it enters, not
+// after.
 func (lc *Lifecycle) Incomplete(ref Ref) bool {
 	lc.mu.Lock()
 	defer lc.unlock()
@@ -391,7 +394,7 @@ func (lc *Lifecycle) Incomplete(ref Ref) bool {
 		return false
 	}
 	placed := placedLocked(g)
-	return placed > 0 && placed < g.min
+	return placed < g.min && (placed > 0 || g.phase == PhasePlanned)
 }
 
 // IsPlaced reports whether the member is bound or reserved.

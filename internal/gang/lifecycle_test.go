@@ -425,3 +425,25 @@ func TestLifecycleHoldsFreed(t *testing.T) {
 		t.Fatalf("a dropped reservation: freed %d times, want 2", freed())
 	}
 }
+
+// TestLifecycleIncomplete: a gang's members go first (Order.Incomplete)
+// from the moment its plan holds capacity, before any member is reserved
+// (the plan wakes them, and the queue orders a pod when it enters), until
+// its quorum is placed.
+func TestLifecycleIncomplete(t *testing.T) {
+	lc, _, _ := newTestLifecycle()
+	if lc.Incomplete(g1) {
+		t.Fatal("a gang without a plan or placed members is not incomplete")
+	}
+	lc.CommitPlan(g1, twoNodePlan(), cpuShapes, time.Minute)
+	if !lc.Incomplete(g1) {
+		t.Fatal("a planned gang with no member reserved yet must go first")
+	}
+	for i, node := range []string{"a", "a", "b"} {
+		lc.MemberReserved(g1, types.UID(rune('1'+i)), node, "w")
+	}
+	lc.Quorum(g1, 3)
+	if lc.Incomplete(g1) {
+		t.Fatal("a gang with its quorum placed no longer goes first")
+	}
+}

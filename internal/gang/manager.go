@@ -37,6 +37,9 @@ type Manager struct {
 	// waits for one (off while its After is 0).
 	Consolidation Consolidation
 	consolidated  consolidationLog
+	// requests caches pods' requests when devices is nil (Devices has its
+	// own).
+	requests resources.RequestCache
 }
 
 // NewManager returns a manager over lc. devices may be nil.
@@ -56,10 +59,11 @@ func (m *Manager) FragmentationAfter(node string, free, request resources.List, 
 }
 
 // Demand is a pod's request as plans and queues count it: its DRA devices
-// count as their classes' queue resources.
+// count as their classes' queue resources. The list may be shared
+// (resources.RequestCache): callers must not change it.
 func (m *Manager) Demand(pod *v1.Pod) resources.List {
 	if m.devices == nil {
-		return resources.PodRequests(pod)
+		return m.requests.Of(pod)
 	}
 	return m.devices.Demand(pod)
 }

@@ -30,24 +30,30 @@ const (
 	ByName
 )
 
-// Compare orders a before b (<0) or after (>0): by queue share when
-// queues is set (the queue furthest below its deserved share first), then
-// gangs that are partly placed (they hold capacity they cannot use until
-// complete — after a crash in the middle of their binds, say), then
-// priority, then gang age, then name, keeping each gang's members together
-// so they are scheduled back to back. It also says which rule decided.
+// Compare orders a before b (<0) or after (>0): gangs that are planned or
+// partly placed first (they hold capacity they cannot use until complete:
+// a gang whose plan holds its nodes, or one left in the middle of its binds
+// by a crash), whatever their queue; then by queue share
+// when queues is set (the queue furthest below its deserved share first),
+// priority, gang age and name, keeping each gang's members together so they
+// are scheduled back to back. It also says which rule decided.
+//
+// A planned gang passed its queue's turn when it was planned; behind
+// the pods of queues further below their share it would hold its nodes
+// until its plan timed out.
 func Compare(a, b Order, queues func(a, b string) int) (int, Decider) {
+	if a.Incomplete != b.Incomplete {
+		if a.Incomplete {
+			return -1, ByIncomplete
+		}
+		return 1, ByIncomplete
+	}
 	if queues != nil {
 		if c := queues(a.Queue, b.Queue); c != 0 {
 			return c, ByQueue
 		}
 	}
 	switch {
-	case a.Incomplete != b.Incomplete:
-		if a.Incomplete {
-			return -1, ByIncomplete
-		}
-		return 1, ByIncomplete
 	case a.Priority != b.Priority:
 		if a.Priority > b.Priority {
 			return -1, ByPriority
@@ -81,7 +87,7 @@ func Why(first, second Order, d Decider) string {
 	case ByQueue:
 		return fmt.Sprintf("queue %s is further below its deserved share than queue %s", first.Queue, second.Queue)
 	case ByIncomplete:
-		return "it is partly bound and holds capacity until it completes"
+		return "it is planned or partly bound and holds capacity until it completes"
 	case ByPriority:
 		return fmt.Sprintf("higher priority (%d > %d)", first.Priority, second.Priority)
 	case ByCreated:

@@ -1,14 +1,10 @@
 package sim
 
 import (
-	"context"
 	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
 )
@@ -45,25 +41,13 @@ func newQuorumWatch(jobs []Job, since func() time.Duration) *quorumWatch {
 	return w
 }
 
-// start runs a pod informer over the jobs' pods until ctx ends, and waits
-// for its first list.
-func (w *quorumWatch) start(ctx context.Context, client kubernetes.Interface) {
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
-		o.LabelSelector = jobLabel
-	}))
-	inf := factory.Core().V1().Pods().Informer()
-	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+// handler feeds the watch from the replay's pod informer (jobPods).
+func (w *quorumWatch) handler() cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { w.pod(obj, false) },
 		UpdateFunc: func(_, obj any) { w.pod(obj, false) },
-		DeleteFunc: func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			w.pod(obj, true)
-		},
-	})
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+		DeleteFunc: func(obj any) { w.pod(finalState(obj), true) },
+	}
 }
 
 func (w *quorumWatch) pod(obj any, gone bool) {

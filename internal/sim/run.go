@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +15,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
@@ -71,6 +74,7 @@ type SchedulerSpec struct {
 // JobResult is what happened to one job.
 type JobResult struct {
 	Job       Job
+	key       string // Job.Key()
 	Submitted time.Duration
 	// QuorumAt is when MinMember (or all, for plain jobs) members were bound.
 	QuorumAt time.Duration
@@ -182,6 +186,9 @@ type Result struct {
 	// NUMAViolations lists moments when the pods running on a NUMA node did
 	// not fit its zones as the kubelet would assign them.
 	NUMAViolations []string
+	// SubmitLag is the longest a job's submission started after its
+	// arrival: the replay's own delay, not the scheduler's.
+	SubmitLag time.Duration
 }
 
 // RunSuite runs every scenario of a suite, each on its own cluster.
@@ -275,7 +282,20 @@ type driver struct {
 	sched      *SchedulerSpec
 	liveQuorum bool
 	// watch decides gangs' starts from every pod transition (liveQuorum).
-	watch        *quorumWatch
+	watch *quorumWatch
+	pods  *jobPods
+	// podRequests: each job's pod requests (its pods are alike), so a
+	// sample does not add up every pod's containers again.
+	podRequests map[string]resources.List
+	// A sample reads every job pod of the replay: what it learnt of a pod
+	// once is kept. jobs: each pod's job; finished: pods counted as
+	// completed; words: the scheduler's last word on a pending pod.
+	jobs     map[types.UID]*JobResult
+	finished map[types.UID]*JobResult
+	words    map[types.UID]podWord
+	// queue: the scheduler's pending pods by queue, read at queueRead.
+	queue        map[string]int
+	queueRead    time.Time
 	runTimeLimit float64
 	labels       map[string]map[string]string
 }
@@ -369,9 +389,10 @@ func (d *driver) loop(ctx context.Context) error {
 	d.start = time.Now()
 	if d.liveQuorum {
 		d.watch = newQuorumWatch(d.sc.Jobs, func() time.Duration { return time.Since(d.start) })
-		d.watch.start(ctx, d.c.Client)
 	}
+	d.pods = startJobPods(ctx, d.c.Client, d.watch)
 	d.submitted = map[string]*JobResult{}
+	d.jobs, d.finished, d.words = map[types.UID]*JobResult{}, map[types.UID]*JobResult{}, map[types.UID]podWord{}
 	d.namespaces = map[string]bool{}
 	lastChange := time.Now()
 	ticker := time.NewTicker(100 * time.Millisecond)
@@ -382,10 +403,11 @@ func (d *driver) loop(ctx context.Context) error {
 			if d.submitted[j.Key()] != nil || j.Arrival.Duration > now {
 				continue
 			}
+			d.res.SubmitLag = max(d.res.SubmitLag, time.Since(d.start)-j.Arrival.Duration)
 			if err := d.submit(ctx, j); err != nil {
 				return err
 			}
-			r := &JobResult{Job: j, Submitted: now, Nodes: map[string]int{}, placed: map[string]bool{}, done: map[string]bool{}, boundAt: map[string]time.Duration{}}
+			r := &JobResult{Job: j, key: j.Key(), Submitted: now, Nodes: map[string]int{}, placed: map[string]bool{}, done: map[string]bool{}, boundAt: map[string]time.Duration{}}
 			d.submitted[j.Key()] = r
 			d.res.Jobs = append(d.res.Jobs, r)
 			lastChange = time.Now()
@@ -456,13 +478,18 @@ func (d *driver) submit(ctx context.Context, j Job) error {
 			return err
 		}
 	}
-	for i := 0; i < j.Replicas; i++ {
-		if err := d.createPod(ctx, j, i); err != nil {
-			return err
-		}
-	}
-	return nil
+	// In parallel: one at a time, a burst of 64- and 128-pod jobs kept the
+	// replay's loop creating pods for a minute of the 512-node trace, with
+	// no samples taken and later jobs submitted late.
+	errs := make([]error, j.Replicas)
+	workqueue.ParallelizeUntil(ctx, createWorkers, j.Replicas, func(i int) {
+		errs[i] = d.createPod(ctx, j, i)
+	})
+	return errors.Join(errs...)
 }
+
+// createWorkers is how many of a job's pods are created at once.
+const createWorkers = 16
 
 // createPod creates pod i of job j for the run's scheduler.
 func (d *driver) createPod(ctx context.Context, j Job, i int) error {
@@ -515,13 +542,12 @@ const jobLabel = "sim.phalanx.dev/job"
 // kwok plays the kubelet: it starts bound pods and completes them after their
 // run time. Pods deleted before completing (reclaim) are resubmitted.
 func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
-	pods, err := d.c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: jobLabel})
+	pods, err := d.pods.list()
 	if err != nil {
 		return false, err
 	}
 	changed := false
 	bound := map[string]int{}
-	present := map[string]bool{}
 	running := map[string][]*v1.Pod{}
 	d.finishing = 0
 	sample := Sample{At: now, QueueUsed: map[string]int64{}, QueueWaiting: map[string]int{}, QueueWaitingGPU: map[string]int64{}}
@@ -533,26 +559,29 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	waitingShapes := map[Shape]bool{}     // shapes of the unbound pods
 	jobShape := map[string]Shape{}        // per job: the shape of its unbound pods
 	jobWord := map[string]string{}        // per job: the scheduler's last word on an unbound pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
+	for _, p := range pods {
+		if r := d.finished[p.UID]; r != nil {
+			// Counted when it completed; most pods of a long replay are.
+			bound[r.key]++
+			continue
+		}
+		r := d.jobOf(p)
 		if r == nil {
 			continue
 		}
-		present[p.Namespace+"/"+p.Name] = true
 		queue := r.Job.Queue
 		if queue == "" {
 			queue = configv1.DefaultQueueName
 		}
 		if p.Spec.NodeName == "" {
 			sample.QueueWaiting[queue]++
-			req := resources.PodRequests(p)
+			req := d.requests(r.Job, p)
 			sample.QueueWaitingGPU[queue] += req[testcluster.GPU]
 			shape := Shape{CPU: req[v1.ResourceCPU], Memory: req[v1.ResourceMemory], GPUs: req[testcluster.GPU]}
 			waitingShapes[shape] = true
-			jobShape[r.Job.Key()] = shape
-			if w := SchedulerWord(p); jobWord[r.Job.Key()] == "" || jobWord[r.Job.Key()] == WordNotTried {
-				jobWord[r.Job.Key()] = w
+			jobShape[r.key] = shape
+			if w := d.schedulerWord(p); jobWord[r.key] == "" || jobWord[r.key] == WordNotTried {
+				jobWord[r.key] = w
 			}
 			continue
 		}
@@ -567,13 +596,14 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 				r.done[p.Name] = true
 				r.CompletedGPUSeconds += float64(r.Job.GPUs) * (now - r.boundAt[p.Name]).Seconds()
 				r.Completed++
+				d.finished[p.UID] = r
 				changed = true
 				if r.Completed == r.Job.Replicas {
 					r.FinishedAt = now
 				}
 			}
 		} else if p.DeletionTimestamp == nil {
-			req := resources.PodRequests(p)
+			req := d.requests(r.Job, p)
 			gpus, cpu := req[testcluster.GPU], req[v1.ResourceCPU]
 			sample.GPUUsed += gpus
 			sample.CPUUsed += cpu
@@ -583,12 +613,12 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 				sample.QueueUsed[queue] += cpu
 			}
 			running[p.Spec.NodeName] = append(running[p.Spec.NodeName], p)
-			live[r.Job.Key()]++
-			liveNodes[r.Job.Key()] = append(liveNodes[r.Job.Key()], p.Spec.NodeName)
+			live[r.key]++
+			liveNodes[r.key] = append(liveNodes[r.key], p.Spec.NodeName)
 			if rank, err := strconv.Atoi(p.Labels[phalanxv1alpha1.RankLabel]); err == nil {
-				liveRanks[r.Job.Key()] = append(liveRanks[r.Job.Key()], rankedPod{rank, p.Spec.NodeName})
+				liveRanks[r.key] = append(liveRanks[r.key], rankedPod{rank, p.Spec.NodeName})
 			}
-			jobGPU[r.Job.Key()] += gpus
+			jobGPU[r.key] += gpus
 			u := nodeUsed[p.Spec.NodeName]
 			u.CPU += cpu
 			u.Memory += req[v1.ResourceMemory]
@@ -598,26 +628,25 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 				d.finishing++
 			}
 		}
-		bound[r.Job.Key()]++
+		bound[r.key]++
 	}
-	for _, r := range d.res.Jobs {
-		for i := 0; i < r.Job.Replicas; i++ {
-			name := fmt.Sprintf("%s-%d", r.Job.Name, i)
-			if present[r.Job.namespace()+"/"+name] || r.done[name] {
-				continue
-			}
-			// Deleted before it completed (reclaim): resubmit it, as a
-			// training operator would.
-			if at, ok := r.boundAt[name]; ok {
-				r.LostGPUSeconds += float64(r.Job.GPUs) * (now - at).Seconds()
-				delete(r.boundAt, name)
-			}
-			delete(r.placed, name)
-			r.Evicted++
-			changed = true
-			if err := d.createPod(ctx, r.Job, i); err != nil && !apierrors.IsAlreadyExists(err) {
-				return false, err
-			}
+	for _, p := range d.pods.takeEvicted() {
+		// Deleted before it completed (reclaim, preemption,
+		// consolidation): resubmit it, as a training operator would.
+		r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
+		i, err := strconv.Atoi(strings.TrimPrefix(p.Name, p.Labels[jobLabel]+"-"))
+		if r == nil || err != nil || r.done[p.Name] {
+			continue
+		}
+		if at, ok := r.boundAt[p.Name]; ok {
+			r.LostGPUSeconds += float64(r.Job.GPUs) * (now - at).Seconds()
+			delete(r.boundAt, p.Name)
+		}
+		delete(r.placed, p.Name)
+		r.Evicted++
+		changed = true
+		if err := d.createPod(ctx, r.Job, i); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, err
 		}
 	}
 	for key, n := range bound {
@@ -697,7 +726,12 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	sample.FragGPU = FragmentedGPUs(rooms, shapes)
 	sample.WaitCauses, sample.HeldBy = d.waitCauses(rooms, jobShape, jobWord, live)
 	if d.sched == nil {
-		sample.SchedulerQueue = schedulerQueue()
+		// Gathering every metric costs more than a sample; once a second
+		// is enough for a mean over minutes.
+		if d.queueRead.IsZero() || time.Since(d.queueRead) >= time.Second {
+			d.queue, d.queueRead = schedulerQueue(), time.Now()
+		}
+		sample.SchedulerQueue = d.queue
 	}
 	d.checkNUMA(now, running)
 	d.res.Samples = append(d.res.Samples, sample)
@@ -912,4 +946,44 @@ func withKubeconfig(config []byte, kubeconfig string) ([]byte, error) {
 	conn["kubeconfig"] = kubeconfig
 	doc["clientConnection"] = conn
 	return yaml.Marshal(doc)
+}
+
+// requests returns the requests of a pod of job j (all its pods are alike).
+func (d *driver) requests(j Job, p *v1.Pod) resources.List {
+	if req, ok := d.podRequests[j.Key()]; ok {
+		return req
+	}
+	req := resources.PodRequests(p)
+	if d.podRequests == nil {
+		d.podRequests = map[string]resources.List{}
+	}
+	d.podRequests[j.Key()] = req
+	return req
+}
+
+// jobOf returns the pod's job (nil: not the replay's).
+func (d *driver) jobOf(p *v1.Pod) *JobResult {
+	if r, ok := d.jobs[p.UID]; ok {
+		return r
+	}
+	r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
+	if r != nil {
+		d.jobs[p.UID] = r
+	}
+	return r
+}
+
+// podWord is SchedulerWord of one version of a pod.
+type podWord struct {
+	resourceVersion, word string
+}
+
+// schedulerWord is SchedulerWord, computed once per version of the pod.
+func (d *driver) schedulerWord(p *v1.Pod) string {
+	if w, ok := d.words[p.UID]; ok && w.resourceVersion == p.ResourceVersion {
+		return w.word
+	}
+	w := SchedulerWord(p)
+	d.words[p.UID] = podWord{p.ResourceVersion, w}
+	return w
 }

@@ -205,7 +205,7 @@ func TestTraceSummary(t *testing.T) {
 // more counts for the settled useful allocation.
 func TestUsefulSettled(t *testing.T) {
 	const s = time.Second
-	r := &Result{Scenario: &Scenario{Name: "t"}, GPUs: 8, Elapsed: 10 * s,
+	r := &Result{Scenario: &Scenario{Name: "t"}, GPUs: 8, Elapsed: 10 * s, SubmitLag: 2 * s,
 		Samples: []Sample{
 			// At 10x: a job waiting 10 trace seconds, then 70.
 			{At: 0, UsefulGPU: 2, JobsWaiting: 1, LongestWait: 1 * s},
@@ -215,6 +215,10 @@ func TestUsefulSettled(t *testing.T) {
 	got := TraceRun{Scheduler: "x", Speed: 10, Result: r}.Summary()
 	if got.UsefulWaiting != 0.5 || got.UsefulSettled != 0.75 || got.SettledSeconds != 50 {
 		t.Errorf("useful while waiting %v, settled %v over %v s; want 0.5, 0.75 over 50 s", got.UsefulWaiting, got.UsefulSettled, got.SettledSeconds)
+	}
+	// The replay's own lags, in trace seconds.
+	if got.SubmitLag != 20 || got.SampleGap != 50 {
+		t.Errorf("submission lag %v s, sample gap %v s; want 20 and 50", got.SubmitLag, got.SampleGap)
 	}
 }
 

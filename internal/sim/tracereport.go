@@ -71,6 +71,10 @@ type TraceSummary struct {
 	// SchedulerQueue is the in-process scheduler's mean pending pods by
 	// its queue while jobs waited (nil for a scheduler binary).
 	SchedulerQueue map[string]float64
+	// SubmitLag and SampleGap are the replay's own delays, the longest:
+	// a job submitted after its arrival, and between two samples. Beyond a
+	// few trace seconds the replay, not the scheduler, did not keep up.
+	SubmitLag, SampleGap float64
 }
 
 // WordShare is a scheduler word and its part of the job-seconds waited.
@@ -103,7 +107,11 @@ func (tr TraceRun) Summary() TraceSummary {
 	settled := make([]bool, n)
 	all := make([]bool, n)
 	alloc, useful, frag, stranded := make([]float64, n), make([]float64, n), make([]float64, n), make([]float64, n)
+	s.SubmitLag = r.SubmitLag.Seconds() * tr.Speed
 	for i, x := range r.Samples {
+		if i > 0 {
+			s.SampleGap = max(s.SampleGap, (x.At-r.Samples[i-1].At).Seconds()*tr.Speed)
+		}
 		at[i], waiting[i], all[i] = x.At, x.JobsWaiting > 0, true
 		settled[i] = x.JobsWaiting > 0 && x.LongestWait.Seconds()*tr.Speed >= SettleSeconds
 		if r.GPUs > 0 {
@@ -311,6 +319,9 @@ func summaryRows(sums []TraceSummary) []summaryRow {
 		{"jobs restarted after evictions", func(s TraceSummary) string { return fmt.Sprint(s.Restarted) }},
 		{"GPUs stranded by incomplete gangs, mean / peak", func(s TraceSummary) string {
 			return fmt.Sprintf("%.1f / %d", s.StrandedMean, s.StrandedPeak)
+		}},
+		{"replay's own lag, max: submission / between samples (s)", func(s TraceSummary) string {
+			return fmt.Sprintf("%.0f / %.0f", s.SubmitLag, s.SampleGap)
 		}},
 	}...)
 	if len(sums) == 0 {

@@ -854,8 +854,8 @@ func (g *Gangs) unplacedNote(ref gang.Ref, reserved []types.UID) string {
 }
 
 // Resumed implements gang.ResumeListener: a gang paused after a timed-out
-// plan may plan again.
-func (g *Gangs) Resumed(ref gang.Ref) { g.wake(ref) }
+// plan may plan again, through one member (wakeLead).
+func (g *Gangs) Resumed(ref gang.Ref) { g.wakeLead(ref) }
 
 // HoldsFreed implements gang.FreedListener: capacity a plan or reservation
 // held was given up, so the pods its hold turned away, and the gangs whose

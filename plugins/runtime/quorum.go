@@ -137,6 +137,36 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 	g.activate(wake)
 }
 
+// wakeLead moves the gang's oldest pending member to the active queue; the
+// others sleep behind it, as behind the lead its quorum woke, until its plan
+// wakes them (or its refusal for anything but a failed plan, or LeadWait).
+// Woken whole after a timed-out plan's pause, the members of a large gang
+// entered the queue behind every pod already there, and the plan its first
+// member made held the gang's nodes while the rest came one by one: on the
+// 512-node trace such plans timed out again, over and over, on an empty
+// cluster. Members woken by a plan enter the queue as a planned gang's, at
+// its front (gang.Compare).
+func (g *Gangs) wakeLead(ref gang.Ref) {
+	pending := map[types.UID]*v1.Pod{}
+	for _, m := range g.Members(ref) {
+		if m.Spec.NodeName == "" && m.DeletionTimestamp == nil {
+			pending[m.UID] = m
+		}
+	}
+	if len(pending) < 2 {
+		g.wake(ref)
+		return
+	}
+	l := firstCreated(pending)
+	delete(pending, l.UID)
+	g.mu.Lock()
+	g.quorum.woken[ref] = true
+	g.quorum.pods[ref] = pending
+	g.quorum.leads[ref] = lead{uid: l.UID, since: g.rt.clock.Now()}
+	g.mu.Unlock()
+	g.activate(map[types.UID]*v1.Pod{l.UID: l})
+}
+
 // firstCreated is the member that leads a gang woken at its quorum: the
 // oldest, as the queue orders a gang's members.
 func firstCreated(pods map[types.UID]*v1.Pod) *v1.Pod {

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
@@ -119,4 +120,54 @@ func TestQuorumSleepersWoken(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestResumeWakesLead: while a gang waits out the pause after a timed-out
+// plan, the scheduling queue's events do not move its members (each was
+// refused again, a status write each); when the pause ends, one member
+// leads and the others sleep until its plan wakes them, so they enter the
+// queue as a planned gang's, at its front.
+func TestResumeWakesLead(t *testing.T) {
+	e, gangs, _ := build(t, plugintest.Objects{})
+	ref := gang.Ref{Namespace: "default", Name: "g"}
+	gangs.GroupAdded(plugintest.PodGroup("g", 3))
+	var pods []*v1.Pod
+	for i := 0; i < 3; i++ {
+		p := plugintest.Pod(fmt.Sprintf("g-%d", i), "g", "1", 0)
+		pods = append(pods, p)
+		gangs.PodAdded(p)
+	}
+	gangs.Lifecycle.CommitPlan(ref, &gang.Plan{Slots: map[string]map[string]int{"n1": {"w": 3}}},
+		map[string]resources.List{"w": {v1.ResourceCPU: 1000}}, 10*time.Second)
+	e.Clock.Step(10 * time.Second)
+	e.Eventually("the plan's timeout pauses the gang", func() bool {
+		_, paused := gangs.Lifecycle.Paused(ref)
+		return paused
+	})
+	for _, p := range pods {
+		if !gangs.SkipFailedGang(p) {
+			t.Fatalf("queue events move %s of a paused gang", p.Name)
+		}
+	}
+	e.Activated() // what the timeout woke, if anything
+
+	e.Clock.Step(gang.TimeoutPause(10*time.Second, 1))
+	var woken []string
+	e.Eventually("the pause's end wakes a lead", func() bool {
+		woken = append(woken, e.Activated()...)
+		return len(woken) > 0
+	})
+	if !slices.Equal(woken, []string{"default/g-0"}) {
+		t.Fatalf("the pause's end woke %v, want only the lead default/g-0", woken)
+	}
+	if gangs.SkipFailedGang(pods[0]) || !gangs.SkipFailedGang(pods[1]) || !gangs.SkipFailedGang(pods[2]) {
+		t.Fatal("after the pause queue events must move the lead only")
+	}
+
+	gangs.Wake(ref) // the lead's plan
+	woken = nil
+	e.Eventually("the plan wakes the sleepers", func() bool {
+		woken = append(woken, e.Activated()...)
+		return slices.Contains(woken, "default/g-1") && slices.Contains(woken, "default/g-2")
+	})
 }

@@ -119,7 +119,14 @@ func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
 // its plan wakes them.
 func (g *Gangs) SkipFailedGang(pod *v1.Pod) bool {
 	ref, ok := g.RefOf(pod)
-	return ok && (g.Lifecycle.Representative(ref) != "" || g.asleep(ref, pod.UID))
+	if !ok {
+		return false
+	}
+	// A gang paused after a timed-out plan is woken when the pause ends
+	// (Resumed); moved by every pod that finishes meanwhile, each member
+	// was refused again, a status write each.
+	_, paused := g.Lifecycle.Paused(ref)
+	return paused || g.Lifecycle.Representative(ref) != "" || g.asleep(ref, pod.UID)
 }
 
 // IsSibling reports whether added belongs to pod's gang.
