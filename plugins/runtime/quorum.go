@@ -114,10 +114,8 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 		// passed, or they were never offered): wake every pending member.
 		whole = true
 	case first:
-		l := firstCreated(waiting)
+		l := g.leadLocked(ref)
 		wake = map[types.UID]*v1.Pod{l.UID: l}
-		g.quorum.leads[ref] = lead{uid: l.UID, since: g.rt.clock.Now()}
-		g.forgetQuorumWaiterLocked(ref, l.UID)
 	case !asleep:
 		wake = waiting
 		delete(g.quorum.pods, ref)
@@ -147,24 +145,30 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 // cluster. Members woken by a plan enter the queue as a planned gang's, at
 // its front (gang.Compare).
 func (g *Gangs) wakeLead(ref gang.Ref) {
-	pending := map[types.UID]*v1.Pod{}
-	for _, m := range g.Members(ref) {
-		if m.Spec.NodeName == "" && m.DeletionTimestamp == nil {
-			pending[m.UID] = m
-		}
-	}
+	pending := g.Pending(ref)
 	if len(pending) < 2 {
 		g.wake(ref)
 		return
 	}
-	l := firstCreated(pending)
-	delete(pending, l.UID)
+	asleep := make(map[types.UID]*v1.Pod, len(pending))
+	for _, m := range pending {
+		asleep[m.UID] = m
+	}
 	g.mu.Lock()
 	g.quorum.woken[ref] = true
-	g.quorum.pods[ref] = pending
-	g.quorum.leads[ref] = lead{uid: l.UID, since: g.rt.clock.Now()}
+	g.quorum.pods[ref] = asleep
+	l := g.leadLocked(ref)
 	g.mu.Unlock()
 	g.activate(map[types.UID]*v1.Pod{l.UID: l})
+}
+
+// leadLocked makes the oldest of the gang's sleepers its lead, no longer
+// asleep, and returns it; there is at least one.
+func (g *Gangs) leadLocked(ref gang.Ref) *v1.Pod {
+	l := firstCreated(g.quorum.pods[ref])
+	g.quorum.leads[ref] = lead{uid: l.UID, since: g.rt.clock.Now()}
+	g.forgetQuorumWaiterLocked(ref, l.UID)
+	return l
 }
 
 // firstCreated is the member that leads a gang woken at its quorum: the
