@@ -7,9 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/phalanx-sched/phalanx/internal/sim"
 )
@@ -135,7 +139,10 @@ func runTrace(ctx context.Context, args []string) error {
 			tr.Result.WriteText(f)
 			f.Close()
 		}
-		fmt.Printf("per-job details: %s/<scheduler>-jobs.txt\n", *details)
+		if err := writePhalanxMetrics(filepath.Join(*details, "phalanx-metrics.txt")); err != nil {
+			return err
+		}
+		fmt.Printf("per-job details: %s/<scheduler>-jobs.txt; the in-process phalanx's own metrics at the end: %s/phalanx-metrics.txt\n", *details, *details)
 	}
 	if *htmlPath != "" && len(runs) > 0 {
 		if werr := writeTraceHTML(*htmlPath, runs); werr != nil {
@@ -231,6 +238,36 @@ func profileReplay(ctx context.Context, dir string) (stop func(), err error) {
 		fmt.Printf("profile: %s/cpu.pprof, goroutine dumps every %v\n", dir, profileEvery)
 	}, nil
 }
+
+// writePhalanxMetrics writes the in-process phalanx's phalanx_* metrics and
+// its scheduling queue's (counters summed over its runs) in the text
+// exposition format: what its plugins did during the replay, e.g. which
+// path woke how many pods, and which events moved pods between queues.
+func writePhalanxMetrics(path string) error {
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	enc := expfmt.NewEncoder(f, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range families {
+		if strings.HasPrefix(mf.GetName(), "phalanx_") || slices.Contains(schedulerQueueMetrics, mf.GetName()) {
+			if err := enc.Encode(mf); err != nil {
+				f.Close()
+				return err
+			}
+		}
+	}
+	return f.Close()
+}
+
+// schedulerQueueMetrics are the upstream scheduler's metrics of its queue
+// and its attempts that writePhalanxMetrics keeps.
+var schedulerQueueMetrics = []string{"scheduler_queue_incoming_pods_total", "scheduler_schedule_attempts_total",
+	"scheduler_scheduling_attempt_duration_seconds", "scheduler_pod_scheduling_attempts"}
 
 // profileEvery spaces the goroutine dumps of -profile-dir.
 const profileEvery = 2 * time.Second

@@ -135,7 +135,7 @@ func (f *fakeFx) SetCondition(spec *Spec, reason, message string) {
 	f.conds = append(f.conds, condition{spec.Ref, reason, message})
 }
 
-func (f *fakeFx) Wake(ref Ref) {
+func (f *fakeFx) Wake(ref Ref, _ string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.wakes = append(f.wakes, ref)

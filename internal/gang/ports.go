@@ -73,8 +73,9 @@ type Directory interface {
 type Effects interface {
 	// SetCondition says why a gang waits (its Scheduled condition, False).
 	SetCondition(spec *Spec, reason, message string)
-	// Wake puts the gang's pending members back into the active queue.
-	Wake(ref Ref)
+	// Wake puts the gang's pending members back into the active queue; why
+	// is one of the Wake* reasons (counted by the runtime's metrics).
+	Wake(ref Ref, why string)
 	// Activate puts one pod back into the active queue.
 	Activate(pod *v1.Pod)
 	// Evict deletes the pods of a victim, saying why on them.
@@ -151,3 +152,13 @@ type Constraint struct {
 	// inside the gang's level).
 	SubErr string
 }
+
+// Why the manager wakes a gang (Effects.Wake).
+const (
+	// WakePlanned: its plan was made; the members it placed come next.
+	WakePlanned = "Planned"
+	// WakeDisplaced: a gang ahead in its queue took its reservation.
+	WakeDisplaced = "Displaced"
+	// WakeRetryAfter: a victim became old enough to reclaim.
+	WakeRetryAfter = "RetryAfter"
+)

@@ -147,10 +147,14 @@ func (pl *CapacityQueue) Unreserve(_ context.Context, _ fwk.CycleState, pod *v1.
 }
 
 // EventsToRegister: capacity freed. Queue changes wake refused pods through
-// the runtime's Queue informer.
+// the runtime's Queue informer. A refused gang is retried through its lead
+// (the runtime's wakeBlocked); its members asleep behind the lead are not
+// moved by the events (Gangs.CapacityHint): without a hint every pod that
+// finished moved every member of every refused gang, each to be refused
+// again in its own cycle.
 func (pl *CapacityQueue) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}},
-		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}},
+		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: pl.gangs.CapacityHint},
+		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable}, QueueingHintFn: pl.gangs.CapacityHint},
 	}, nil
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
@@ -184,5 +186,47 @@ func TestReserveCharges(t *testing.T) {
 	pl.Unreserve(e.Ctx, nil, p, "n0")
 	if got := pl.queues.Snapshot().Allocated["team"][v1.ResourceCPU]; got != 0 {
 		t.Fatalf("allocated after Unreserve = %dm, want 0", got)
+	}
+}
+
+// TestRefusedGangEvents: once its queue refused a gang, the events that
+// free capacity move its lead only: the other members sleep behind it
+// (admission is the whole gang's). Without a hint every pod that finished
+// moved every member of every refused gang.
+func TestRefusedGangEvents(t *testing.T) {
+	capped := make([]*v1.Pod, 3)
+	for i := range capped {
+		capped[i] = inQueue(plugintest.Pod("capped-"+string(rune('a'+i)), "capped", "1", 0), "capped")
+	}
+	e, pl := env(t, plugintest.Objects{
+		Nodes:     []*v1.Node{plugintest.Node("n0", "16", 0, nil)},
+		Queues:    []*phalanxv1alpha1.Queue{queueObj("capped", 1, func(s *phalanxv1alpha1.QueueSpec) { s.Capability = cpus("2") }), queueObj("default", 1, nil)},
+		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("capped", 3)},
+		Pods:      capped,
+	})
+	e.Eventually("pods charged", func() bool { return pl.queues.Snapshot().Pending["capped"][v1.ResourceCPU] == 3000 })
+	if _, _, st := e.Cycle(capped[1]); st.Code() != fwk.UnschedulableAndUnresolvable {
+		t.Fatalf("PreFilter = %v, want the gang refused by its queue", st)
+	}
+	e.Activated()
+	e.Clock.Step(time.Second)
+	e.Eventually("the refused gang's lead woken", func() bool { return len(e.Activated()) > 0 })
+	events, err := pl.EventsToRegister(e.Ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := plugintest.Pod("p", "", "1", 0)
+	for _, ev := range events {
+		if ev.QueueingHintFn == nil {
+			t.Fatalf("%v has no queueing hint: it moves every refused member", ev.Event)
+		}
+		for _, tc := range []struct {
+			pod  *v1.Pod
+			want fwk.QueueingHint
+		}{{capped[0], fwk.Queue}, {capped[1], fwk.QueueSkip}, {capped[2], fwk.QueueSkip}, {plain, fwk.Queue}} {
+			if got, err := ev.QueueingHintFn(klog.Background(), tc.pod, nil, nil); err != nil || got != tc.want {
+				t.Fatalf("%v for %s = %v %v, want %v", ev.Event, tc.pod.Name, got, err, tc.want)
+			}
+		}
 	}
 }

@@ -475,9 +475,6 @@ func (pl *Coscheduling) PostBind(ctx context.Context, state fwk.CycleState, pod 
 // are current (the framework would watch the same objects a second time).
 // Capacity events do not retry a failed gang: the runtime wakes it, paced.
 func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	capacity := func(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
-		return hint(!pl.gangs.SkipFailedGang(pod)), nil
-	}
 	siblingAdded := func(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 		added, ok := newObj.(*v1.Pod)
 		return hint(!ok || pl.gangs.IsSibling(pod, added)), nil
@@ -487,6 +484,7 @@ func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWit
 		old, _ := oldObj.(*v1.Pod)
 		return hint(!ok || pl.gangs.DependencyProgressed(pod, old, updated)), nil
 	}
+	capacity := pl.gangs.CapacityHint
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: capacity},

@@ -421,7 +421,7 @@ func (g *Gangs) claimsNamed(pod *v1.Pod) {
 		return
 	}
 	g.Lifecycle.Changed()
-	g.inBackground("claims/"+ref.String(), func() { g.wakeOne(ref) })
+	g.inBackground("claims/"+ref.String(), func() { g.wakeOne(wokenClaimsNamed, ref) })
 }
 
 // memberArrived runs when a pending member is added or loses its last
@@ -438,7 +438,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 		// A started gang of sub-groups: members of a sub-group that waited
 		// for the rest of it may plan it now.
 		if spec, err := g.Spec(ref); err == nil && spec.SubGroups != nil && g.Lifecycle.Phase(ref) == gang.PhaseStarted {
-			g.inBackground("wake/"+ref.String(), func() { g.wake(ref) })
+			g.inBackground("wake/"+ref.String(), func() { g.wake(wokenSubGroup, ref) })
 		}
 		return
 	}
@@ -459,7 +459,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 	// its adds sees the quorum; one wake at a time per gang is enough.
 	g.inBackground("wake/"+ref.String(), func() {
 		if _, failed := g.Lifecycle.Failed(ref); failed {
-			g.wakeOne(ref)
+			g.wakeOne(wokenQuorum, ref)
 			return
 		}
 		g.wakeAtQuorum(ref)
@@ -582,7 +582,7 @@ func (g *Gangs) onPodDelete(obj any) {
 		g.Lifecycle.MemberDeleted(ref, pod.UID)
 		g.Lifecycle.ForgetIfEmpty(ref)
 		if l, ok := g.leadOf(ref); ok && (l.uid == pod.UID || rep == pod.UID) {
-			g.wake(ref)
+			g.wake(wokenLeadDeleted, ref)
 		}
 	}
 	if pod.Spec.NodeName != "" {
@@ -595,7 +595,7 @@ func (g *Gangs) onPodDelete(obj any) {
 		// write in the scheduling loop.
 		g.wakeFailed()
 		for _, ref := range g.Lifecycle.ReservationsOn(pod.Spec.NodeName) {
-			g.wakeOne(ref)
+			g.wakeOne(wokenRoomFreed, ref)
 		}
 	}
 	g.order.forget(pod.UID)
@@ -644,7 +644,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 		if root, ok := g.compositeOf(spec.Ref); ok {
 			// A sub-group of a composite gang: the gang is the composite's.
 			g.order.changed()
-			g.wake(root)
+			g.wake(wokenGroupChanged, root)
 			return
 		}
 	}
@@ -662,7 +662,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 		}
 	}
 	refs := append([]gang.Ref{spec.Ref}, g.Dependents(spec.Ref)...)
-	g.wake(refs...)
+	g.wake(wokenGroupChanged, refs...)
 }
 
 func (g *Gangs) onGroupDelete(spec *gang.Spec) {
@@ -688,7 +688,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	if q := g.rt.queues.Load(); q != nil {
 		q.Unblock(spec.Ref, nil)
 	}
-	g.wake(spec.Ref)
+	g.wake(wokenGroupChanged, spec.Ref)
 	g.rt.Changed()
 }
 
@@ -711,7 +711,7 @@ func sameInputs(old, cur *gang.Spec) bool {
 
 // wake moves the pending members of the gangs back to the active queue,
 // those asleep behind a lead too.
-func (g *Gangs) wake(refs ...gang.Ref) {
+func (g *Gangs) wake(reason string, refs ...gang.Ref) {
 	g.mu.Lock()
 	for _, ref := range refs {
 		delete(g.quorum.leads, ref)
@@ -726,28 +726,29 @@ func (g *Gangs) wake(refs ...gang.Ref) {
 			}
 		}
 	}
-	g.rt.Activate(pods)
+	g.rt.Activate(reason, pods)
 }
 
 // Wake moves the pending members of the gangs back to the active queue.
-func (g *Gangs) Wake(refs ...gang.Ref) { g.wake(refs...) }
+func (g *Gangs) Wake(refs ...gang.Ref) { g.wake(gang.WakePlanned, refs...) }
 
-// wakeOne moves a gang whose plan failed back to the active queue through
-// the member that stands for it (its plan wakes the others), or through all
-// its pending members when none does.
-func (g *Gangs) wakeOne(ref gang.Ref) {
+// wakeOne moves a gang back to the active queue through one member: the
+// one that stands for its failed plan, or a lead (wakeLead) when none does;
+// its plan wakes the others. Woken whole, a 128-member gang that reserved
+// nodes re-entered the queue whole each time a pod on them finished.
+func (g *Gangs) wakeOne(reason string, ref gang.Ref) {
 	rep := g.Lifecycle.Representative(ref)
 	if rep == "" {
-		g.wake(ref)
+		g.wakeLead(reason, ref)
 		return
 	}
 	for _, m := range g.Members(ref) {
 		if m.UID == rep {
-			g.rt.Activate(map[string]*v1.Pod{m.Namespace + "/" + m.Name: m})
+			g.rt.Activate(reason, map[string]*v1.Pod{m.Namespace + "/" + m.Name: m})
 			return
 		}
 	}
-	g.wake(ref)
+	g.wake(reason, ref)
 }
 
 // wakeFailed voids cached plan failures, wakes the plain pods phalanx
@@ -759,12 +760,12 @@ func (g *Gangs) wakeFailed() {
 	away := g.turnedAway
 	g.turnedAway = map[types.UID]*v1.Pod{}
 	g.mu.Unlock()
-	g.activate(away)
+	g.activate(wokenTurnedAway, away)
 	g.wakeFailedGangs()
 }
 
 // activate moves the pods back to the active queue.
-func (g *Gangs) activate(pods map[types.UID]*v1.Pod) {
+func (g *Gangs) activate(reason string, pods map[types.UID]*v1.Pod) {
 	if len(pods) == 0 {
 		return
 	}
@@ -772,7 +773,7 @@ func (g *Gangs) activate(pods map[types.UID]*v1.Pod) {
 	for _, p := range pods {
 		byKey[p.Namespace+"/"+p.Name] = p
 	}
-	g.rt.Activate(byKey)
+	g.rt.Activate(reason, byKey)
 }
 
 // TurnedAway remembers a plain pod a phalanx plugin rejected for a reason
@@ -855,7 +856,7 @@ func (g *Gangs) unplacedNote(ref gang.Ref, reserved []types.UID) string {
 
 // Resumed implements gang.ResumeListener: a gang paused after a timed-out
 // plan may plan again, through one member (wakeLead).
-func (g *Gangs) Resumed(ref gang.Ref) { g.wakeLead(ref) }
+func (g *Gangs) Resumed(ref gang.Ref) { g.wakeLead(wokenResumed, ref) }
 
 // HoldsFreed implements gang.FreedListener: capacity a plan or reservation
 // held was given up, so the pods its hold turned away, and the gangs whose
@@ -927,7 +928,7 @@ func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 	g.evictionRequests.sweep(ctx)
 	_, cost := g.Lifecycle.FailedGangs()
 	for _, ref := range g.Lifecycle.FailedBefore(max(retryFailedAfter, cost)) {
-		g.wakeOne(ref)
+		g.wakeOne(wokenFailedRetry, ref)
 		g.Lifecycle.Retry(ref)
 	}
 	for _, ref := range g.Lifecycle.Stranded(defaultTimeout) {

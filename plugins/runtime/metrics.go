@@ -77,6 +77,14 @@ var (
 		StabilityLevel: metrics.ALPHA,
 	})
 
+	// PodsWoken counts pods the plugins moved back to the active queue, by
+	// why: a flood of one kind shows what keeps the queue long.
+	PodsWoken = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace: "phalanx", Subsystem: "gang", Name: "pods_woken_total",
+		Help:           "Pods the phalanx plugins moved back to the scheduling queue's active queue, by reason: Quorum, Planned, Resumed, LeadRefused, LeadOverdue, LeadDeleted, FailedRetry, RoomFreed, Displaced, RetryAfter, TurnedAway, QueueAdmission, GroupChanged, SubGroup, ClaimsNamed.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"reason"})
+
 	registerOnce sync.Once
 )
 
@@ -85,7 +93,7 @@ var (
 func RegisterMetrics() {
 	registerOnce.Do(func() {
 		legacyregistry.MustRegister(PlanOutcomes, PlanDuration, GangWait, GangsPending, Evictions,
-			queueAllocated, queueDeserved, queueRecent, queuePending, Reclaims, NodesWithoutTopology)
+			queueAllocated, queueDeserved, queueRecent, queuePending, Reclaims, NodesWithoutTopology, PodsWoken)
 	})
 }
 
@@ -106,3 +114,20 @@ func recordQueueMetrics(allocated, deserved, recent, pending map[string]resource
 		}
 	}
 }
+
+// Why the plugins wake pods, besides the manager's gang.Wake* reasons
+// (PodsWoken's label).
+const (
+	wokenQuorum         = "Quorum"
+	wokenResumed        = "Resumed"
+	wokenLeadRefused    = "LeadRefused"
+	wokenLeadOverdue    = "LeadOverdue"
+	wokenLeadDeleted    = "LeadDeleted"
+	wokenFailedRetry    = "FailedRetry"
+	wokenRoomFreed      = "RoomFreed"
+	wokenTurnedAway     = "TurnedAway"
+	wokenQueueAdmission = "QueueAdmission"
+	wokenGroupChanged   = "GroupChanged"
+	wokenSubGroup       = "SubGroup"
+	wokenClaimsNamed    = "ClaimsNamed"
+)

@@ -456,7 +456,18 @@ func (q *Queues) Unblock(ref gang.Ref, pod *v1.Pod) {
 	}
 }
 
-// wakeBlocked wakes what waits for queue admission.
+// blockedGang reports whether the gang waits for queue admission.
+func (q *Queues) blockedGang(ref gang.Ref) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.blocked[ref]
+}
+
+// wakeBlocked wakes what waits for queue admission: each gang through one
+// member (admission is the whole gang's; its plan wakes the rest), the
+// plain pods themselves. Woken whole, every member of every refused gang
+// was refused again in its own cycle each time a pod finished anywhere,
+// and the gangs admitted waited behind them.
 func (q *Queues) wakeBlocked() {
 	q.mu.Lock()
 	refs := make([]gang.Ref, 0, len(q.blocked))
@@ -468,6 +479,8 @@ func (q *Queues) wakeBlocked() {
 		pods[k] = p
 	}
 	q.mu.Unlock()
-	q.gangs.wake(refs...)
-	q.rt.Activate(pods)
+	for _, ref := range refs {
+		q.gangs.wakeLead(wokenQueueAdmission, ref)
+	}
+	q.rt.Activate(wokenQueueAdmission, pods)
 }

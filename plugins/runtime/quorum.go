@@ -58,19 +58,32 @@ func (g *Gangs) mayWaitForQuorum(ref gang.Ref, pod *v1.Pod) {
 	g.quorum.pods[ref][pod.UID] = pod
 }
 
-// quorumMet forgets a pod that PreEnqueue let through. The first to pass
-// (the member completing the quorum) leads its gang: the members turned away
-// before it sleep until its cycle plans the gang.
-func (g *Gangs) quorumMet(ref gang.Ref, uid types.UID) {
+// quorumMet decides for a member of a gang whose quorum exists whether
+// PreEnqueue lets it through. The first to pass (the member completing the
+// quorum) leads its gang: the members turned away before it, and those that
+// come after it while the gang has no plan, sleep until its cycle plans the
+// gang. Let through as they came, the members of a gang listed faster than
+// the scheduling queue's adds (the informer's index runs ahead of its
+// handlers) entered the active queue before the plan, and kept the places
+// they entered at after it: behind thousands of pods, until the plan timed
+// out. The lead and the member that stands for a failed plan pass; every
+// member passes once the gang is planned, partly placed, or woken whole.
+func (g *Gangs) quorumMet(ref gang.Ref, uid types.UID) bool {
+	unplanned := g.Lifecycle.Phase(ref) == gang.PhaseIdle && g.Lifecycle.Placed(ref) == 0
+	rep := g.Lifecycle.Representative(ref)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.forgetQuorumWaiterLocked(ref, uid)
 	if !g.quorum.woken[ref] {
 		g.quorum.woken[ref] = true
-		if len(g.quorum.pods[ref]) > 0 {
-			g.quorum.leads[ref] = lead{uid: uid, since: g.rt.clock.Now()}
-		}
+		g.forgetQuorumWaiterLocked(ref, uid)
+		g.quorum.leads[ref] = lead{uid: uid, since: g.rt.clock.Now()}
+		return true
 	}
+	if l, led := g.quorum.leads[ref]; led && unplanned && l.uid != uid && rep != uid {
+		return false // asleep in quorum.pods (mayWaitForQuorum)
+	}
+	g.forgetQuorumWaiterLocked(ref, uid)
+	return true
 }
 
 func (g *Gangs) forgetQuorumWaiterLocked(ref gang.Ref, uid types.UID) {
@@ -129,25 +142,26 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 		g.mu.Unlock()
 	}
 	if whole {
-		g.wake(ref)
+		g.wake(wokenQuorum, ref)
 		return
 	}
-	g.activate(wake)
+	g.activate(wokenQuorum, wake)
 }
 
 // wakeLead moves the gang's oldest pending member to the active queue; the
 // others sleep behind it, as behind the lead its quorum woke, until its plan
-// wakes them (or its refusal for anything but a failed plan, or LeadWait).
-// Woken whole after a timed-out plan's pause, the members of a large gang
+// wakes them (or its refusal for anything but a failed plan or its queue,
+// or LeadWait). It wakes a gang resumed after a pause and one its queue
+// refused (wakeBlocked). Woken whole after a timed-out plan's pause, the members of a large gang
 // entered the queue behind every pod already there, and the plan its first
 // member made held the gang's nodes while the rest came one by one: on the
 // 512-node trace such plans timed out again, over and over, on an empty
 // cluster. Members woken by a plan enter the queue as a planned gang's, at
 // its front (gang.Compare).
-func (g *Gangs) wakeLead(ref gang.Ref) {
+func (g *Gangs) wakeLead(reason string, ref gang.Ref) {
 	pending := g.Pending(ref)
 	if len(pending) < 2 {
-		g.wake(ref)
+		g.wake(reason, ref)
 		return
 	}
 	asleep := make(map[types.UID]*v1.Pod, len(pending))
@@ -159,7 +173,7 @@ func (g *Gangs) wakeLead(ref gang.Ref) {
 	g.quorum.pods[ref] = asleep
 	l := g.leadLocked(ref)
 	g.mu.Unlock()
-	g.activate(map[types.UID]*v1.Pod{l.UID: l})
+	g.activate(reason, map[types.UID]*v1.Pod{l.UID: l})
 }
 
 // leadLocked makes the oldest of the gang's sleepers its lead, no longer
@@ -207,22 +221,33 @@ func (g *Gangs) leadOf(ref gang.Ref) (lead, bool) {
 // Refused runs when a member's cycle ends without a node (Coscheduling's
 // PostFilter, or the scheduler's status write on the pod). Members asleep
 // behind the gang's lead are woken unless the gang's plan failed (then its
-// representative is retried, and its plan wakes them): what refused the
-// member was not the gang's capacity (another plugin, its queue, a member
-// of its own short of something), and each member must be tried itself.
+// representative is retried, and its plan wakes them) or its queue refused
+// it (admission is the whole gang's: each member would be refused in turn;
+// the lead is retried as the queue's share moves, wakeBlocked): what
+// refused the member was not the gang's (another plugin, a member of its
+// own short of something), and each member must be tried itself.
 func (g *Gangs) Refused(pod *v1.Pod) {
 	ref, ok := g.RefOf(pod)
 	if !ok {
 		return
 	}
-	if _, ok := g.leadOf(ref); ok && g.Lifecycle.Representative(ref) == "" {
-		g.wake(ref)
+	if _, ok := g.leadOf(ref); ok && g.Lifecycle.Representative(ref) == "" && !g.queueRefused(ref) {
+		g.wake(wokenLeadRefused, ref)
 	}
 }
 
-// wakeOverdueLeads wakes whole the gangs whose lead has stood for them
-// longer than LeadWait without a plan or a failure: something kept it out
-// of the scheduling loop (another plugin's PreEnqueue, a gate).
+// queueRefused reports whether the gang's queue refused it admission and
+// has not admitted it since.
+func (g *Gangs) queueRefused(ref gang.Ref) bool {
+	q := g.rt.queues.Load()
+	return q != nil && q.blockedGang(ref)
+}
+
+// wakeOverdueLeads passes the lead on in the gangs whose lead has stood for
+// them longer than LeadWait without a plan or a failure: something may keep
+// it out of the scheduling loop (another plugin's PreEnqueue, a gate), or it
+// waits its turn in a long queue. A lead its
+// queue refused was tried; it is retried as the queue's share moves.
 func (g *Gangs) wakeOverdueLeads() {
 	now := g.rt.clock.Now()
 	var overdue []gang.Ref
@@ -234,8 +259,24 @@ func (g *Gangs) wakeOverdueLeads() {
 	}
 	g.mu.Unlock()
 	for _, ref := range overdue {
-		if g.Lifecycle.Representative(ref) == "" {
-			g.wake(ref)
+		if g.Lifecycle.Representative(ref) == "" && !g.queueRefused(ref) {
+			g.passLead(ref)
 		}
 	}
+}
+
+// passLead makes the gang's next sleeper its lead, the overdue one staying
+// where it is. Woken whole, a gang whose lead merely waited its turn in a
+// long queue put every member into the queue ahead of its plan, where
+// they kept their places after it.
+func (g *Gangs) passLead(ref gang.Ref) {
+	g.mu.Lock()
+	if len(g.quorum.pods[ref]) == 0 {
+		g.mu.Unlock()
+		g.wake(wokenLeadOverdue, ref)
+		return
+	}
+	l := g.leadLocked(ref)
+	g.mu.Unlock()
+	g.activate(wokenLeadOverdue, map[types.UID]*v1.Pod{l.UID: l})
 }

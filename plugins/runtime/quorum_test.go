@@ -7,6 +7,8 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -129,14 +131,7 @@ func TestQuorumSleepersWoken(t *testing.T) {
 // queue as a planned gang's, at its front.
 func TestResumeWakesLead(t *testing.T) {
 	e, gangs, _ := build(t, plugintest.Objects{})
-	ref := gang.Ref{Namespace: "default", Name: "g"}
-	gangs.GroupAdded(plugintest.PodGroup("g", 3))
-	var pods []*v1.Pod
-	for i := 0; i < 3; i++ {
-		p := plugintest.Pod(fmt.Sprintf("g-%d", i), "g", "1", 0)
-		pods = append(pods, p)
-		gangs.PodAdded(p)
-	}
+	ref, pods := gangOfThree(gangs)
 	gangs.Lifecycle.CommitPlan(ref, &gang.Plan{Slots: map[string]map[string]int{"n1": {"w": 3}}},
 		map[string]resources.List{"w": {v1.ResourceCPU: 1000}}, 10*time.Second)
 	e.Clock.Step(10 * time.Second)
@@ -163,11 +158,120 @@ func TestResumeWakesLead(t *testing.T) {
 	if gangs.SkipFailedGang(pods[0]) || !gangs.SkipFailedGang(pods[1]) || !gangs.SkipFailedGang(pods[2]) {
 		t.Fatal("after the pause queue events must move the lead only")
 	}
+	e.Clock.Step(runtime.LeadWait)
+	gangs.Sweep()
+	if woken := e.Activated(); !slices.Equal(woken, []string{"default/g-1"}) {
+		t.Fatalf("the lead overdue woke %v, want the lead passed on to default/g-1 only", woken)
+	}
 
-	gangs.Wake(ref) // the lead's plan
+	planWakes(e, gangs, ref, "default/g-1", "default/g-2")
+}
+
+// TestQueueRefusedGangWakesLead: a gang its queue refused is retried
+// through one member as the queue's share moves; the others sleep, moved
+// neither by capacity events nor by the lead's refusal nor by LeadWait
+// (admission is the whole gang's: each would be refused in turn), until
+// the lead's plan wakes them. Woken whole, every member of every refused
+// gang was retried each time a pod finished anywhere, and on the 512-node
+// trace the active queue held thousands of them.
+func TestQueueRefusedGangWakesLead(t *testing.T) {
+	e, gangs, queues := build(t, plugintest.Objects{})
+	ref, pods := gangOfThree(gangs)
+	var woken []string
+	e.Eventually("the quorum wakes the gang", func() bool {
+		woken = append(woken, e.Activated()...)
+		return slices.Contains(woken, "default/g-0") && slices.Contains(woken, "default/g-1") && slices.Contains(woken, "default/g-2")
+	})
+
+	queues.Block(ref, pods[1]) // its queue refused the gang
+	e.Clock.Step(time.Second)
 	woken = nil
+	e.Eventually("the queue's share moving wakes the gang", func() bool {
+		woken = append(woken, e.Activated()...)
+		return len(woken) > 0
+	})
+	if !slices.Equal(woken, []string{"default/g-0"}) {
+		t.Fatalf("a refused gang's retry woke %v, want only its lead default/g-0", woken)
+	}
+	for i, p := range pods {
+		h, err := gangs.CapacityHint(klog.Background(), p, nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]fwk.QueueingHint{true: fwk.Queue, false: fwk.QueueSkip}[i == 0]; h != want {
+			t.Fatalf("capacity events give %s the hint %v, want %v", p.Name, h, want)
+		}
+	}
+
+	gangs.Refused(pods[0]) // by its queue, again
+	e.Clock.Step(runtime.LeadWait)
+	gangs.Sweep()
+	if woken := e.Activated(); len(woken) > 0 {
+		t.Fatalf("the lead refused by its queue, and overdue, woke %v", woken)
+	}
+
+	planWakes(e, gangs, ref, "default/g-1", "default/g-2")
+}
+
+// TestMembersAfterQuorumSleep: once a gang's quorum woke its lead, members
+// that reach PreEnqueue while the gang has no plan are turned away (asleep
+// behind the lead) until the plan wakes them; the lead itself passes.
+// Let through, the members of a gang listed faster than the scheduling
+// queue's adds entered the active queue before the plan and kept their
+// places after it, behind thousands of pods, until the plan timed out.
+func TestMembersAfterQuorumSleep(t *testing.T) {
+	e, gangs, ref, pods, first := quorumLed(t)
+	if !slices.Equal(first, []string{"default/g-0"}) {
+		t.Fatalf("the quorum woke %v, want the lead default/g-0", first)
+	}
+	late := plugintest.Pod("g-3", "g", "1", 0)
+	gangs.PodAdded(late)
+	if _, ok := gangs.Ready(late); ok {
+		t.Fatal("PreEnqueue let a member through while its gang's lead plans")
+	}
+	if _, ok := gangs.Ready(pods[2]); ok {
+		t.Fatal("PreEnqueue let the member completing the quorum through beside the lead")
+	}
+	if _, ok := gangs.Ready(pods[0]); !ok {
+		t.Fatal("PreEnqueue turned the lead away")
+	}
+	gangs.Wake(ref) // the lead's plan
+	var woken []string
+	e.Eventually("the plan wakes the late member", func() bool {
+		woken = append(woken, e.Activated()...)
+		return slices.Contains(woken, "default/g-3")
+	})
+	for _, p := range []*v1.Pod{late, pods[2]} {
+		if _, ok := gangs.Ready(p); !ok {
+			t.Fatalf("PreEnqueue turned %s away after the plan", p.Name)
+		}
+	}
+}
+
+// gangOfThree adds gang g of minMember 3 and its members g-0, g-1, g-2.
+func gangOfThree(gangs *runtime.Gangs) (gang.Ref, []*v1.Pod) {
+	gangs.GroupAdded(plugintest.PodGroup("g", 3))
+	var pods []*v1.Pod
+	for i := 0; i < 3; i++ {
+		p := plugintest.Pod(fmt.Sprintf("g-%d", i), "g", "1", 0)
+		pods = append(pods, p)
+		gangs.PodAdded(p)
+	}
+	return gang.Ref{Namespace: "default", Name: "g"}, pods
+}
+
+// planWakes makes the lead's plan and waits until it woke the members.
+func planWakes(e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, members ...string) {
+	e.T.Helper()
+	gangs.Wake(ref)
+	var woken []string
 	e.Eventually("the plan wakes the sleepers", func() bool {
 		woken = append(woken, e.Activated()...)
-		return slices.Contains(woken, "default/g-1") && slices.Contains(woken, "default/g-2")
+		for _, m := range members {
+			if !slices.Contains(woken, m) {
+				return false
+			}
+		}
+		return true
 	})
 }

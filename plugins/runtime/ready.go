@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
 )
@@ -32,7 +33,9 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 	g.mayWaitForQuorum(ref, pod)
 	members := g.CountMembers(spec)
 	if members.Ready >= gang.Quorum(spec) {
-		g.quorumMet(ref, pod.UID)
+		if !g.quorumMet(ref, pod.UID) {
+			return "waiting behind the member that leads the gang's plan; the plan wakes the others", false
+		}
 		return "", true
 	}
 	// Short: the next quorum wakes a lead anew (this pod, if it led, is
@@ -99,7 +102,7 @@ func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
 	if spec.SubGroups != nil {
 		// Members of other sub-groups waited for this plan: theirs are
 		// planned next.
-		g.wake(spec.Ref)
+		g.wake(wokenSubGroup, spec.Ref)
 	}
 }
 
@@ -127,6 +130,15 @@ func (g *Gangs) SkipFailedGang(pod *v1.Pod) bool {
 	// was refused again, a status write each.
 	_, paused := g.Lifecycle.Paused(ref)
 	return paused || g.Lifecycle.Representative(ref) != "" || g.asleep(ref, pod.UID)
+}
+
+// CapacityHint is the queueing hint of the events that free capacity:
+// members SkipFailedGang names stay where they are.
+func (g *Gangs) CapacityHint(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+	if g.SkipFailedGang(pod) {
+		return fwk.QueueSkip, nil
+	}
+	return fwk.Queue, nil
 }
 
 // IsSibling reports whether added belongs to pod's gang.

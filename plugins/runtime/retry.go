@@ -53,6 +53,6 @@ func (g *Gangs) wakeFailedGangsNow() {
 	g.failedWakes.pending = false
 	g.mu.Unlock()
 	for _, ref := range refs {
-		g.wakeOne(ref)
+		g.wakeOne(wokenFailedRetry, ref)
 	}
 }

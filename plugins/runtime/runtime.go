@@ -342,11 +342,12 @@ func startAndSync(ctx context.Context, what string, start func(<-chan struct{}),
 }
 
 // Activate moves pods back to the scheduling queue, past any backoff.
-func (r *Runtime) Activate(pods map[string]*v1.Pod) {
+func (r *Runtime) Activate(reason string, pods map[string]*v1.Pod) {
 	fw := r.ports()
 	if len(pods) == 0 || fw == nil || fw.Activator == nil {
 		return
 	}
+	PodsWoken.WithLabelValues(reason).Add(float64(len(pods)))
 	fw.Activator.Activate(klog.Background(), pods)
 }
 
