@@ -220,18 +220,21 @@ func (g *Gangs) leadOf(ref gang.Ref) (lead, bool) {
 
 // Refused runs when a member's cycle ends without a node (Coscheduling's
 // PostFilter, or the scheduler's status write on the pod). Members asleep
-// behind the gang's lead are woken unless the gang's plan failed (then its
-// representative is retried, and its plan wakes them) or its queue refused
-// it (admission is the whole gang's: each member would be refused in turn;
-// the lead is retried as the queue's share moves, wakeBlocked): what
-// refused the member was not the gang's (another plugin, a member of its
-// own short of something), and each member must be tried itself.
+// behind the gang's lead are woken unless its queue refused it (admission
+// is the whole gang's: each member would be refused in turn; the lead is
+// retried as the queue's share moves, wakeBlocked): what refused the member
+// was not the gang's (another plugin, a member of its own short of
+// something), and each member must be tried itself; or the gang's plan
+// failed, and each member is turned down once by the cached failure, its
+// PodScheduled condition saying why (users and the Workload API's status
+// read every member's), then stays out of the queue until the member that
+// stands for the gang plans it (SkipFailedGang).
 func (g *Gangs) Refused(pod *v1.Pod) {
 	ref, ok := g.RefOf(pod)
 	if !ok {
 		return
 	}
-	if _, ok := g.leadOf(ref); ok && g.Lifecycle.Representative(ref) == "" && !g.queueRefused(ref) {
+	if _, ok := g.leadOf(ref); ok && !g.queueRefused(ref) {
 		g.wake(wokenLeadRefused, ref)
 	}
 }
