@@ -135,7 +135,9 @@ func (f *fakeFx) SetCondition(spec *Spec, reason, message string) {
 	f.conds = append(f.conds, condition{spec.Ref, reason, message})
 }
 
-func (f *fakeFx) Wake(ref Ref, _ string) {
+func (f *fakeFx) WakeOne(ref Ref, _ string) { f.Wake(ref) }
+
+func (f *fakeFx) Wake(ref Ref) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.wakes = append(f.wakes, ref)

@@ -370,6 +370,15 @@ func (lc *Lifecycle) Placed(ref Ref) int {
 	return 0
 }
 
+// Untouched reports whether the gang has no plan or reservation and no
+// member placed: nothing of it has begun.
+func (lc *Lifecycle) Untouched(ref Ref) bool {
+	lc.mu.Lock()
+	defer lc.unlock()
+	g := lc.gangs[ref]
+	return g == nil || (g.phase == PhaseIdle && placedLocked(g) == 0)
+}
+
 func placedLocked(g *gangState) int {
 	return g.count[memberReserved] + g.count[memberBound]
 }

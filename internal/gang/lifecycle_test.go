@@ -432,18 +432,18 @@ func TestLifecycleHoldsFreed(t *testing.T) {
 // its quorum is placed.
 func TestLifecycleIncomplete(t *testing.T) {
 	lc, _, _ := newTestLifecycle()
-	if lc.Incomplete(g1) {
-		t.Fatal("a gang without a plan or placed members is not incomplete")
+	if lc.Incomplete(g1) || !lc.Untouched(g1) {
+		t.Fatal("a gang without a plan or placed members is untouched, not incomplete")
 	}
 	lc.CommitPlan(g1, twoNodePlan(), cpuShapes, time.Minute)
-	if !lc.Incomplete(g1) {
-		t.Fatal("a planned gang with no member reserved yet must go first")
+	if !lc.Incomplete(g1) || lc.Untouched(g1) {
+		t.Fatal("a planned gang with no member reserved yet must go first, and is no longer untouched")
 	}
 	for i, node := range []string{"a", "a", "b"} {
 		lc.MemberReserved(g1, types.UID(rune('1'+i)), node, "w")
 	}
 	lc.Quorum(g1, 3)
-	if lc.Incomplete(g1) {
-		t.Fatal("a gang with its quorum placed no longer goes first")
+	if lc.Incomplete(g1) || lc.Untouched(g1) {
+		t.Fatal("a gang with its quorum placed no longer goes first, and stays touched")
 	}
 }

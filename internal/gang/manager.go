@@ -224,7 +224,7 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 	m.fx.Observe("planned", m.Now().Sub(start))
 	logger.V(3).Info("Gang planned", "gang", ref, "members", plan.Members(), "nodes", len(plan.Slots))
 	// Siblings come next in the queue order; wake those that wait elsewhere.
-	m.fx.Wake(ref, WakePlanned)
+	m.fx.Wake(ref)
 	node, _ := m.NextSlot(ref, MemberShape(spec, a.Pod))
 	// Only a failed plan's view is read again (MakeRoom).
 	a.view, a.devices = nil, nil
@@ -377,7 +377,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	granted, displaced := m.Reserve(ref, ask)
 	if !displaced.IsZero() {
 		klog.FromContext(ctx).V(2).Info("Reservation moved to a gang ahead in the queue", "from", displaced, "to", ref)
-		m.fx.Wake(displaced, WakeDisplaced)
+		m.fx.WakeOne(displaced, WakeDisplaced)
 	}
 	if !granted {
 		return fmt.Sprintf("waiting behind another gang of queue %q that holds the queue's reservation", queueName), false

@@ -73,9 +73,12 @@ type Directory interface {
 type Effects interface {
 	// SetCondition says why a gang waits (its Scheduled condition, False).
 	SetCondition(spec *Spec, reason, message string)
-	// Wake puts the gang's pending members back into the active queue; why
-	// is one of the Wake* reasons (counted by the runtime's metrics).
-	Wake(ref Ref, why string)
+	// Wake puts a planned gang's pending members into the active queue.
+	Wake(ref Ref)
+	// WakeOne retries a gang without a plan through one member (the one
+	// standing for its failed plan, or a lead; its plan wakes the rest); why
+	// is a Wake* reason, counted by the runtime's metrics.
+	WakeOne(ref Ref, why string)
 	// Activate puts one pod back into the active queue.
 	Activate(pod *v1.Pod)
 	// Evict deletes the pods of a victim, saying why on them.
@@ -153,10 +156,8 @@ type Constraint struct {
 	SubErr string
 }
 
-// Why the manager wakes a gang (Effects.Wake).
+// Why the manager retries a gang (Effects.WakeOne) or a pod (Activate).
 const (
-	// WakePlanned: its plan was made; the members it placed come next.
-	WakePlanned = "Planned"
 	// WakeDisplaced: a gang ahead in its queue took its reservation.
 	WakeDisplaced = "Displaced"
 	// WakeRetryAfter: a victim became old enough to reclaim.

@@ -194,7 +194,7 @@ func (m *Manager) retryAfter(a *Attempt, d time.Duration) {
 	m.clock.AfterFunc(d, func() {
 		if !ref.IsZero() {
 			m.Retry(ref)
-			m.fx.Wake(ref, WakeRetryAfter)
+			m.fx.WakeOne(ref, WakeRetryAfter)
 			return
 		}
 		m.fx.Activate(pod)

@@ -21,17 +21,11 @@ func (e effects) SetCondition(spec *gang.Spec, reason, message string) {
 	e.g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
 }
 
-// Wake moves a planned gang's members to the active queue; a gang not
-// planned (a reservation taken, a victim now old enough) goes through one
-// member (wakeLead): members in the queue before the plan keep the place
-// they entered at, behind the pods then ahead of them.
-func (e effects) Wake(ref gang.Ref, why string) {
-	if why == gang.WakePlanned {
-		e.g.wake(why, ref)
-		return
-	}
-	e.g.wakeOne(why, ref)
-}
+func (e effects) Wake(ref gang.Ref) { e.g.wake(wokenPlanned, ref) }
+
+// WakeOne: members in the queue before the plan would keep the place they
+// entered at, behind the pods then ahead of them.
+func (e effects) WakeOne(ref gang.Ref, why string) { e.g.wakeOne(why, ref) }
 
 func (e effects) Activate(pod *v1.Pod) {
 	e.g.rt.Activate(gang.WakeRetryAfter, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})

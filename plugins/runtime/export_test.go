@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/phalanx-sched/phalanx/internal/gang"
 )
 
 // sizes counts the entries of the runtime's per-gang and per-pod maps, which
@@ -94,3 +96,6 @@ func (g *Gangs) Sweep() { g.sweep(g.rt.ctx, time.Minute) }
 
 // PodLister is the runtime's view of pods (its informer's).
 func (g *Gangs) PodLister() corelisters.PodLister { return g.pods }
+
+// WakeOne is wakeOne, for the tests of package runtime_test.
+func (g *Gangs) WakeOne(ref gang.Ref) { g.wakeOne(wokenFailedRetry, ref) }

@@ -434,7 +434,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 	if !ok {
 		return
 	}
-	if g.Lifecycle.Phase(ref) != gang.PhaseIdle || g.Lifecycle.Placed(ref) > 0 {
+	if !g.Lifecycle.Untouched(ref) {
 		// A started gang of sub-groups: members of a sub-group that waited
 		// for the rest of it may plan it now.
 		if spec, err := g.Spec(ref); err == nil && spec.SubGroups != nil && g.Lifecycle.Phase(ref) == gang.PhaseStarted {
@@ -730,7 +730,7 @@ func (g *Gangs) wake(reason string, refs ...gang.Ref) {
 }
 
 // Wake moves the pending members of the gangs back to the active queue.
-func (g *Gangs) Wake(refs ...gang.Ref) { g.wake(gang.WakePlanned, refs...) }
+func (g *Gangs) Wake(refs ...gang.Ref) { g.wake(wokenPlanned, refs...) }
 
 // wakeOne moves a gang back to the active queue through one member: the
 // one that stands for its failed plan, or a lead (wakeLead) when none does;

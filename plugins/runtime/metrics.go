@@ -118,6 +118,7 @@ func recordQueueMetrics(allocated, deserved, recent, pending map[string]resource
 // Why the plugins wake pods, besides the manager's gang.Wake* reasons
 // (PodsWoken's label).
 const (
+	wokenPlanned        = "Planned"
 	wokenQuorum         = "Quorum"
 	wokenResumed        = "Resumed"
 	wokenLeadRefused    = "LeadRefused"

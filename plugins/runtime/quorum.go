@@ -69,7 +69,7 @@ func (g *Gangs) mayWaitForQuorum(ref gang.Ref, pod *v1.Pod) {
 // out. The lead and the member that stands for a failed plan pass; every
 // member passes once the gang is planned, partly placed, or woken whole.
 func (g *Gangs) quorumMet(ref gang.Ref, uid types.UID) bool {
-	unplanned := g.Lifecycle.Phase(ref) == gang.PhaseIdle && g.Lifecycle.Placed(ref) == 0
+	unplanned := g.Lifecycle.Untouched(ref)
 	rep := g.Lifecycle.Representative(ref)
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -151,12 +151,12 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 // wakeLead moves the gang's oldest pending member to the active queue; the
 // others sleep behind it, as behind the lead its quorum woke, until its plan
 // wakes them (or its refusal for anything but a failed plan or its queue,
-// or LeadWait). It wakes a gang resumed after a pause and one its queue
-// refused (wakeBlocked). Woken whole after a timed-out plan's pause, the members of a large gang
-// entered the queue behind every pod already there, and the plan its first
-// member made held the gang's nodes while the rest came one by one: on the
-// 512-node trace such plans timed out again, over and over, on an empty
-// cluster. Members woken by a plan enter the queue as a planned gang's, at
+// or LeadWait). Every retry of a gang without a plan goes through it (a
+// pause's end, its queue's share moved, room freed). Woken whole after a
+// timed-out plan's pause, the members of a large gang entered the queue
+// behind every pod already there, and the plan its first member made held
+// the gang's nodes while the rest came one by one: on the 512-node trace
+// such plans timed out again, over and over, on an empty cluster. Members woken by a plan enter the queue as a planned gang's, at
 // its front (gang.Compare).
 func (g *Gangs) wakeLead(reason string, ref gang.Ref) {
 	pending := g.Pending(ref)
@@ -249,8 +249,8 @@ func (g *Gangs) queueRefused(ref gang.Ref) bool {
 // wakeOverdueLeads passes the lead on in the gangs whose lead has stood for
 // them longer than LeadWait without a plan or a failure: something may keep
 // it out of the scheduling loop (another plugin's PreEnqueue, a gate), or it
-// waits its turn in a long queue. A lead its
-// queue refused was tried; it is retried as the queue's share moves.
+// waits its turn in a long queue. A lead its queue refused was tried; it is
+// retried as the queue's share moves.
 func (g *Gangs) wakeOverdueLeads() {
 	now := g.rt.clock.Now()
 	var overdue []gang.Ref

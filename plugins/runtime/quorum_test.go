@@ -171,15 +171,11 @@ func TestResumeWakesLead(t *testing.T) {
 func TestQueueRefusedGangWakesLead(t *testing.T) {
 	e, gangs, queues := build(t, plugintest.Objects{})
 	ref, pods := gangOfThree(gangs)
-	var woken []string
-	e.Eventually("the quorum wakes the gang", func() bool {
-		woken = append(woken, e.Activated()...)
-		return slices.Contains(woken, "default/g-0") && slices.Contains(woken, "default/g-1") && slices.Contains(woken, "default/g-2")
-	})
+	waitWoken(e, "the quorum wakes the gang", "default/g-0", "default/g-1", "default/g-2")
 
 	queues.Block(ref, pods[1]) // its queue refused the gang
 	e.Clock.Step(time.Second)
-	woken = nil
+	var woken []string
 	e.Eventually("the queue's share moving wakes the gang", func() bool {
 		woken = append(woken, e.Activated()...)
 		return len(woken) > 0
@@ -258,8 +254,14 @@ func gangOfThree(gangs *runtime.Gangs) (gang.Ref, []*v1.Pod) {
 func planWakes(e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, members ...string) {
 	e.T.Helper()
 	gangs.Wake(ref)
+	waitWoken(e, "the plan wakes the sleepers", members...)
+}
+
+// waitWoken waits until the members were all woken.
+func waitWoken(e *plugintest.Env, what string, members ...string) {
+	e.T.Helper()
 	var woken []string
-	e.Eventually("the plan wakes the sleepers", func() bool {
+	e.Eventually(what, func() bool {
 		woken = append(woken, e.Activated()...)
 		for _, m := range members {
 			if !slices.Contains(woken, m) {
@@ -268,4 +270,19 @@ func planWakes(e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, members ..
 		}
 		return true
 	})
+}
+
+// TestRetryWithoutPlanWakesLead: a gang retried without a plan and without a
+// member standing for a failed one (room freed on nodes it reserved, a
+// reclaim victim old enough, its reservation taken) goes through one member;
+// the others sleep until its plan wakes them.
+func TestRetryWithoutPlanWakesLead(t *testing.T) {
+	e, gangs, _ := build(t, plugintest.Objects{})
+	ref, _ := gangOfThree(gangs)
+	waitWoken(e, "the quorum wakes the gang", "default/g-0", "default/g-1", "default/g-2")
+	gangs.WakeOne(ref)
+	if woken := e.Activated(); !slices.Equal(woken, []string{"default/g-0"}) {
+		t.Fatalf("a retry without a plan woke %v, want only the lead default/g-0", woken)
+	}
+	planWakes(e, gangs, ref, "default/g-1", "default/g-2")
 }

@@ -44,7 +44,7 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 	cond := g.MembersShort(spec, members, gang.Quorum(spec))
 	// A member the informer shows late must not put a gang that already
 	// started (or is being placed) back to MembersPending.
-	if g.Lifecycle.Placed(ref) == 0 && g.Lifecycle.Phase(ref) == gang.PhaseIdle {
+	if g.Lifecycle.Untouched(ref) {
 		g.Status.Set(spec, cond)
 	}
 	return cond.Message, false

@@ -77,7 +77,7 @@ func (g *Gangs) checkStartup(ctx context.Context, ref gang.Ref) {
 		return
 	}
 	members, quorum := g.CountMembers(spec), max(spec.MinMember, 1)
-	if members.Ready+members.Gated >= quorum || g.Lifecycle.Placed(ref) > 0 || g.Lifecycle.Phase(ref) != gang.PhaseIdle {
+	if members.Ready+members.Gated >= quorum || !g.Lifecycle.Untouched(ref) {
 		g.forgetStartup(ref)
 		return
 	}
