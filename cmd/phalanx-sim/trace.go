@@ -264,10 +264,11 @@ func writePhalanxMetrics(path string) error {
 	return f.Close()
 }
 
-// schedulerQueueMetrics are the upstream scheduler's metrics of its queue
-// and its attempts that writePhalanxMetrics keeps.
+// schedulerQueueMetrics are the upstream scheduler's metrics of its queue,
+// its attempts and its extension points that writePhalanxMetrics keeps.
 var schedulerQueueMetrics = []string{"scheduler_queue_incoming_pods_total", "scheduler_schedule_attempts_total",
-	"scheduler_scheduling_attempt_duration_seconds", "scheduler_pod_scheduling_attempts"}
+	"scheduler_scheduling_attempt_duration_seconds", "scheduler_pod_scheduling_attempts",
+	"scheduler_framework_extension_point_duration_seconds", "scheduler_scheduling_algorithm_duration_seconds"}
 
 // profileEvery spaces the goroutine dumps of -profile-dir.
 const profileEvery = 2 * time.Second
