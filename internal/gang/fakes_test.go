@@ -122,7 +122,8 @@ type eviction struct {
 type fakeFx struct {
 	mu        sync.Mutex
 	conds     []condition
-	wakes     []Ref
+	wakes     []Ref   // Wake: a planned gang, whole
+	retries   []retry // WakeOne: through one member
 	activated []string
 	evictions []eviction
 	observed  []string
@@ -135,7 +136,16 @@ func (f *fakeFx) SetCondition(spec *Spec, reason, message string) {
 	f.conds = append(f.conds, condition{spec.Ref, reason, message})
 }
 
-func (f *fakeFx) WakeOne(ref Ref, _ string) { f.Wake(ref) }
+type retry struct {
+	ref Ref
+	why string
+}
+
+func (f *fakeFx) WakeOne(ref Ref, why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.retries = append(f.retries, retry{ref, why})
+}
 
 func (f *fakeFx) Wake(ref Ref) {
 	f.mu.Lock()
@@ -175,7 +185,7 @@ func (f *fakeFx) Evicted(reason, forQueue string, victims int) {
 func (f *fakeFx) calls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.conds) + len(f.wakes) + len(f.activated) + len(f.evictions) + len(f.observed) + len(f.evicted)
+	return len(f.conds) + len(f.wakes) + len(f.retries) + len(f.activated) + len(f.evictions) + len(f.observed) + len(f.evicted)
 }
 
 // cond returns the last condition set on ref.
@@ -196,6 +206,19 @@ func (f *fakeFx) woken(ref Ref) int {
 	n := 0
 	for _, r := range f.wakes {
 		if r == ref {
+			n++
+		}
+	}
+	return n
+}
+
+// retried counts the gang's retries through one member for why.
+func (f *fakeFx) retried(ref Ref, why string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, r := range f.retries {
+		if r.ref == ref && r.why == why {
 			n++
 		}
 	}

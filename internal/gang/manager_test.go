@@ -345,12 +345,8 @@ func TestManagerReservationMovesToTheGangAhead(t *testing.T) {
 	if _, ok := e.m.ReservationOf(lateSpec.Ref); ok {
 		t.Fatal("late kept its reservation beside early's")
 	}
-	woken := false
-	for _, r := range e.fx.wakes {
-		woken = woken || r == lateSpec.Ref
-	}
-	if !woken {
-		t.Errorf("the displaced gang was not woken: %v", e.fx.wakes)
+	if e.fx.retried(lateSpec.Ref, WakeDisplaced) == 0 || e.fx.woken(lateSpec.Ref) != 0 {
+		t.Errorf("the displaced gang was not retried through one member: retries %v, whole wakes %v", e.fx.retries, e.fx.wakes)
 	}
 	// And the gang behind now waits behind it.
 	if _, err := e.m.Plan(ctx, e.attempt(lateSpec, c)); err == nil || !strings.Contains(err.Error(), "held for gangs ahead of it") {

@@ -313,14 +313,14 @@ func TestManagerMakeRoomReclaimWaitsForMinRuntime(t *testing.T) {
 	if _, failed := e.m.Failed(a.Ref); !failed {
 		t.Fatal("the failure should stay cached until the retry")
 	}
-	wakes := e.fx.woken(a.Ref)
+	retries := e.fx.retried(a.Ref, WakeRetryAfter)
 	e.clk.Step(8*time.Minute - time.Second)
-	if e.fx.woken(a.Ref) != wakes {
-		t.Fatal("woken before the oldest young gang reached MinRuntime")
+	if e.fx.retried(a.Ref, WakeRetryAfter) != retries {
+		t.Fatal("retried before the oldest young gang reached MinRuntime")
 	}
 	e.clk.Step(time.Second)
-	if e.fx.woken(a.Ref) != wakes+1 {
-		t.Fatalf("wakes %v, want the gang woken once at MinRuntime", e.fx.wakes)
+	if e.fx.retried(a.Ref, WakeRetryAfter) != retries+1 || e.fx.woken(a.Ref) != 0 {
+		t.Fatalf("retries %v, whole wakes %v; want the gang retried once through one member at MinRuntime", e.fx.retries, e.fx.wakes)
 	}
 	if _, failed := e.m.Failed(a.Ref); failed {
 		t.Fatal("the retry left the cached failure: the woken member would be turned away")

@@ -21,10 +21,10 @@ func (e effects) SetCondition(spec *gang.Spec, reason, message string) {
 	e.g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
 }
 
-func (e effects) Wake(ref gang.Ref) { e.g.wake(wokenPlanned, ref) }
+func (e effects) Wake(ref gang.Ref) { e.g.Wake(ref) }
 
-// WakeOne: members in the queue before the plan would keep the place they
-// entered at, behind the pods then ahead of them.
+// WakeOne goes through one member: woken whole before a plan, members keep
+// the place they entered the queue at, behind the pods then ahead of them.
 func (e effects) WakeOne(ref gang.Ref, why string) { e.g.wakeOne(why, ref) }
 
 func (e effects) Activate(pod *v1.Pod) {

@@ -156,8 +156,9 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 // timed-out plan's pause, the members of a large gang entered the queue
 // behind every pod already there, and the plan its first member made held
 // the gang's nodes while the rest came one by one: on the 512-node trace
-// such plans timed out again, over and over, on an empty cluster. Members woken by a plan enter the queue as a planned gang's, at
-// its front (gang.Compare).
+// such plans timed out again, over and over, on an empty cluster. Members
+// woken by a plan enter the queue as a planned gang's, at its front
+// (gang.Compare).
 func (g *Gangs) wakeLead(reason string, ref gang.Ref) {
 	pending := g.Pending(ref)
 	if len(pending) < 2 {
