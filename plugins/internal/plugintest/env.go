@@ -158,6 +158,10 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 		Plugins:   map[string]fwk.Plugin{},
 		activator: &activator{},
 	}
+	watches := newWatchGate()
+	for _, c := range []fakeClient{e.Client, e.PG, e.Phalanx, e.NRT} {
+		watches.install(c)
+	}
 	e.RT = runtime.NewWithClients(ctx, e.Clock, runtime.Clients{
 		PodGroups: e.PG, Phalanx: e.Phalanx, NRT: e.NRT,
 		Served: func(gv, resource string) (bool, error) {
@@ -229,6 +233,7 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 	e.FW = fw
 	informerFactory.Start(ctx.Done())
 	informerFactory.WaitForCacheSync(ctx.Done())
+	e.Eventually("every informer watching", watches.ready)
 	return e
 }
 
