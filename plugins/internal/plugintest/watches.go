@@ -24,13 +24,20 @@ type fakeClient interface {
 // leave the deleted object in the informer for good (a flake seen on loaded
 // CI machines).
 type watchGate struct {
-	mu       sync.Mutex
-	listed   map[schema.GroupVersionResource]int
-	watching map[schema.GroupVersionResource]int
+	mu sync.Mutex
+	// unwatched counts, per resource, informer lists not yet followed by
+	// a watch.
+	unwatched map[schema.GroupVersionResource]int
 }
 
 func newWatchGate() *watchGate {
-	return &watchGate{listed: map[schema.GroupVersionResource]int{}, watching: map[schema.GroupVersionResource]int{}}
+	return &watchGate{unwatched: map[schema.GroupVersionResource]int{}}
+}
+
+func (g *watchGate) add(gvr schema.GroupVersionResource, n int) {
+	g.mu.Lock()
+	g.unwatched[gvr] += n
+	g.mu.Unlock()
 }
 
 // install counts an informer's lists (a reflector lists from resource
@@ -40,9 +47,7 @@ func newWatchGate() *watchGate {
 func (g *watchGate) install(c fakeClient) {
 	c.PrependReactor("list", "*", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
 		if l, ok := a.(clienttesting.ListActionImpl); ok && l.ListOptions.ResourceVersion == "0" {
-			g.mu.Lock()
-			g.listed[a.GetResource()]++
-			g.mu.Unlock()
+			g.add(a.GetResource(), 1)
 		}
 		return false, nil, nil
 	})
@@ -55,9 +60,7 @@ func (g *watchGate) install(c fakeClient) {
 		if err != nil {
 			return false, nil, err
 		}
-		g.mu.Lock()
-		g.watching[a.GetResource()]++
-		g.mu.Unlock()
+		g.add(a.GetResource(), -1)
 		return true, w, nil
 	})
 }
@@ -66,8 +69,8 @@ func (g *watchGate) install(c fakeClient) {
 func (g *watchGate) ready() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for gvr, n := range g.listed {
-		if g.watching[gvr] < n {
+	for _, n := range g.unwatched {
+		if n > 0 {
 			return false
 		}
 	}
