@@ -1020,15 +1020,17 @@ func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
 	return out
 }
 
-// FailedCycleOverhead is what a failed cycle costs the scheduling loop
-// beyond the plan: the framework writes the member's PodScheduled condition,
-// an API round trip inside the loop (kube-scheduler's SchedulerAsyncAPICalls
-// is off by default), and its message changes with the numbers in it, so
-// it is rarely skipped. At 64 nodes a failed plan takes a millisecond or
-// two; counted alone, it let a few dozen gangs that did not fit be retried
-// on every pod that finished, each retry with its write, and the loop spent
-// its time there (docs/benchmarks.md). 20 ms is above the writes measured
-// on the 2-core test machine (about 10 ms each under a trace replay).
+// FailedCycleOverhead is what a failed cycle costs beyond the plan: the
+// framework writes the member's PodScheduled condition, and its message
+// changes with the numbers in it, so it is rarely skipped. It was measured
+// when the write ran inside the scheduling loop (kube-scheduler's default);
+// phalanx turns SchedulerAsyncAPICalls on, which moves the write out of the
+// loop but not off the API server, so the pace it sets stays. At 64 nodes a
+// failed plan takes a millisecond or two; counted alone, it let a few dozen
+// gangs that did not fit be retried on every pod that finished, each retry
+// with its write, and the loop spent its time there (docs/benchmarks.md).
+// 20 ms is above the writes measured on the 2-core test machine (about
+// 10 ms each under a trace replay).
 const FailedCycleOverhead = 20 * time.Millisecond
 
 // FailCost records what the gang's failed plan cost the scheduling loop.
