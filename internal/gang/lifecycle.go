@@ -1022,10 +1022,9 @@ func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
 
 // FailedCycleOverhead is what a failed cycle costs beyond the plan: the
 // framework writes the member's PodScheduled condition, and its message
-// changes with the numbers in it, so it is rarely skipped. It was measured
-// when the write ran inside the scheduling loop (kube-scheduler's default);
-// phalanx turns SchedulerAsyncAPICalls on, which moves the write out of the
-// loop but not off the API server, so the pace it sets stays. At 64 nodes a
+// changes with the numbers in it, so it is rarely skipped. The write runs
+// inside the scheduling loop unless SchedulerAsyncAPICalls is on, which
+// moves it out of the loop but not off the API server. At 64 nodes a
 // failed plan takes a millisecond or two; counted alone, it let a few dozen
 // gangs that did not fit be retried on every pod that finished, each retry
 // with its write, and the loop spent its time there (docs/benchmarks.md).
