@@ -315,11 +315,7 @@ func (g *Gangs) Dependents(ref gang.Ref) []gang.Ref {
 // scheduler-plugins PodGroups (and the implicit ones phalanx makes) carry
 // the depends-on annotation.
 func (g *Gangs) hasDependents(ref gang.Ref) bool {
-	if ref.Source != gang.SourcePodGroup {
-		return false
-	}
-	objs, err := g.pgIndexer.ByIndex(dependsOnIndex, ref.Namespace+"/"+ref.Name)
-	return err == nil && len(objs) > 0
+	return ref.Source == gang.SourcePodGroup && len(g.Dependents(ref)) > 0
 }
 
 // DependencyProgress counts a dependency's members running (from the

@@ -315,5 +315,4 @@ func TestBoundMemberCompletesQuorum(t *testing.T) {
 	if !slices.Contains(woken, "default/g-0") {
 		t.Fatalf("woke %v, want the lead default/g-0", woken)
 	}
-
 }
