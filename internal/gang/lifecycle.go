@@ -993,6 +993,15 @@ func (lc *Lifecycle) Representative(ref Ref) types.UID {
 	return g.representative
 }
 
+// FailedSince reports whether the gang's last plan failed, and began at
+// capacity version v or later.
+func (lc *Lifecycle) FailedSince(ref Ref, v uint64) bool {
+	lc.mu.Lock()
+	defer lc.unlock()
+	g := lc.gangs[ref]
+	return g != nil && g.failed && g.failedAt >= v
+}
+
 // Retry voids the gang's cached failure, so its next member plans again.
 func (lc *Lifecycle) Retry(ref Ref) {
 	lc.mu.Lock()

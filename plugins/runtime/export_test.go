@@ -1,8 +1,10 @@
 package runtime
 
 import (
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"k8s.io/client-go/tools/cache"
 
@@ -99,3 +101,6 @@ func (g *Gangs) PodLister() corelisters.PodLister { return g.pods }
 
 // WakeOne is wakeOne, for the tests of package runtime_test.
 func (g *Gangs) WakeOne(ref gang.Ref) { g.wakeOne(wokenFailedRetry, ref) }
+
+// RetryStaleFailure is retryStaleFailure, for the tests of package runtime_test.
+func (g *Gangs) RetryStaleFailure(pod *v1.Pod, gone any) bool { return g.retryStaleFailure(pod, gone) }

@@ -101,6 +101,9 @@ type Gangs struct {
 	order orderKeys
 	// failedWakes paces the wakes of gangs whose plans failed.
 	failedWakes failedWakes
+	// gone: bound pods that left lately (goneBound).
+	gone       map[types.UID]goneAt
+	staleWakes staleWakes
 }
 
 func newGangs(r *Runtime) (*Gangs, error) {
@@ -123,6 +126,8 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		turnedAway:        map[types.UID]*v1.Pod{},
 		quorum:            newQuorumWaiters(),
 		podEvents:         map[types.UID]string{},
+		gone:              map[types.UID]goneAt{},
+		staleWakes:        staleWakes{pods: map[string]*v1.Pod{}, refs: map[gang.Ref]bool{}},
 		implicit:          map[string]bool{},
 		startup:           map[gang.Ref]startupVerdict{},
 		memberAnnotations: map[gang.Ref]map[string]string{},
@@ -593,6 +598,7 @@ func (g *Gangs) onPodDelete(obj any) {
 		// every reserving gang on every pod that finished anywhere
 		// re-planned them for nothing, each failure with a pod status
 		// write in the scheduling loop.
+		g.goneBound(pod.UID, g.Lifecycle.Version())
 		g.wakeFailed()
 		for _, ref := range g.Lifecycle.ReservationsOn(pod.Spec.NodeName) {
 			g.wakeOne(wokenRoomFreed, ref)
@@ -925,6 +931,7 @@ const retryFailedAfter = 20 * time.Second
 
 func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 	g.wakeOverdueLeads()
+	g.forgetGone()
 	g.evictionRequests.sweep(ctx)
 	_, cost := g.Lifecycle.FailedGangs()
 	for _, ref := range g.Lifecycle.FailedBefore(max(retryFailedAfter, cost)) {

@@ -126,6 +126,7 @@ const (
 	wokenLeadDeleted    = "LeadDeleted"
 	wokenFailedRetry    = "FailedRetry"
 	wokenRoomFreed      = "RoomFreed"
+	wokenStaleFailure   = "StaleFailure"
 	wokenTurnedAway     = "TurnedAway"
 	wokenQueueAdmission = "QueueAdmission"
 	wokenGroupChanged   = "GroupChanged"

@@ -133,9 +133,11 @@ func (g *Gangs) SkipFailedGang(pod *v1.Pod) bool {
 }
 
 // CapacityHint is the queueing hint of the events that free capacity:
-// members SkipFailedGang names stay where they are.
-func (g *Gangs) CapacityHint(_ klog.Logger, pod *v1.Pod, _, _ any) (fwk.QueueingHint, error) {
+// members SkipFailedGang names stay where they are (a member whose gang's
+// failure missed the room a pod freed is woken apart: retryStaleFailure).
+func (g *Gangs) CapacityHint(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
 	if g.SkipFailedGang(pod) {
+		g.retryStaleFailure(pod, oldObj)
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil

@@ -1,6 +1,13 @@
 package runtime
 
-import "time"
+import (
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/phalanx-sched/phalanx/internal/gang"
+)
 
 // MaxFailedWakeInterval bounds how long a change waits before the gangs
 // whose plans failed are woken to plan again (see failedWakes).
@@ -55,4 +62,127 @@ func (g *Gangs) wakeFailedGangsNow() {
 	for _, ref := range refs {
 		g.wakeOne(wokenFailedRetry, ref)
 	}
+}
+
+// goneKept is how long a pod that left is remembered (goneBound): the
+// scheduler's cache drops it milliseconds after the runtime saw it go.
+const goneKept = time.Minute
+
+// maxGone bounds goneBound between sweeps.
+const maxGone = 100_000
+
+// goneBound records that a bound pod left its node while the capacity
+// version was v. The runtime's pod handler and the scheduler's cache each
+// get the deletion on their own, in either order: a gang the handler woke
+// may plan from a snapshot that still holds the pod, fail, and skip the
+// scheduling queue's event for it (paced gangs ignore capacity events),
+// the last one that would wake it. retryStaleFailure finds those.
+func (g *Gangs) goneBound(uid types.UID, v uint64) {
+	now := g.rt.clock.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.gone) >= maxGone {
+		g.forgetGoneLocked(now)
+		if len(g.gone) >= maxGone {
+			clear(g.gone)
+		}
+	}
+	g.gone[uid] = goneAt{version: v, at: now}
+}
+
+// goneAt is when a pod left: the capacity version, and the time (to forget it).
+type goneAt struct {
+	version uint64
+	at      time.Time
+}
+
+// forgetGone drops the pods that left longer than goneKept ago.
+func (g *Gangs) forgetGone() {
+	now := g.rt.clock.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.forgetGoneLocked(now)
+}
+
+func (g *Gangs) forgetGoneLocked(now time.Time) {
+	for uid, a := range g.gone {
+		if now.Sub(a.at) > goneKept {
+			delete(g.gone, uid)
+		}
+	}
+}
+
+// retryStaleFailure reports whether obj, a pod whose leaving the
+// scheduler's cache has just counted, was gone before pod's gang last
+// failed to plan, pod standing for the gang: that plan may not have seen
+// the room it freed. If so, pod is woken to plan again (wakeStale).
+func (g *Gangs) retryStaleFailure(pod *v1.Pod, obj any) bool {
+	left, ok := obj.(*v1.Pod)
+	if !ok || left.Spec.NodeName == "" {
+		return false
+	}
+	g.mu.Lock()
+	a, ok := g.gone[left.UID]
+	g.mu.Unlock()
+	if !ok {
+		// The cache counted it first: the runtime's wake comes after.
+		return false
+	}
+	ref, ok := g.RefOf(pod)
+	if !ok || g.Lifecycle.Representative(ref) != pod.UID {
+		return false
+	}
+	if _, paused := g.Lifecycle.Paused(ref); paused {
+		return false
+	}
+	if !g.Lifecycle.FailedSince(ref, a.version) {
+		return false
+	}
+	g.wakeStale(ref, pod)
+	return true
+}
+
+// wakeStale voids the gang's failure, so that pod plans rather than being
+// turned away by it, and moves pod to the active queue once the scheduling
+// queue's event pass that found the failure stale is over, with every
+// other pod that pass found, in one call: the queue's order, not the order
+// of the pass nor the backoff queue's, decides which gang goes first.
+// Until then the pass sees the failure stand, and skips the gang's other
+// members.
+func (g *Gangs) wakeStale(ref gang.Ref, pod *v1.Pod) {
+	g.mu.Lock()
+	g.staleWakes.pods[pod.Namespace+"/"+pod.Name] = pod
+	g.staleWakes.refs[ref] = true
+	start := !g.staleWakes.running
+	g.staleWakes.running = true
+	g.mu.Unlock()
+	if start {
+		// Activate takes the queue's lock, which the pass holds.
+		go g.flushStaleWakes()
+	}
+}
+
+func (g *Gangs) flushStaleWakes() {
+	for {
+		g.mu.Lock()
+		pods, refs := g.staleWakes.pods, g.staleWakes.refs
+		if len(pods) == 0 {
+			g.staleWakes.running = false
+			g.mu.Unlock()
+			return
+		}
+		g.staleWakes.pods, g.staleWakes.refs = map[string]*v1.Pod{}, map[gang.Ref]bool{}
+		g.mu.Unlock()
+		for ref := range refs {
+			g.Lifecycle.Retry(ref)
+		}
+		g.rt.Activate(wokenStaleFailure, pods)
+	}
+}
+
+// staleWakes: members to wake after a queue event pass (wakeStale).
+type staleWakes struct {
+	pods    map[string]*v1.Pod
+	refs    map[gang.Ref]bool
+	running bool
 }
