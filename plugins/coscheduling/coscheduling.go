@@ -474,6 +474,13 @@ func (pl *Coscheduling) PostBind(ctx context.Context, state fwk.CycleState, pod 
 // the runtime's own informers wake the affected pods once their listers
 // are current (the framework would watch the same objects a second time).
 // Capacity events do not retry a failed gang: the runtime wakes it, paced.
+// Pod events name the kind of pod they are about: a pod waiting at
+// PreEnqueue is checked against every event its gating plugin registered,
+// and a gang's members wait there in thousands, so a plain Pod/Add would
+// run the hint for each of them on every bind in the cluster. A member
+// waits for siblings that are created (a bound sibling arriving, as after
+// a restart, is the runtime's: it counts members itself), and for
+// dependencies' members that start running, which are bound pods.
 func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	siblingAdded := func(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 		added, ok := newObj.(*v1.Pod)
@@ -486,9 +493,9 @@ func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWit
 	}
 	capacity := pl.gangs.CapacityHint
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
+		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: capacity},
-		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Update}, QueueingHintFn: dependencyProgress},
+		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Update}, QueueingHintFn: dependencyProgress},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint},
 			QueueingHintFn: capacity},
 		// Devices published, freed or reclassified (DRA).

@@ -483,6 +483,43 @@ func TestQueueingHints(t *testing.T) {
 	}
 }
 
+// TestPodEventsSpareBinds: a member waiting at PreEnqueue is checked
+// against every event Coscheduling registered, and gang members wait there
+// in thousands. A bind (an assigned pod added) or an unscheduled pod's
+// update must match none of the hints that do nothing for them, or each
+// bind runs the hint once per waiting member; a sibling created, a
+// dependency's member starting and a pod deleted still match.
+func TestPodEventsSpareBinds(t *testing.T) {
+	_, pl := env(t, plugintest.Objects{})
+	events, err := pl.EventsToRegister(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	matches := func(incoming fwk.ClusterEvent) bool {
+		for _, ev := range events {
+			if framework.MatchClusterEvents(ev.Event, incoming) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tc := range []struct {
+		name  string
+		event fwk.ClusterEvent
+		want  bool
+	}{
+		{"a pod bound", framework.EventAssignedPodAdd, false},
+		{"an unscheduled pod updated", framework.EventUnscheduledPodUpdate, false},
+		{"a sibling created", framework.EventUnscheduledPodAdd, true},
+		{"a bound pod starts running", framework.EventAssignedPodUpdate, true},
+		{"a bound pod deleted", framework.EventAssignedPodDelete, true},
+	} {
+		if got := matches(tc.event); got != tc.want {
+			t.Errorf("%s (%s): matched = %v, want %v", tc.name, tc.event.Label(), got, tc.want)
+		}
+	}
+}
+
 func TestLessKeepsGangsTogether(t *testing.T) {
 	older := plugintest.PodGroup("older", 1)
 	newer := plugintest.PodGroup("newer", 1)

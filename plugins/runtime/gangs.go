@@ -316,6 +316,13 @@ func (g *Gangs) Dependents(ref gang.Ref) []gang.Ref {
 	return out
 }
 
+// hasDependents reports whether a PodGroup depends on ref: only
+// scheduler-plugins PodGroups (and the implicit ones phalanx makes) carry
+// the depends-on annotation.
+func (g *Gangs) hasDependents(ref gang.Ref) bool {
+	return ref.Source == gang.SourcePodGroup && len(g.Dependents(ref)) > 0
+}
+
 // DependencyProgress counts a dependency's members running (from the
 // informer, which is fresh) or succeeded (from the group's status: the
 // scheduler does not watch finished pods), against its quorum.
@@ -378,6 +385,15 @@ func (g *Gangs) onPodAdd(obj any) {
 	if pod.Spec.NodeName == "" {
 		g.ensureImplicitFor(pod)
 		g.memberArrived(pod)
+		return
+	}
+	// A bound member counts toward the quorum too: one listed after
+	// siblings PreEnqueue turned away for lack of members (a restart) may
+	// complete it. Coscheduling's hint does not see bound pods arrive
+	// (EventsToRegister says why). The binds of a gang being placed find
+	// no such siblings and wake nothing.
+	if ref, ok := g.RefOf(pod); ok && g.turnedAwayForQuorum(ref) {
+		g.quorumMayBeMet(ref)
 	}
 }
 
@@ -447,6 +463,13 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 		}
 		return
 	}
+	g.quorumMayBeMet(ref)
+}
+
+// quorumMayBeMet wakes the gang's members turned away for lack of members
+// once its quorum exists (a lead first), and otherwise updates its
+// MembersPending condition.
+func (g *Gangs) quorumMayBeMet(ref gang.Ref) {
 	spec, err := g.Spec(ref)
 	if err != nil {
 		return

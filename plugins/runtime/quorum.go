@@ -58,6 +58,14 @@ func (g *Gangs) mayWaitForQuorum(ref gang.Ref, pod *v1.Pod) {
 	g.quorum.pods[ref][pod.UID] = pod
 }
 
+// turnedAwayForQuorum reports whether PreEnqueue turned members of the gang
+// away for lack of members, and they still wait.
+func (g *Gangs) turnedAwayForQuorum(ref gang.Ref) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.quorum.pods[ref]) > 0 && !g.quorum.woken[ref]
+}
+
 // quorumMet decides for a member of a gang whose quorum exists whether
 // PreEnqueue lets it through. The first to pass (the member completing the
 // quorum) leads its gang: the members turned away before it, and those that

@@ -286,3 +286,33 @@ func TestRetryWithoutPlanWakesLead(t *testing.T) {
 	}
 	planWakes(e, gangs, ref, "default/g-1", "default/g-2")
 }
+
+// TestBoundMemberCompletesQuorum: a bound member listed after its pending
+// siblings (a restarted scheduler's informer lists pods in any order)
+// completes the quorum and wakes a lead. Coscheduling's queueing hint does
+// not see bound pods arrive, so the runtime must.
+func TestBoundMemberCompletesQuorum(t *testing.T) {
+	e, gangs, _ := build(t, plugintest.Objects{})
+	gangs.GroupAdded(plugintest.PodGroup("g", 3))
+	var pods []*v1.Pod
+	for i := 0; i < 3; i++ {
+		pods = append(pods, plugintest.Pod(fmt.Sprintf("g-%d", i), "g", "1", 0))
+	}
+	for _, p := range pods[:2] {
+		gangs.PodAdded(p)
+		if _, ok := gangs.Ready(p); ok {
+			t.Fatalf("PreEnqueue let %s through with 2 of 3 members", p.Name)
+		}
+	}
+	bound := pods[2].DeepCopy()
+	bound.Spec.NodeName = "n0"
+	gangs.PodAdded(bound)
+	var woken []string
+	e.Eventually("the bound member's arrival wakes a lead", func() bool {
+		woken = append(woken, e.Activated()...)
+		return len(woken) > 0
+	})
+	if !slices.Contains(woken, "default/g-0") {
+		t.Fatalf("woke %v, want the lead default/g-0", woken)
+	}
+}

@@ -160,9 +160,14 @@ func (g *Gangs) DependencyProgressed(pod, old, updated *v1.Pod) bool {
 	if old != nil && old.Status.Phase == updated.Status.Phase {
 		return false
 	}
+	// The updated pod first: it is the same for every pod the hint runs
+	// for, and most gangs are no one's dependency.
 	depRef, ok1 := g.RefOf(updated)
+	if !ok1 || updated.Namespace != pod.Namespace || !g.hasDependents(depRef) {
+		return false
+	}
 	_, spec, ok2, err := g.GangOf(pod)
-	if !ok1 || !ok2 || err != nil || updated.Namespace != pod.Namespace {
+	if !ok2 || err != nil {
 		return false
 	}
 	for _, d := range spec.DependsOn() {
