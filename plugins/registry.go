@@ -39,16 +39,19 @@ func OptionsWith(rt *runtime.Runtime) []app.Option {
 }
 
 // SetFeatureDefaults sets the kube-scheduler feature gates phalanx runs with
-// unless --feature-gates says otherwise (docs/deploy.md says why).
+// unless --feature-gates says otherwise (docs/deploy.md says why for each).
 // NominatedNodeNameForExpectation is off: gang members wait in Permit by
 // design, and the gate would write a nomination to the API for each of them
 // (one request per member) that a scheduler dying in the middle of a gang
 // leaves behind, making its successor see those nodes as taken.
-// SchedulerAsyncAPICalls keeps upstream's default (off): docs/deploy.md
-// says what turning it on gave on the 512-node trace, and why it is not
-// the default yet.
+// SchedulerAsyncAPICalls is on: a refused member's status write otherwise
+// runs inside the scheduling loop, one round trip per member, and a gang
+// refused whole stalls every pod behind it (docs/benchmarks.md, the 512-node
+// trace); upstream's reason to keep it off, client-side throttling of the
+// binds behind those writes, is far from the canonical profile's qps.
 func SetFeatureDefaults() error {
 	return utilfeature.DefaultMutableFeatureGate.SetFromMap(map[string]bool{
 		string(features.NominatedNodeNameForExpectation): false,
+		string(features.SchedulerAsyncAPICalls):          true,
 	})
 }
