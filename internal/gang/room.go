@@ -165,6 +165,11 @@ func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].Key < cands[j].Key })
 	picked, why := qc.Snapshot().Reclaim(qc.Queue, qc.Need, cands)
+	if len(picked) == 0 && why == "" {
+		// The queue's accounting misses nothing for the gang (a plan that
+		// failed on a stale snapshot): reclaim has nothing to say.
+		return nil, ""
+	}
 	if len(picked) == 0 {
 		if youngest > 0 {
 			m.retryAfter(a, youngest)

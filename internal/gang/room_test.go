@@ -296,6 +296,24 @@ func TestManagerMakeRoomReclaim(t *testing.T) {
 	}
 }
 
+// A gang whose queue misses nothing (its plan failed on a stale snapshot:
+// the accounting already counts the room freed) gets no reclaim note and
+// no retry for a young gang's coming of age: it read "nothing to reclaim: "
+// with no reason.
+func TestManagerMakeRoomReclaimNothingNeeded(t *testing.T) {
+	e, a, _ := reclaimEnv(t, t0.Add(-time.Hour), t0.Add(-time.Minute))
+	a.Queue.Need = resources.List{}
+	retries := e.fx.retried(a.Ref, WakeRetryAfter)
+	room, msg := e.m.MakeRoom(context.Background(), a)
+	if room != nil || strings.Contains(msg, "reclaim") || len(e.fx.evictions) != 0 {
+		t.Fatalf("MakeRoom = %+v, %q, evictions %+v; want no room, no reclaim note, nothing evicted", room, msg, e.fx.evictions)
+	}
+	e.clk.Step(10 * time.Minute)
+	if e.fx.retried(a.Ref, WakeRetryAfter) != retries {
+		t.Fatal("retried when the young gang came of age, though reclaim had nothing to free")
+	}
+}
+
 // Gangs younger than MinRuntime are not reclaimed; the gang is retried when
 // the first of them comes of age, on the clock.
 func TestManagerMakeRoomReclaimWaitsForMinRuntime(t *testing.T) {

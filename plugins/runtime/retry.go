@@ -157,12 +157,12 @@ func (g *Gangs) wakeStale(ref gang.Ref, pod *v1.Pod) {
 	g.staleWakes.running = true
 	g.mu.Unlock()
 	if start {
-		// Activate takes the queue's lock, which the pass holds.
 		go g.flushStaleWakes()
 	}
 }
 
 func (g *Gangs) flushStaleWakes() {
+	g.rt.awaitQueue()
 	for {
 		g.mu.Lock()
 		pods, refs := g.staleWakes.pods, g.staleWakes.refs

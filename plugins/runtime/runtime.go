@@ -351,6 +351,15 @@ func (r *Runtime) Activate(reason string, pods map[string]*v1.Pod) {
 	fw.Activator.Activate(klog.Background(), pods)
 }
 
+// awaitQueue returns once the scheduling queue's lock is free: the
+// queue's Activate takes it even for no pods, so the event pass (or an
+// in-flight pod's requeue) that held it when awaitQueue was called is over.
+func (r *Runtime) awaitQueue() {
+	if fw := r.ports(); fw != nil && fw.Activator != nil {
+		fw.Activator.Activate(klog.Background(), map[string]*v1.Pod{})
+	}
+}
+
 // Changed records that capacity or constraints may have changed without an
 // event the scheduling queue sees (holds dropped, topology or NUMA data
 // changed): cached plan failures are void and gangs that failed to plan are
