@@ -81,7 +81,7 @@ var (
 	// why: a flood of one kind shows what keeps the queue long.
 	PodsWoken = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "phalanx", Subsystem: "gang", Name: "pods_woken_total",
-		Help:           "Pods the phalanx plugins moved back to the scheduling queue's active queue, by reason: Quorum, Planned, Resumed, LeadRefused, LeadOverdue, LeadDeleted, FailedRetry, RoomFreed, Displaced, RetryAfter, TurnedAway, QueueAdmission, GroupChanged, SubGroup, ClaimsNamed.",
+		Help:           "Pods the phalanx plugins moved back to the scheduling queue's active queue, by reason: Quorum, Planned, Resumed, LeadRefused, LeadOverdue, LeadDeleted, FailedRetry, RoomFreed, StaleFailure, Displaced, RetryAfter, TurnedAway, QueueAdmission, GroupChanged, SubGroup, ClaimsNamed.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 
