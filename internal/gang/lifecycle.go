@@ -993,13 +993,17 @@ func (lc *Lifecycle) Representative(ref Ref) types.UID {
 	return g.representative
 }
 
-// FailedSince reports whether the gang's last plan failed, and began at
-// capacity version v or later.
-func (lc *Lifecycle) FailedSince(ref Ref, v uint64) bool {
+// FailedSince reports whether uid stands for the gang (Representative) and
+// the gang's failed plan began at capacity version v or later.
+func (lc *Lifecycle) FailedSince(ref Ref, uid types.UID, v uint64) bool {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
-	return g != nil && g.failed && g.failedAt >= v
+	if g == nil || !g.failed || g.representative != uid || g.failedAt < v {
+		return false
+	}
+	m := g.members[uid]
+	return m != nil && m.state == memberPending
 }
 
 // Retry voids the gang's cached failure, so its next member plans again.

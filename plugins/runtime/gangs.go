@@ -127,7 +127,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		quorum:            newQuorumWaiters(),
 		podEvents:         map[types.UID]string{},
 		gone:              map[types.UID]goneAt{},
-		staleWakes:        staleWakes{pods: map[string]*v1.Pod{}, refs: map[gang.Ref]bool{}},
+		staleWakes:        staleWakes{pods: map[string]*v1.Pod{}},
 		implicit:          map[string]bool{},
 		startup:           map[gang.Ref]startupVerdict{},
 		memberAnnotations: map[gang.Ref]map[string]string{},

@@ -5,8 +5,6 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/phalanx-sched/phalanx/internal/gang"
 )
 
 // MaxFailedWakeInterval bounds how long a change waits before the gangs
@@ -129,16 +127,13 @@ func (g *Gangs) retryStaleFailure(pod *v1.Pod, obj any) bool {
 		return false
 	}
 	ref, ok := g.RefOf(pod)
-	if !ok || g.Lifecycle.Representative(ref) != pod.UID {
+	if !ok || !g.Lifecycle.FailedSince(ref, pod.UID, a.version) {
 		return false
 	}
 	if _, paused := g.Lifecycle.Paused(ref); paused {
 		return false
 	}
-	if !g.Lifecycle.FailedSince(ref, a.version) {
-		return false
-	}
-	g.wakeStale(ref, pod)
+	g.wakeStale(pod)
 	return true
 }
 
@@ -149,10 +144,9 @@ func (g *Gangs) retryStaleFailure(pod *v1.Pod, obj any) bool {
 // of the pass nor the backoff queue's, decides which gang goes first.
 // Until then the pass sees the failure stand, and skips the gang's other
 // members.
-func (g *Gangs) wakeStale(ref gang.Ref, pod *v1.Pod) {
+func (g *Gangs) wakeStale(pod *v1.Pod) {
 	g.mu.Lock()
 	g.staleWakes.pods[pod.Namespace+"/"+pod.Name] = pod
-	g.staleWakes.refs[ref] = true
 	start := !g.staleWakes.running
 	g.staleWakes.running = true
 	g.mu.Unlock()
@@ -165,16 +159,18 @@ func (g *Gangs) flushStaleWakes() {
 	g.rt.awaitQueue()
 	for {
 		g.mu.Lock()
-		pods, refs := g.staleWakes.pods, g.staleWakes.refs
+		pods := g.staleWakes.pods
 		if len(pods) == 0 {
 			g.staleWakes.running = false
 			g.mu.Unlock()
 			return
 		}
-		g.staleWakes.pods, g.staleWakes.refs = map[string]*v1.Pod{}, map[gang.Ref]bool{}
+		g.staleWakes.pods = map[string]*v1.Pod{}
 		g.mu.Unlock()
-		for ref := range refs {
-			g.Lifecycle.Retry(ref)
+		for _, pod := range pods {
+			if ref, ok := g.RefOf(pod); ok {
+				g.Lifecycle.Retry(ref)
+			}
 		}
 		g.rt.Activate(wokenStaleFailure, pods)
 	}
@@ -183,6 +179,5 @@ func (g *Gangs) flushStaleWakes() {
 // staleWakes: members to wake after a queue event pass (wakeStale).
 type staleWakes struct {
 	pods    map[string]*v1.Pod
-	refs    map[gang.Ref]bool
 	running bool
 }
