@@ -621,6 +621,9 @@ func (g *Gangs) onPodDelete(obj any) {
 		// every reserving gang on every pod that finished anywhere
 		// re-planned them for nothing, each failure with a pod status
 		// write in the scheduling loop.
+		// Counted from after the bump: a plan that began before it is the
+		// paced wake's (or the in-flight activation's) to retry.
+		g.Lifecycle.Changed()
 		g.goneBound(pod.UID, g.Lifecycle.Version())
 		g.wakeFailed()
 		for _, ref := range g.Lifecycle.ReservationsOn(pod.Spec.NodeName) {
