@@ -225,6 +225,8 @@ func TestQuorumWakesLeadThenPlan(t *testing.T) {
 	})
 	// No condition writes: their PodGroup events wake every member too.
 	pl.gangs.Status.Leading = func() bool { return false }
+	// Members sleep behind a lead once the scheduling loop runs: a cycle.
+	e.Cycle(plugintest.Pod("plain", "", "1", 0))
 	ref := gang.Ref{Namespace: "default", Name: "g"}
 	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 2 })
 	if _, err := e.PG.SchedulingV1alpha1().PodGroups("default").Create(e.Ctx, plugintest.PodGroup("g", 3), metav1.CreateOptions{}); err != nil {

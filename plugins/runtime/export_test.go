@@ -104,3 +104,7 @@ func (g *Gangs) WakeOne(ref gang.Ref) { g.wakeOne(wokenFailedRetry, ref) }
 
 // RetryStaleFailure is retryStaleFailure, for the tests of package runtime_test.
 func (g *Gangs) RetryStaleFailure(pod *v1.Pod, gone any) bool { return g.retryStaleFailure(pod, gone) }
+
+// MarkLeading is what Coscheduling's PreFilter calls on each cycle: the
+// scheduling loop has started.
+func (g *Gangs) MarkLeading() { g.rt.MarkLeading() }

@@ -96,6 +96,9 @@ func (r *Runtime) Leading() bool {
 // kube-scheduler does only once it leads (it exits when it loses the Lease,
 // so leading never ends in one process).
 func (r *Runtime) MarkLeading() {
+	if !r.looping.Load() {
+		r.looping.Store(true)
+	}
 	if !r.leader.leading.Load() {
 		r.leader.start()
 	}
@@ -113,6 +116,11 @@ func (l *leadership) start() {
 		f()
 	}
 }
+
+// LoopStarted reports whether the scheduling loop has run a cycle. Before
+// it has, nothing can plan a gang, and kube-scheduler's start (or a standby
+// replica) lists every node while the pods wait in its queue.
+func (r *Runtime) LoopStarted() bool { return r.looping.Load() }
 
 // OnLead registers f to run when the process starts leading.
 func (r *Runtime) OnLead(f func()) {

@@ -16,11 +16,19 @@ import (
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
-// quorumLed builds gang g of minMember 3: g-0 and g-1 are turned away by
-// PreEnqueue (Ready) for lack of members, g-2 completes the quorum. It
-// returns once the quorum's wake has come, with what it woke.
+// quorumLed builds gang g of minMember 3 once the scheduling loop has
+// started: g-0 and g-1 are turned away by PreEnqueue (Ready) for lack of
+// members, g-2 completes the quorum. It returns once the quorum's wake has
+// come, with what it woke.
 func quorumLed(t *testing.T) (e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, pods []*v1.Pod, first []string) {
+	return quorumBuilt(t, true)
+}
+
+func quorumBuilt(t *testing.T, loopStarted bool) (e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, pods []*v1.Pod, first []string) {
 	e, gangs, _ = build(t, plugintest.Objects{})
+	if loopStarted {
+		gangs.MarkLeading()
+	}
 	ref = gang.Ref{Namespace: "default", Name: "g"}
 	gangs.GroupAdded(plugintest.PodGroup("g", 3))
 	for i := 0; i < 3; i++ {
@@ -69,6 +77,44 @@ func TestQuorumWakesLead(t *testing.T) {
 	}
 	if !gangs.SkipFailedGang(pods[1]) {
 		t.Fatal("queue events move a member of a gang whose plan failed")
+	}
+}
+
+// TestNoSleepersBeforeLoop: before the scheduling loop has run a cycle, a
+// gang's quorum wakes every member and none sleeps behind a lead: the queue
+// checks each pod it holds turned away against every node kube-scheduler
+// lists at its start (the topology bench's start took 12 s, nodes ×
+// sleepers hint checks). Once the loop runs, later members of a gang
+// without a plan sleep again.
+func TestNoSleepersBeforeLoop(t *testing.T) {
+	e, gangs, _, pods, first := quorumBuilt(t, false)
+	e.Eventually("the quorum wakes every member", func() bool {
+		first = append(first, e.Activated()...)
+		return slices.Contains(first, "default/g-0") && slices.Contains(first, "default/g-1")
+	})
+	for _, p := range pods {
+		if _, ok := gangs.Ready(p); !ok {
+			t.Fatalf("PreEnqueue turned %s away before the loop started", p.Name)
+		}
+	}
+	late := plugintest.Pod("g-3", "g", "1", 0)
+	gangs.PodAdded(late)
+	if _, ok := gangs.Ready(late); !ok {
+		t.Fatal("PreEnqueue turned a late member away before the loop started")
+	}
+	if gangs.SkipFailedGang(pods[1]) {
+		t.Fatal("queue events skip a member woken whole")
+	}
+
+	gangs.MarkLeading()
+	h, hp := threeMembers(gangs, "h", 2)
+	if _, ok := gangs.Ready(hp[0]); !ok {
+		t.Fatal("PreEnqueue turned away the member completing h's quorum")
+	}
+	for _, p := range hp[1:] {
+		if _, ok := gangs.Ready(p); ok {
+			t.Fatalf("PreEnqueue let %s through beside %s's lead once the loop runs", p.Name, h.Name)
+		}
 	}
 }
 
@@ -125,6 +171,7 @@ func TestQuorumSleepersWoken(t *testing.T) {
 // queue as a planned gang's, at its front.
 func TestResumeWakesLead(t *testing.T) {
 	e, gangs, _ := build(t, plugintest.Objects{})
+	gangs.MarkLeading()
 	ref, pods := gangOfThree(gangs)
 	gangs.Lifecycle.CommitPlan(ref, &gang.Plan{Slots: map[string]map[string]int{"n1": {"w": 3}}},
 		map[string]resources.List{"w": {v1.ResourceCPU: 1000}}, 10*time.Second)
@@ -170,6 +217,7 @@ func TestResumeWakesLead(t *testing.T) {
 // trace the active queue held thousands of them.
 func TestQueueRefusedGangWakesLead(t *testing.T) {
 	e, gangs, queues := build(t, plugintest.Objects{})
+	gangs.MarkLeading()
 	ref, pods := gangOfThree(gangs)
 	waitWoken(e, "the quorum wakes the gang", "default/g-0", "default/g-1", "default/g-2")
 
@@ -240,14 +288,19 @@ func TestMembersAfterQuorumSleep(t *testing.T) {
 
 // gangOfThree adds gang g of minMember 3 and its members g-0, g-1, g-2.
 func gangOfThree(gangs *runtime.Gangs) (gang.Ref, []*v1.Pod) {
-	gangs.GroupAdded(plugintest.PodGroup("g", 3))
+	return threeMembers(gangs, "g", 3)
+}
+
+// threeMembers adds gang name of minMember and its members name-0 to name-2.
+func threeMembers(gangs *runtime.Gangs, name string, minMember int32) (gang.Ref, []*v1.Pod) {
+	gangs.GroupAdded(plugintest.PodGroup(name, minMember))
 	var pods []*v1.Pod
 	for i := 0; i < 3; i++ {
-		p := plugintest.Pod(fmt.Sprintf("g-%d", i), "g", "1", 0)
+		p := plugintest.Pod(fmt.Sprintf("%s-%d", name, i), name, "1", 0)
 		pods = append(pods, p)
 		gangs.PodAdded(p)
 	}
-	return gang.Ref{Namespace: "default", Name: "g"}, pods
+	return gang.Ref{Namespace: "default", Name: name}, pods
 }
 
 // planWakes makes the lead's plan and waits until it woke the members.
@@ -278,6 +331,7 @@ func waitWoken(e *plugintest.Env, what string, members ...string) {
 // the others sleep until its plan wakes them.
 func TestRetryWithoutPlanWakesLead(t *testing.T) {
 	e, gangs, _ := build(t, plugintest.Objects{})
+	gangs.MarkLeading()
 	ref, _ := gangOfThree(gangs)
 	waitWoken(e, "the quorum wakes the gang", "default/g-0", "default/g-1", "default/g-2")
 	gangs.WakeOne(ref)

@@ -85,6 +85,8 @@ type Runtime struct {
 
 	// leader tells whether this replica schedules (leader election).
 	leader leadership
+	// looping: the scheduling loop has run a cycle (LoopStarted).
+	looping atomic.Bool
 
 	// podHandlers fan the scheduler's pod events out to the parts.
 	hmu         sync.Mutex
