@@ -33,6 +33,7 @@ const Name = "CapacityQueue"
 // CapacityQueue admits by queue and keeps the queue accounting current.
 type CapacityQueue struct {
 	h          fwk.Handle
+	rt         *runtime.Runtime
 	gangs      *runtime.Gangs
 	queues     *runtime.Queues
 	reclaim    bool
@@ -71,7 +72,7 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	return &CapacityQueue{h: h, gangs: gangs, queues: queues, reclaim: args.EnableReclaim,
+	return &CapacityQueue{h: h, rt: rt, gangs: gangs, queues: queues, reclaim: args.EnableReclaim,
 		minRuntime: time.Duration(args.MinRuntimeSeconds) * time.Second}, nil
 }
 
@@ -83,6 +84,9 @@ func (pl *CapacityQueue) Name() string { return Name }
 // against its queue. Nothing is planned or reserved for what is refused. A
 // refusal that reclaim may cure lets the cycle reach PostFilter.
 func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+	// Only the leading replica runs scheduling cycles; from the first on,
+	// a gang's members sleep behind a lead (runtime.Gangs).
+	pl.rt.MarkLeading()
 	ref, spec, need, admitted := pl.need(pod)
 	name := pl.queues.QueueOf(pod)
 	qc := runtime.NewQueueCycle(func() *queue.Snapshot { return pl.queues.Snapshot(queue.Want{Queue: name, Need: need}) })
