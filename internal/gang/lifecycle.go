@@ -932,11 +932,13 @@ func (lc *Lifecycle) removeHoldLocked(g *gangState, node string) {
 // --- failures and capacity changes ---------------------------------------
 
 // Changed records that capacity may have changed (a pod left a node, a node
-// or the topology changed). Cached plan failures from before are void.
-func (lc *Lifecycle) Changed() {
+// or the topology changed). Cached plan failures from before are void. It
+// returns the new capacity version.
+func (lc *Lifecycle) Changed() uint64 {
 	lc.mu.Lock()
 	defer lc.unlock()
 	lc.version++
+	return lc.version
 }
 
 // Version is the capacity version: it moves with every capacity change.

@@ -622,10 +622,10 @@ func (g *Gangs) onPodDelete(obj any) {
 		// re-planned them for nothing, each failure with a pod status
 		// write in the scheduling loop.
 		// Counted from after the bump: a plan that began before it is the
-		// paced wake's (or the in-flight activation's) to retry.
-		g.Lifecycle.Changed()
-		g.goneBound(pod.UID, g.Lifecycle.Version())
-		g.wakeFailed()
+		// paced wake's (or the in-flight activation's) to retry. Recorded
+		// before the wakes, so the queue's event for the pod finds it.
+		g.goneBound(pod.UID, g.Lifecycle.Changed())
+		g.wakeChanged()
 		for _, ref := range g.Lifecycle.ReservationsOn(pod.Spec.NodeName) {
 			g.wakeOne(wokenRoomFreed, ref)
 		}
@@ -788,6 +788,13 @@ func (g *Gangs) wakeOne(reason string, ref gang.Ref) {
 // failedWakes).
 func (g *Gangs) wakeFailed() {
 	g.Lifecycle.Changed()
+	g.wakeChanged()
+}
+
+// wakeChanged wakes what a capacity change may let through, once the
+// lifecycle's version has moved: turned-away plain pods at once, failed
+// gangs paced.
+func (g *Gangs) wakeChanged() {
 	g.mu.Lock()
 	away := g.turnedAway
 	g.turnedAway = map[types.UID]*v1.Pod{}
