@@ -94,9 +94,15 @@ func run(cmd *cobra.Command, opts *options.Options, est *dryrun.EstimatorConfig)
 		cancel()
 	}()
 	rt := runtime.New(ctx, nil)
+	// The plugins' informers list together while every profile is built;
+	// they must have synced before Run starts the scheduler's.
+	rt.DeferSyncs()
 	pluginOpts := plugins.OptionsWith(rt)
 	cc, sched, err := plugins.Setup(ctx, opts, pluginOpts...)
 	if err != nil {
+		return err
+	}
+	if err := rt.AwaitSyncs(ctx); err != nil {
 		return err
 	}
 	fg.(featuregate.MutableFeatureGate).AddMetrics()

@@ -184,7 +184,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	if _, err := pgInformer.Informer().AddEventHandler(g.groupEvents); err != nil {
 		return nil, err
 	}
-	if err := startAndSync(ctx, "PodGroups", factory.Start, func(stop <-chan struct{}) []string {
+	if err := r.syncPart("PodGroups", factory.Start, func(stop <-chan struct{}) []string {
 		return unsynced(factory.WaitForCacheSync(stop))
 	}); err != nil {
 		return nil, err
@@ -197,7 +197,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	g.workloadAPI.check(ctx)
 	go g.workloadAPI.run(ctx)
 	r.OnLead(g.ensureAllImplicit)
-	g.clearStaleHeld() // held annotations of an earlier incarnation
+	r.afterSync(g.clearStaleHeld) // held annotations of an earlier incarnation
 	go g.Status.Run(ctx)
 	return g, nil
 }

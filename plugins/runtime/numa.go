@@ -54,7 +54,7 @@ type zoneCharge struct {
 }
 
 func newNUMA(r *Runtime) (*NUMA, error) {
-	ctx, fw := r.ctx, r.ports()
+	fw := r.ports()
 	if err := r.require(nrtv1alpha2.SchemeGroupVersion.String(), "noderesourcetopologies"); err != nil {
 		return nil, err
 	}
@@ -94,7 +94,7 @@ func newNUMA(r *Runtime) (*NUMA, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := startAndSync(ctx, "NodeResourceTopologies", factory.Start, func(stop <-chan struct{}) []string {
+	if err := r.syncPart("NodeResourceTopologies", factory.Start, func(stop <-chan struct{}) []string {
 		return unsynced(factory.WaitForCacheSync(stop))
 	}); err != nil {
 		return nil, err

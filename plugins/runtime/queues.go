@@ -128,12 +128,12 @@ func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := startAndSync(ctx, "Queues", factory.Start, func(stop <-chan struct{}) []string {
+	if err := r.syncPart("Queues", factory.Start, func(stop <-chan struct{}) []string {
 		return unsynced(factory.WaitForCacheSync(stop))
 	}); err != nil {
 		return nil, err
 	}
-	q.ensureDefaultQueue(ctx)
+	r.afterSync(func() { q.ensureDefaultQueue(ctx) })
 	if opts.UsageHalfLife > 0 {
 		go q.wakeAsUsageDecays(ctx)
 	}

@@ -91,6 +91,19 @@ type Runtime struct {
 	// podHandlers fan the scheduler's pod events out to the parts.
 	hmu         sync.Mutex
 	podHandlers []cache.ResourceEventHandler
+
+	// syncs are the informer syncs left for AwaitSyncs (DeferSyncs).
+	smu    sync.Mutex
+	defers bool
+	syncs  []pendingSync
+}
+
+// pendingSync is a part's informer sync, started and not yet waited for, or
+// a step to run once every part synced.
+type pendingSync struct {
+	what  string
+	wait  func(<-chan struct{}) []string
+	after func()
 }
 
 // New returns an empty runtime whose background work runs until ctx ends or
@@ -330,16 +343,86 @@ func Served(cfg *rest.Config, groupVersion, resource string) (bool, error) {
 	return served.Resource(cfg, groupVersion, resource)
 }
 
-// startAndSync starts a factory's informers and waits, up to SyncTimeout, for
-// their first list; the error names what did not sync.
+// DeferSyncs makes the parts built from now on start their informers and
+// leave the wait for AwaitSyncs, so that the first lists of every part run
+// together: each watch-list sync can take a second of the API server's
+// bookmark timer, and one after another they delayed the scheduler's start
+// by their sum.
+func (r *Runtime) DeferSyncs() {
+	r.smu.Lock()
+	r.defers = true
+	r.smu.Unlock()
+}
+
+// AwaitSyncs waits, up to SyncTimeout, for the informers the parts started
+// since DeferSyncs, then runs the parts' post-sync steps (afterSync) in
+// order; parts built later sync at once again. The scheduler's own
+// informers must not start before it returns: their events reach the
+// parts' handlers, which read the parts' listers.
+func (r *Runtime) AwaitSyncs(ctx context.Context) error {
+	r.smu.Lock()
+	pending := r.syncs
+	r.syncs, r.defers = nil, false
+	r.smu.Unlock()
+	syncCtx, cancel := context.WithTimeout(ctx, SyncTimeout)
+	defer cancel()
+	for _, p := range pending {
+		if p.wait != nil {
+			if err := waitSynced(syncCtx, p.what, p.wait); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range pending {
+		if p.after != nil {
+			p.after()
+		}
+	}
+	return nil
+}
+
+// syncPart starts a part's informers and waits, up to SyncTimeout, for their
+// first list; after DeferSyncs, AwaitSyncs waits.
+func (r *Runtime) syncPart(what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) error {
+	start(r.ctx.Done())
+	if r.deferred(pendingSync{what: what, wait: wait}) {
+		return nil
+	}
+	return startAndSync(r.ctx, what, func(<-chan struct{}) {}, wait)
+}
+
+// afterSync runs a part's step that reads its synced listers: now, or after
+// DeferSyncs in AwaitSyncs once every part synced.
+func (r *Runtime) afterSync(step func()) {
+	if !r.deferred(pendingSync{after: step}) {
+		step()
+	}
+}
+
+// deferred queues p for AwaitSyncs when syncs are deferred.
+func (r *Runtime) deferred(p pendingSync) bool {
+	r.smu.Lock()
+	defer r.smu.Unlock()
+	if r.defers {
+		r.syncs = append(r.syncs, p)
+	}
+	return r.defers
+}
+
+// startAndSync starts informers and waits, up to SyncTimeout, for their
+// first list.
 func startAndSync(ctx context.Context, what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) error {
 	start(ctx.Done())
 	syncCtx, cancel := context.WithTimeout(ctx, SyncTimeout)
 	defer cancel()
+	return waitSynced(syncCtx, what, wait)
+}
+
+func waitSynced(syncCtx context.Context, what string, wait func(<-chan struct{}) []string) error {
 	if failed := wait(syncCtx.Done()); len(failed) > 0 {
 		return fmt.Errorf("%s: informers for %v did not sync within %v (check the scheduler's RBAC and the API server)", what, failed, SyncTimeout)
 	}
-	klog.FromContext(ctx).V(2).Info("Informers synced", "for", what)
+	klog.FromContext(syncCtx).V(2).Info("Informers synced", "for", what)
 	return nil
 }
 

@@ -60,7 +60,7 @@ func newTopology(r *Runtime, name string, useHyperNodes bool) (*Topology, error)
 	if _, err := inf.Informer().AddEventHandler(changed); err != nil {
 		return nil, err
 	}
-	if err := startAndSync(ctx, "NetworkTopologies", factory.Start, func(stop <-chan struct{}) []string {
+	if err := r.syncPart("NetworkTopologies", factory.Start, func(stop <-chan struct{}) []string {
 		return unsynced(factory.WaitForCacheSync(stop))
 	}); err != nil {
 		return nil, err
@@ -77,7 +77,7 @@ func newTopology(r *Runtime, name string, useHyperNodes bool) (*Topology, error)
 			if _, err := hn.Informer().AddEventHandler(changed); err != nil {
 				return nil, err
 			}
-			if err := startAndSync(ctx, "HyperNodes", dyn.Start, func(stop <-chan struct{}) []string {
+			if err := r.syncPart("HyperNodes", dyn.Start, func(stop <-chan struct{}) []string {
 				return unsynced(dyn.WaitForCacheSync(stop))
 			}); err != nil {
 				return nil, err

@@ -66,6 +66,13 @@ type Objects struct {
 	// EvictionRequests: the env serves lifecycle.k8s.io/v1alpha1
 	// EvictionRequests (Kubernetes 1.37, alpha).
 	EvictionRequests bool
+	// DeferSyncs builds the plugins as the binary does: the runtime's parts
+	// start their informers, and the env waits for all of them once the
+	// framework is built (Runtime.AwaitSyncs).
+	DeferSyncs bool
+	// OnList runs when a resource is listed (by an informer or the test),
+	// before the list is answered (nil: nothing); a test may hold it back.
+	OnList func(resource string)
 }
 
 // Plugin registers one plugin of the profile. Order matters as in a
@@ -160,7 +167,7 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 	}
 	watches := newWatchGate()
 	for _, c := range []fakeClient{e.Client, e.PG, e.Phalanx, e.NRT} {
-		watches.install(c)
+		watches.install(c, objs.OnList)
 	}
 	e.RT = runtime.NewWithClients(ctx, e.Clock, runtime.Clients{
 		PodGroups: e.PG, Phalanx: e.Phalanx, NRT: e.NRT,
@@ -178,6 +185,9 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 			return false, nil
 		},
 	})
+	if objs.DeferSyncs {
+		e.RT.DeferSyncs()
+	}
 	informerFactory := informers.NewSharedInformerFactory(e.Client, 0)
 	var mu sync.Mutex
 	var fns []tf.RegisterPluginFunc
@@ -231,6 +241,9 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 		t.Fatalf("building the framework: %v", err)
 	}
 	e.FW = fw
+	if err := e.RT.AwaitSyncs(ctx); err != nil {
+		t.Fatalf("syncing the runtime's informers: %v", err)
+	}
 	informerFactory.Start(ctx.Done())
 	informerFactory.WaitForCacheSync(ctx.Done())
 	e.Eventually("every informer watching", watches.ready)

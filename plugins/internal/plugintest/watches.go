@@ -43,11 +43,14 @@ func (g *watchGate) add(gvr schema.GroupVersionResource, n int) {
 // install counts an informer's lists (a reflector lists from resource
 // version "0"; a test's own lists do not) and the watches registered with
 // the client's tracker, as the generated clientsets' default watch reactor
-// registers them.
-func (g *watchGate) install(c fakeClient) {
+// registers them; onList (nil: none) is called on every list.
+func (g *watchGate) install(c fakeClient, onList func(resource string)) {
 	c.PrependReactor("list", "*", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
 		if l, ok := a.(clienttesting.ListActionImpl); ok && l.ListOptions.ResourceVersion == "0" {
 			g.add(a.GetResource(), 1)
+		}
+		if onList != nil {
+			onList(a.GetResource().Resource)
 		}
 		return false, nil, nil
 	})

@@ -15,7 +15,7 @@ func TestWatchGate(t *testing.T) {
 	ctx := context.Background()
 	c := fake.NewClientset()
 	g := newWatchGate()
-	g.install(c)
+	g.install(c, nil)
 	if !g.ready() {
 		t.Fatal("closed before any list")
 	}
