@@ -479,23 +479,20 @@ func (pl *Coscheduling) PostBind(ctx context.Context, state fwk.CycleState, pod 
 // and a gang's members wait there in thousands, so a plain Pod/Add would
 // run the hint for each of them on every bind in the cluster. A member
 // waits for siblings that are created (a bound sibling arriving, as after
-// a restart, is the runtime's: it counts members itself), and for
-// dependencies' members that start running, which are bound pods.
+// a restart, is the runtime's: it counts members itself). No update of a
+// bound pod is listed: no in-tree plugin registers the plain update (a
+// status change), so every kubelet status write in the cluster made the
+// queue check every pod it holds back, for the one case of a dependency's
+// members starting to run, which the runtime's pod handler wakes itself.
 func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
 	siblingAdded := func(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
 		added, ok := newObj.(*v1.Pod)
 		return hint(!ok || pl.gangs.IsSibling(pod, added)), nil
 	}
-	dependencyProgress := func(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
-		updated, ok := newObj.(*v1.Pod)
-		old, _ := oldObj.(*v1.Pod)
-		return hint(!ok || pl.gangs.DependencyProgressed(pod, old, updated)), nil
-	}
 	capacity := pl.gangs.CapacityHint
 	return []fwk.ClusterEventWithHint{
 		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: capacity},
-		{Event: fwk.ClusterEvent{Resource: fwk.AssignedPod, ActionType: fwk.Update}, QueueingHintFn: dependencyProgress},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint},
 			QueueingHintFn: capacity},
 		// Devices published, freed or reclassified (DRA).

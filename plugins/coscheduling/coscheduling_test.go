@@ -445,17 +445,12 @@ func TestQueueingHints(t *testing.T) {
 	pl.m.ObserveMember(refA, member.UID, "")
 	pl.m.ObserveMember(refA, sibling.UID, "")
 	pl.m.Fail(refA, member.UID, "no room")
-	running := func(p *v1.Pod, phase v1.PodPhase) *v1.Pod {
-		c := p.DeepCopy()
-		c.Status.Phase = phase
-		return c
-	}
 	logger := klog.Background()
 	events, err := pl.EventsToRegister(e.Ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	siblingAdded, capacity, dependencyProgress := events[0].QueueingHintFn, events[1].QueueingHintFn, events[2].QueueingHintFn
+	siblingAdded, capacity := events[0].QueueingHintFn, events[1].QueueingHintFn
 	for _, tc := range []struct {
 		name        string
 		hint        fwk.QueueingHintFn
@@ -466,10 +461,6 @@ func TestQueueingHints(t *testing.T) {
 		{"sibling added", siblingAdded, member, nil, plugintest.Pod("a-1", "a", "1", 0), fwk.Queue},
 		{"other gang's pod added", siblingAdded, member, nil, plugintest.Pod("b-1", "b", "1", 0), fwk.QueueSkip},
 		{"plain pod added", siblingAdded, member, nil, plugintest.Pod("p", "", "1", 0), fwk.QueueSkip},
-		{"dependency starts running", dependencyProgress, waiter, running(member, v1.PodPending), running(member, v1.PodRunning), fwk.Queue},
-		{"dependency succeeds", dependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodSucceeded), fwk.Queue},
-		{"dependency unchanged phase", dependencyProgress, waiter, running(member, v1.PodRunning), running(member, v1.PodRunning), fwk.QueueSkip},
-		{"unrelated gang runs", dependencyProgress, waiter, running(plugintest.Pod("x", "x", "1", 0), v1.PodPending), running(plugintest.Pod("x", "x", "1", 0), v1.PodRunning), fwk.QueueSkip},
 		// The runtime wakes a failed gang, paced (runtime.SkipFailedGang).
 		{"capacity freed: the failed gang's representative", capacity, member, nil, nil, fwk.QueueSkip},
 		{"capacity freed: another member of the failed gang", capacity, sibling, nil, nil, fwk.QueueSkip},
@@ -487,10 +478,12 @@ func TestQueueingHints(t *testing.T) {
 
 // TestPodEventsSpareBinds: a member waiting at PreEnqueue is checked
 // against every event Coscheduling registered, and gang members wait there
-// in thousands. A bind (an assigned pod added) or an unscheduled pod's
-// update must match none of the hints that do nothing for them, or each
-// bind runs the hint once per waiting member; a sibling created, a
-// dependency's member starting and a pod deleted still match.
+// in thousands. A bind (an assigned pod added), a bound pod's status
+// update (kubelets write them all the time) or an unscheduled pod's update
+// must match none of Coscheduling's events, or each makes the queue check
+// every waiting member (a dependency's member starting to run is the
+// runtime's: TestDependencyRunningWakesDependents); a sibling created and a
+// pod deleted still match.
 func TestPodEventsSpareBinds(t *testing.T) {
 	_, pl := env(t, plugintest.Objects{})
 	events, err := pl.EventsToRegister(context.Background())
@@ -513,7 +506,7 @@ func TestPodEventsSpareBinds(t *testing.T) {
 		{"a pod bound", framework.EventAssignedPodAdd, false},
 		{"an unscheduled pod updated", framework.EventUnscheduledPodUpdate, false},
 		{"a sibling created", framework.EventUnscheduledPodAdd, true},
-		{"a bound pod starts running", framework.EventAssignedPodUpdate, true},
+		{"a bound pod's status updated", framework.EventAssignedPodUpdate, false},
 		{"a bound pod deleted", framework.EventAssignedPodDelete, true},
 	} {
 		if got := matches(tc.event); got != tc.want {

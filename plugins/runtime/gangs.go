@@ -316,11 +316,14 @@ func (g *Gangs) Dependents(ref gang.Ref) []gang.Ref {
 	return out
 }
 
-// hasDependents reports whether a PodGroup depends on ref: only
-// scheduler-plugins PodGroups (and the implicit ones phalanx makes) carry
-// the depends-on annotation.
-func (g *Gangs) hasDependents(ref gang.Ref) bool {
-	return ref.Source == gang.SourcePodGroup && len(g.Dependents(ref)) > 0
+// dependentsOfPodGroup lists the gangs that depend on ref without an index
+// lookup for other sources: only scheduler-plugins PodGroups (and the
+// implicit ones phalanx makes) carry the depends-on annotation.
+func (g *Gangs) dependentsOfPodGroup(ref gang.Ref) []gang.Ref {
+	if ref.Source != gang.SourcePodGroup {
+		return nil
+	}
+	return g.Dependents(ref)
 }
 
 // DependencyProgress counts a dependency's members running (from the
@@ -399,11 +402,19 @@ func (g *Gangs) onPodAdd(obj any) {
 
 // onPodUpdate: a member whose last scheduling gate is removed counts toward
 // its gang's quorum from now on, and may complete it, as an added member does.
+// A bound member that starts running may let the gangs that depend on its
+// gang go.
 func (g *Gangs) onPodUpdate(oldObj, newObj any) {
 	g.onPod(newObj)
 	old, ok1 := oldObj.(*v1.Pod)
 	pod, ok2 := newObj.(*v1.Pod)
-	if !ok1 || !ok2 || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+	if !ok1 || !ok2 {
+		return
+	}
+	if pod.Spec.NodeName != "" && pod.Status.Phase == v1.PodRunning && old.Status.Phase != v1.PodRunning {
+		g.dependencyStarted(pod)
+	}
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
 		return
 	}
 	if len(old.Spec.SchedulingGates) > 0 && len(pod.Spec.SchedulingGates) == 0 {

@@ -292,3 +292,49 @@ func TestFailedGangRetriesPaced(t *testing.T) {
 		t.Fatalf("sweep 31 s after the failures woke gangs %v; want [a b]", g)
 	}
 }
+
+// TestDependencyRunningWakesDependents: a gang that depends on another
+// waits at PreEnqueue until the other's quorum runs; the runtime's pod
+// handler moves the dependent's members to the queue when the member that
+// completes it starts running (Coscheduling lists no bound pod's update:
+// TestPodEventsSpareBinds), not before, and not for another gang's pods.
+func TestDependencyRunningWakesDependents(t *testing.T) {
+	e, gangs, _ := build(t, plugintest.Objects{})
+	gangs.GroupAdded(plugintest.PodGroup("prep", 2))
+	train := plugintest.PodGroup("train", 1)
+	train.Annotations = map[string]string{phalanxv1alpha1.DependsOnAnnotation: "prep"}
+	gangs.GroupAdded(train)
+	gangs.GroupAdded(plugintest.PodGroup("other", 1))
+	waiter := plugintest.Pod("train-0", "train", "1", 0)
+	gangs.PodAdded(waiter)
+	waitWoken(e, "train's quorum wakes its member", "default/train-0")
+	if _, ok := gangs.Ready(waiter); ok {
+		t.Fatal("PreEnqueue let a member through before its dependency ran")
+	}
+	bound := func(name, group string) *v1.Pod {
+		p := plugintest.Pod(name, group, "1", 0)
+		p.Spec.NodeName = "n0"
+		p.Status.Phase = v1.PodPending
+		gangs.PodAdded(p)
+		return p
+	}
+	start := func(p *v1.Pod) {
+		running := p.DeepCopy()
+		running.Status.Phase = v1.PodRunning
+		gangs.PodUpdated(p, running)
+	}
+	start(bound("other-0", "other"))
+	start(bound("prep-0", "prep"))
+	if woken := e.Activated(); slices.Contains(woken, "default/train-0") {
+		t.Fatalf("1 of prep's 2 members running woke %v", woken)
+	}
+	start(bound("prep-1", "prep"))
+	var woken []string
+	e.Eventually("prep's quorum running wakes train's member", func() bool {
+		woken = append(woken, e.Activated()...)
+		return slices.Contains(woken, "default/train-0")
+	})
+	if _, ok := gangs.Ready(waiter); !ok {
+		t.Fatal("PreEnqueue turned the dependent member away with its dependency running")
+	}
+}

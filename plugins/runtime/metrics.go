@@ -81,7 +81,7 @@ var (
 	// why: a flood of one kind shows what keeps the queue long.
 	PodsWoken = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace: "phalanx", Subsystem: "gang", Name: "pods_woken_total",
-		Help:           "Pods the phalanx plugins moved back to the scheduling queue's active queue, by reason: Quorum, Planned, Resumed, LeadRefused, LeadOverdue, LeadDeleted, FailedRetry, RoomFreed, StaleFailure, Displaced, RetryAfter, TurnedAway, QueueAdmission, GroupChanged, SubGroup, ClaimsNamed.",
+		Help:           "Pods the phalanx plugins moved back to the scheduling queue's active queue, by reason: Quorum, Planned, Resumed, LeadRefused, LeadOverdue, LeadDeleted, FailedRetry, RoomFreed, StaleFailure, Displaced, RetryAfter, TurnedAway, QueueAdmission, GroupChanged, SubGroup, ClaimsNamed, DependencyRunning.",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"reason"})
 
@@ -118,18 +118,19 @@ func recordQueueMetrics(allocated, deserved, recent, pending map[string]resource
 // Why the plugins wake pods, besides the manager's gang.Wake* reasons
 // (PodsWoken's label).
 const (
-	wokenPlanned        = "Planned"
-	wokenQuorum         = "Quorum"
-	wokenResumed        = "Resumed"
-	wokenLeadRefused    = "LeadRefused"
-	wokenLeadOverdue    = "LeadOverdue"
-	wokenLeadDeleted    = "LeadDeleted"
-	wokenFailedRetry    = "FailedRetry"
-	wokenRoomFreed      = "RoomFreed"
-	wokenStaleFailure   = "StaleFailure"
-	wokenTurnedAway     = "TurnedAway"
-	wokenQueueAdmission = "QueueAdmission"
-	wokenGroupChanged   = "GroupChanged"
-	wokenSubGroup       = "SubGroup"
-	wokenClaimsNamed    = "ClaimsNamed"
+	wokenPlanned           = "Planned"
+	wokenQuorum            = "Quorum"
+	wokenResumed           = "Resumed"
+	wokenLeadRefused       = "LeadRefused"
+	wokenLeadOverdue       = "LeadOverdue"
+	wokenLeadDeleted       = "LeadDeleted"
+	wokenFailedRetry       = "FailedRetry"
+	wokenRoomFreed         = "RoomFreed"
+	wokenStaleFailure      = "StaleFailure"
+	wokenTurnedAway        = "TurnedAway"
+	wokenQueueAdmission    = "QueueAdmission"
+	wokenGroupChanged      = "GroupChanged"
+	wokenSubGroup          = "SubGroup"
+	wokenClaimsNamed       = "ClaimsNamed"
+	wokenDependencyRunning = "DependencyRunning"
 )

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -150,30 +151,36 @@ func (g *Gangs) IsSibling(pod, added *v1.Pod) bool {
 	return isMember && ok && ref == other
 }
 
-// DependencyProgressed reports whether an update of another pod — a member
-// of one of pod's gang's dependencies starting to run or succeeding — may
-// let pod's gang go.
-func (g *Gangs) DependencyProgressed(pod, old, updated *v1.Pod) bool {
-	if updated.Status.Phase != v1.PodRunning && updated.Status.Phase != v1.PodSucceeded {
-		return false
+// dependencyStarted runs when a bound pod starts running: if it is a member
+// of a gang others depend on and that gang now has its quorum running, the
+// dependents' pending members are moved to the scheduling queue, where
+// PreEnqueue decides again (members asleep behind a lead stay asleep). A
+// queueing hint on assigned pods' updates did this before; every bound pod's
+// status update anywhere in the cluster then made the scheduling queue check
+// every pod it holds back, under its lock, for nothing in most clusters.
+// (A dependency that finished is read from its group's status: its
+// object's update wakes the dependents.)
+func (g *Gangs) dependencyStarted(pod *v1.Pod) {
+	ref, ok := g.RefOf(pod)
+	if !ok {
+		return
 	}
-	if old != nil && old.Status.Phase == updated.Status.Phase {
-		return false
+	dependents := g.dependentsOfPodGroup(ref)
+	if len(dependents) == 0 {
+		return
 	}
-	// The updated pod first: it is the same for every pod the hint runs
-	// for, and most gangs are no one's dependency.
-	depRef, ok1 := g.RefOf(updated)
-	if !ok1 || updated.Namespace != pod.Namespace || !g.hasDependents(depRef) {
-		return false
+	spec, err := g.Spec(ref)
+	if err != nil {
+		return
 	}
-	_, spec, ok2, err := g.GangOf(pod)
-	if !ok2 || err != nil {
-		return false
+	if done, need := g.DependencyProgress(spec); done < need {
+		return
 	}
-	for _, d := range spec.DependsOn() {
-		if d == depRef.Name {
-			return true
+	pending := map[types.UID]*v1.Pod{}
+	for _, d := range dependents {
+		for _, m := range g.Pending(d) {
+			pending[m.UID] = m
 		}
 	}
-	return false
+	g.activate(wokenDependencyRunning, pending)
 }
