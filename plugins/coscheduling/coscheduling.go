@@ -474,24 +474,17 @@ func (pl *Coscheduling) PostBind(ctx context.Context, state fwk.CycleState, pod 
 // the runtime's own informers wake the affected pods once their listers
 // are current (the framework would watch the same objects a second time).
 // Capacity events do not retry a failed gang: the runtime wakes it, paced.
-// Pod events name the kind of pod they are about: a pod waiting at
-// PreEnqueue is checked against every event its gating plugin registered,
-// and a gang's members wait there in thousands, so a plain Pod/Add would
-// run the hint for each of them on every bind in the cluster. A member
-// waits for siblings that are created (a bound sibling arriving, as after
-// a restart, is the runtime's: it counts members itself). No update of a
-// bound pod is listed: no in-tree plugin registers the plain update (a
-// status change), so every kubelet status write in the cluster made the
-// queue check every pod it holds back, for the one case of a dependency's
-// members starting to run, which the runtime's pod handler wakes itself.
+// No pod event but a deletion is listed: a pod waiting at PreEnqueue is
+// checked against every event its gating plugin registered, under the
+// scheduling queue's lock, and a gang's members wait there in thousands.
+// What a member waits for among pods the runtime's pod handler sees itself:
+// siblings created (it counts members and wakes the gang at its quorum,
+// memberArrived) and a dependency's members starting to run
+// (dependencyStarted). Listed, every pod created and every kubelet status
+// write in the cluster made the queue check each waiting member.
 func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWithHint, error) {
-	siblingAdded := func(_ klog.Logger, pod *v1.Pod, _, newObj any) (fwk.QueueingHint, error) {
-		added, ok := newObj.(*v1.Pod)
-		return hint(!ok || pl.gangs.IsSibling(pod, added)), nil
-	}
 	capacity := pl.gangs.CapacityHint
 	return []fwk.ClusterEventWithHint{
-		{Event: fwk.ClusterEvent{Resource: fwk.UnscheduledPod, ActionType: fwk.Add}, QueueingHintFn: siblingAdded},
 		{Event: fwk.ClusterEvent{Resource: fwk.Pod, ActionType: fwk.Delete}, QueueingHintFn: capacity},
 		{Event: fwk.ClusterEvent{Resource: fwk.Node, ActionType: fwk.Add | fwk.UpdateNodeAllocatable | fwk.UpdateNodeLabel | fwk.UpdateNodeTaint},
 			QueueingHintFn: capacity},
@@ -500,13 +493,6 @@ func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWit
 		{Event: fwk.ClusterEvent{Resource: fwk.ResourceClaim, ActionType: fwk.Update | fwk.Delete}, QueueingHintFn: capacity},
 		{Event: fwk.ClusterEvent{Resource: fwk.DeviceClass, ActionType: fwk.Add | fwk.Update}, QueueingHintFn: capacity},
 	}, nil
-}
-
-func hint(queue bool) fwk.QueueingHint {
-	if queue {
-		return fwk.Queue
-	}
-	return fwk.QueueSkip
 }
 
 // scoreState is the workload a pod outside gangs is scored against.

@@ -450,7 +450,7 @@ func TestQueueingHints(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	siblingAdded, capacity := events[0].QueueingHintFn, events[1].QueueingHintFn
+	capacity := events[0].QueueingHintFn
 	for _, tc := range []struct {
 		name        string
 		hint        fwk.QueueingHintFn
@@ -458,9 +458,6 @@ func TestQueueingHints(t *testing.T) {
 		oldObj, obj any
 		want        fwk.QueueingHint
 	}{
-		{"sibling added", siblingAdded, member, nil, plugintest.Pod("a-1", "a", "1", 0), fwk.Queue},
-		{"other gang's pod added", siblingAdded, member, nil, plugintest.Pod("b-1", "b", "1", 0), fwk.QueueSkip},
-		{"plain pod added", siblingAdded, member, nil, plugintest.Pod("p", "", "1", 0), fwk.QueueSkip},
 		// The runtime wakes a failed gang, paced (runtime.SkipFailedGang).
 		{"capacity freed: the failed gang's representative", capacity, member, nil, nil, fwk.QueueSkip},
 		{"capacity freed: another member of the failed gang", capacity, sibling, nil, nil, fwk.QueueSkip},
@@ -479,11 +476,12 @@ func TestQueueingHints(t *testing.T) {
 // TestPodEventsSpareBinds: a member waiting at PreEnqueue is checked
 // against every event Coscheduling registered, and gang members wait there
 // in thousands. A bind (an assigned pod added), a bound pod's status
-// update (kubelets write them all the time) or an unscheduled pod's update
-// must match none of Coscheduling's events, or each makes the queue check
-// every waiting member (a dependency's member starting to run is the
-// runtime's: TestDependencyRunningWakesDependents); a sibling created and a
-// pod deleted still match.
+// update (kubelets write them all the time), a pod created or an
+// unscheduled pod's update must match none of Coscheduling's events, or
+// each makes the queue check every waiting member: a sibling created and a
+// dependency's member starting to run are the runtime's
+// (TestQuorumWakesLead, TestDependencyRunningWakesDependents). A pod
+// deleted still matches (room freed).
 func TestPodEventsSpareBinds(t *testing.T) {
 	_, pl := env(t, plugintest.Objects{})
 	events, err := pl.EventsToRegister(context.Background())
@@ -505,7 +503,7 @@ func TestPodEventsSpareBinds(t *testing.T) {
 	}{
 		{"a pod bound", framework.EventAssignedPodAdd, false},
 		{"an unscheduled pod updated", framework.EventUnscheduledPodUpdate, false},
-		{"a sibling created", framework.EventUnscheduledPodAdd, true},
+		{"a pod created", framework.EventUnscheduledPodAdd, false},
 		{"a bound pod's status updated", framework.EventAssignedPodUpdate, false},
 		{"a bound pod deleted", framework.EventAssignedPodDelete, true},
 	} {

@@ -144,13 +144,6 @@ func (g *Gangs) CapacityHint(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.Que
 	return fwk.Queue, nil
 }
 
-// IsSibling reports whether added belongs to pod's gang.
-func (g *Gangs) IsSibling(pod, added *v1.Pod) bool {
-	ref, isMember := g.RefOf(pod)
-	other, ok := g.RefOf(added)
-	return isMember && ok && ref == other
-}
-
 // dependencyStarted runs when a bound pod starts running: if it is a member
 // of a gang others depend on and that gang now has its quorum running, the
 // dependents' pending members are moved to the scheduling queue, where
