@@ -353,7 +353,7 @@ func (r *Runtime) DeferSyncs() {
 	r.smu.Unlock()
 }
 
-// AwaitSyncs waits, up to SyncTimeout, for the informers the parts started
+// AwaitSyncs waits, up to SyncTimeout each, for the informers the parts started
 // since DeferSyncs, then runs the parts' post-sync steps (afterSync) in
 // order; parts built later sync at once again. The scheduler's own
 // informers must not start before it returns: their events reach the
@@ -363,11 +363,9 @@ func (r *Runtime) AwaitSyncs(ctx context.Context) error {
 	pending := r.syncs
 	r.syncs, r.defers = nil, false
 	r.smu.Unlock()
-	syncCtx, cancel := context.WithTimeout(ctx, SyncTimeout)
-	defer cancel()
 	for _, p := range pending {
 		if p.wait != nil {
-			if err := waitSynced(syncCtx, p.what, p.wait); err != nil {
+			if err := waitSynced(ctx, p.what, p.wait); err != nil {
 				return err
 			}
 		}
@@ -387,7 +385,7 @@ func (r *Runtime) syncPart(what string, start func(<-chan struct{}), wait func(<
 	if r.deferred(pendingSync{what: what, wait: wait}) {
 		return nil
 	}
-	return startAndSync(r.ctx, what, func(<-chan struct{}) {}, wait)
+	return waitSynced(r.ctx, what, wait)
 }
 
 // afterSync runs a part's step that reads its synced listers: now, or after
@@ -412,16 +410,18 @@ func (r *Runtime) deferred(p pendingSync) bool {
 // first list.
 func startAndSync(ctx context.Context, what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) error {
 	start(ctx.Done())
-	syncCtx, cancel := context.WithTimeout(ctx, SyncTimeout)
-	defer cancel()
-	return waitSynced(syncCtx, what, wait)
+	return waitSynced(ctx, what, wait)
 }
 
-func waitSynced(syncCtx context.Context, what string, wait func(<-chan struct{}) []string) error {
+// waitSynced waits, up to SyncTimeout, for started informers' first list;
+// the error names what did not sync.
+func waitSynced(ctx context.Context, what string, wait func(<-chan struct{}) []string) error {
+	syncCtx, cancel := context.WithTimeout(ctx, SyncTimeout)
+	defer cancel()
 	if failed := wait(syncCtx.Done()); len(failed) > 0 {
 		return fmt.Errorf("%s: informers for %v did not sync within %v (check the scheduler's RBAC and the API server)", what, failed, SyncTimeout)
 	}
-	klog.FromContext(syncCtx).V(2).Info("Informers synced", "for", what)
+	klog.FromContext(ctx).V(2).Info("Informers synced", "for", what)
 	return nil
 }
 
