@@ -182,37 +182,6 @@ func FromNRT(nrt *v1alpha2.NodeResourceTopology) (*Node, error) {
 	return n, nil
 }
 
-// Trim drops from an NRT object what FromNRT does not read: managed fields,
-// attributes other than the policy and scope, zones not of type "Node", and
-// each kept zone's parent, costs, attributes and resource capacities.
-// An informer keeps one object per node; NFD's carry a cost matrix and
-// per-core zones, and the Capacity quantities alone are a third of the rest.
-// FromNRT answers the same for the trimmed object, errors included.
-func Trim(nrt *v1alpha2.NodeResourceTopology) {
-	nrt.ManagedFields = nil
-	var attrs v1alpha2.AttributeList
-	for _, a := range nrt.Attributes {
-		if a.Name == AttributePolicy || a.Name == AttributeScope {
-			attrs = append(attrs, a)
-		}
-	}
-	nrt.Attributes = attrs
-	// New slices: filtering in place would keep the dropped zones reachable
-	// from the old backing array.
-	var zones v1alpha2.ZoneList
-	for _, z := range nrt.Zones {
-		if !strings.EqualFold(z.Type, ZoneTypeNode) {
-			continue
-		}
-		kept := v1alpha2.Zone{Name: z.Name, Type: z.Type, Resources: make(v1alpha2.ResourceInfoList, len(z.Resources))}
-		for i, r := range z.Resources {
-			kept.Resources[i] = v1alpha2.ResourceInfo{Name: r.Name, Allocatable: r.Allocatable, Available: r.Available}
-		}
-		zones = append(zones, kept)
-	}
-	nrt.Zones = zones
-}
-
 func amount(name v1.ResourceName, milli, value int64) int64 {
 	if name == v1.ResourceCPU {
 		return milli

@@ -1,14 +1,12 @@
 package numa
 
 import (
-	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -72,7 +70,7 @@ func TestFromNRTPolicy(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			nrt := &v1alpha2.NodeResourceTopology{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, TopologyPolicies: tc.legacy, Attributes: tc.attrs}
-			n, err := fromBoth(t, nrt)
+			n, err := FromNRT(nrt)
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("err = %v, want %q", err, tc.err)
@@ -108,7 +106,7 @@ func TestFromNRTZones(t *testing.T) {
 			}},
 		},
 	}
-	n, err := fromBoth(t, nrt)
+	n, err := FromNRT(nrt)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,47 +133,10 @@ func TestFromNRTZones(t *testing.T) {
 	}
 	for _, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := fromBoth(t, &v1alpha2.NodeResourceTopology{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Zones: tc.zones})
+			_, err := FromNRT(&v1alpha2.NodeResourceTopology{ObjectMeta: metav1.ObjectMeta{Name: "x"}, Zones: tc.zones})
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Fatalf("err = %v, want %q", err, tc.err)
 			}
 		})
-	}
-}
-
-// fromBoth parses nrt as sent and as the informer keeps it after Trim, and
-// fails unless both give the same node or the same error.
-func fromBoth(t *testing.T, nrt *v1alpha2.NodeResourceTopology) (*Node, error) {
-	t.Helper()
-	trimmed := nrt.DeepCopy()
-	Trim(trimmed)
-	n, err := FromNRT(nrt)
-	tn, terr := FromNRT(trimmed)
-	if fmt.Sprint(err) != fmt.Sprint(terr) || !reflect.DeepEqual(n, tn) {
-		t.Fatalf("FromNRT after Trim = (%+v, %v), before (%+v, %v)", tn, terr, n, err)
-	}
-	return n, err
-}
-
-// TestTrim: the informer's copy keeps only what FromNRT reads.
-func TestTrim(t *testing.T) {
-	nrt := &v1alpha2.NodeResourceTopology{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "nfd"}}},
-		Attributes: attrs("nodeTopologyPodsFingerprint", "pfp0v001abc", AttributePolicy, "single-numa-node", AttributeScope, "pod"),
-		Zones: v1alpha2.ZoneList{
-			{Name: "node-0", Type: "Node", Costs: v1alpha2.CostList{{Name: "node-0", Value: 10}, {Name: "node-1", Value: 20}},
-				Attributes: attrs("cpulist", "0-15"), Resources: v1alpha2.ResourceInfoList{res("cpu", "16", "12")}},
-			{Name: "core-0", Type: "Core", Parent: "node-0", Resources: v1alpha2.ResourceInfoList{res("cpu", "2", "2")}},
-		},
-	}
-	Trim(nrt)
-	want := &v1alpha2.NodeResourceTopology{
-		ObjectMeta: metav1.ObjectMeta{Name: "gpu-1"},
-		Attributes: attrs(AttributePolicy, "single-numa-node", AttributeScope, "pod"),
-		Zones: v1alpha2.ZoneList{{Name: "node-0", Type: "Node", Resources: v1alpha2.ResourceInfoList{
-			{Name: "cpu", Allocatable: resource.MustParse("16"), Available: resource.MustParse("12")}}}},
-	}
-	if !equality.Semantic.DeepEqual(nrt, want) {
-		t.Fatalf("trimmed:\n got %+v\nwant %+v", nrt, want)
 	}
 }

@@ -159,3 +159,50 @@ func TestZoneCharges(t *testing.T) {
 		t.Fatalf("Limit after the update = %d, want 1 (zone 1 free)", got)
 	}
 }
+
+// TestZonesFollowTheInformer: the zones answer from the informer's parse of
+// each object as it arrives: an update replaces them, an object that does not
+// parse gives its error (naming what is wrong), a deletion leaves the node
+// without zones.
+func TestZonesFollowTheInformer(t *testing.T) {
+	e := plugintest.New(t, plugintest.Objects{
+		Nodes: []*v1.Node{plugintest.Node("zoned", "16", 4, nil)},
+		NRTs:  []*nrtv1alpha2.NodeResourceTopology{twoZones("zoned")},
+	}, numaPlugin(false))
+	pl := e.Plugins[Name].(*NUMATopology)
+	nrts := e.NRT.TopologyV1alpha2().NodeResourceTopologies()
+	zoneCount := func() int {
+		zn, _, err := pl.zones.Zones("zoned")
+		if zn == nil || err != nil {
+			return -1
+		}
+		return len(zn.Zones)
+	}
+	e.Eventually("two zones", func() bool { return zoneCount() == 2 })
+
+	one := plugintest.NRT("zoned", "single-numa-node", plugintest.Zone{Name: "node-0", CPU: "16", GPUs: 4})
+	one.ResourceVersion = "2"
+	if _, err := nrts.Update(e.Ctx, one, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("one zone after the update", func() bool { return zoneCount() == 1 })
+
+	dup := twoZones("zoned")
+	dup.Zones[1].Name = "node-0"
+	dup.ResourceVersion = "3"
+	if _, err := nrts.Update(e.Ctx, dup, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("the parse error", func() bool {
+		zn, _, err := pl.zones.Zones("zoned")
+		return zn == nil && err != nil && strings.Contains(err.Error(), `zone "node-0" given twice`)
+	})
+
+	if err := nrts.Delete(e.Ctx, "zoned", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.Eventually("no zones after the deletion", func() bool {
+		zn, _, err := pl.zones.Zones("zoned")
+		return zn == nil && err == nil
+	})
+}

@@ -8,8 +8,8 @@ import (
 	nrtv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
 	nrtclientset "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
 	nrtinformers "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/informers/externalversions"
-	nrtlisters "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/listers/topology/v1alpha2"
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -28,13 +28,12 @@ const reconcileGrace = 5 * time.Second
 // NodeResourceTopology object, and the per-zone usage the scheduler assumed
 // that the objects do not show yet.
 type NUMA struct {
-	rt    *Runtime
-	nrts  nrtlisters.NodeResourceTopologyLister
+	rt *Runtime
+	// zones holds a *nodeZones per node that publishes an NRT object.
+	zones cache.Store
 	nodes corelisters.NodeLister
 
 	mu sync.Mutex
-	// parsed caches each node's zones by NRT resourceVersion.
-	parsed map[string]parsedNRT
 	// charges: node -> pod -> per-zone usage the NRT does not show yet.
 	charges map[string]map[types.UID]zoneCharge
 	// unaligned: nodes that enforce alignment without publishing zones,
@@ -42,10 +41,34 @@ type NUMA struct {
 	unaligned map[string]bool
 }
 
-type parsedNRT struct {
-	version string
-	node    *numa.Node
-	err     error
+// nodeZones is what the NRT informer keeps of a node's object: its parse,
+// made once as the object arrives, not the object. The object's Go form is
+// several times the parse's size (a quantity per amount, strings per zone)
+// and nothing else reads it.
+type nodeZones struct {
+	name string
+	// resourceVersion lets the informer tell an update from a resync, as
+	// it does for objects.
+	resourceVersion string
+	node            *numa.Node
+	err             error
+}
+
+// GetObjectMeta lets the informer's store key and compare the parse (by
+// meta.Accessor); it is a fresh copy, so setters change nothing.
+func (z *nodeZones) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: z.name, ResourceVersion: z.resourceVersion}
+}
+
+// parseNRT is the NRT informer's transform. Tombstones and parses already
+// made pass through as they are.
+func parseNRT(obj any) (any, error) {
+	nrt, ok := obj.(*nrtv1alpha2.NodeResourceTopology)
+	if !ok {
+		return obj, nil
+	}
+	node, err := numa.FromNRT(nrt)
+	return &nodeZones{name: nrt.Name, resourceVersion: nrt.ResourceVersion, node: node, err: err}, nil
 }
 
 type zoneCharge struct {
@@ -68,18 +91,11 @@ func newNUMA(r *Runtime) (*NUMA, error) {
 	}
 	factory := nrtinformers.NewSharedInformerFactory(client, 0)
 	inf := factory.Topology().V1alpha2().NodeResourceTopologies()
-	// The cache keeps one object per node: keep only what numa.FromNRT reads.
-	if err := inf.Informer().SetTransform(func(obj any) (any, error) {
-		if nrt, ok := obj.(*nrtv1alpha2.NodeResourceTopology); ok {
-			numa.Trim(nrt)
-			return nrt, nil
-		}
-		return trimManagedFields(obj)
-	}); err != nil {
+	if err := inf.Informer().SetTransform(parseNRT); err != nil {
 		return nil, err
 	}
-	n := &NUMA{rt: r, nrts: inf.Lister(), nodes: fw.Informers.Core().V1().Nodes().Lister(),
-		parsed: map[string]parsedNRT{}, charges: map[string]map[types.UID]zoneCharge{}, unaligned: map[string]bool{}}
+	n := &NUMA{rt: r, zones: inf.Informer().GetStore(), nodes: fw.Informers.Core().V1().Nodes().Lister(),
+		charges: map[string]map[types.UID]zoneCharge{}, unaligned: map[string]bool{}}
 	// Objects created or changed at any time are picked up.
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    n.reconcile,
@@ -105,18 +121,18 @@ func newNUMA(r *Runtime) (*NUMA, error) {
 // reconcile drops charges that a fresh NRT object already accounts for. New
 // zone data may let gangs fit that failed to plan: that is a change.
 func (n *NUMA) reconcile(obj any) {
-	nrt, ok := obj.(*nrtv1alpha2.NodeResourceTopology)
+	z, ok := obj.(*nodeZones)
 	if !ok {
 		return
 	}
 	n.mu.Lock()
-	for uid, c := range n.charges[nrt.Name] {
+	for uid, c := range n.charges[z.name] {
 		if n.rt.clock.Since(c.at) > reconcileGrace {
-			delete(n.charges[nrt.Name], uid)
+			delete(n.charges[z.name], uid)
 		}
 	}
-	if n.unaligned[nrt.Name] {
-		delete(n.unaligned, nrt.Name)
+	if n.unaligned[z.name] {
+		delete(n.unaligned, z.name)
 		NodesWithoutTopology.Set(float64(len(n.unaligned)))
 	}
 	n.mu.Unlock()
@@ -127,10 +143,7 @@ func (n *NUMA) onDelete(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	if nrt, ok := obj.(*nrtv1alpha2.NodeResourceTopology); ok {
-		n.mu.Lock()
-		delete(n.parsed, nrt.Name)
-		n.mu.Unlock()
+	if _, ok := obj.(*nodeZones); ok {
 		n.rt.Changed()
 	}
 }
@@ -153,7 +166,6 @@ func (n *NUMA) onNodeDelete(obj any) {
 	if node, ok := obj.(*v1.Node); ok {
 		n.mu.Lock()
 		delete(n.charges, node.Name)
-		delete(n.parsed, node.Name)
 		if n.unaligned[node.Name] {
 			delete(n.unaligned, node.Name)
 			NodesWithoutTopology.Set(float64(len(n.unaligned)))
@@ -165,21 +177,16 @@ func (n *NUMA) onNodeDelete(obj any) {
 // Zones returns the node's parsed topology (nil without an NRT object) and
 // what the scheduler charged on it beyond the object.
 func (n *NUMA) Zones(node string) (*numa.Node, map[string]resources.List, error) {
-	nrt, err := n.nrts.Get(node)
-	if err != nil {
+	obj, ok, _ := n.zones.GetByKey(node)
+	if !ok {
 		return nil, nil, nil
+	}
+	z := obj.(*nodeZones)
+	if z.err != nil {
+		return nil, nil, z.err
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	p, ok := n.parsed[node]
-	if !ok || p.version != nrt.ResourceVersion {
-		zn, err := numa.FromNRT(nrt)
-		p = parsedNRT{version: nrt.ResourceVersion, node: zn, err: err}
-		n.parsed[node] = p
-	}
-	if p.err != nil {
-		return nil, nil, p.err
-	}
 	charged := map[string]resources.List{}
 	for _, c := range n.charges[node] {
 		for zone, l := range c.zones {
@@ -189,7 +196,7 @@ func (n *NUMA) Zones(node string) (*numa.Node, map[string]resources.List, error)
 			charged[zone].Add(l)
 		}
 	}
-	return p.node, charged, nil
+	return z.node, charged, nil
 }
 
 // LabelledPolicy returns the Topology Manager policy a node's label says the
