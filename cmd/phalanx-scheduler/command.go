@@ -105,6 +105,14 @@ func run(cmd *cobra.Command, opts *options.Options, est *dryrun.EstimatorConfig)
 	if err := rt.AwaitSyncs(ctx); err != nil {
 		return err
 	}
+	// What only scheduling cycles read lists beside the scheduler's own
+	// informers; its readers wait for it. It must still sync, or stop us.
+	go func() {
+		if err := rt.AwaitCycleSyncs(ctx); err != nil && ctx.Err() == nil {
+			klog.FromContext(ctx).Error(err, "Stopping: a part of the scheduler did not sync")
+			klog.FlushAndExit(klog.ExitFlushTimeout, 1)
+		}
+	}()
 	fg.(featuregate.MutableFeatureGate).AddMetrics()
 	opts.ComponentGlobalsRegistry.AddMetrics()
 	if est.Address != "" {

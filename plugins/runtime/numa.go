@@ -31,7 +31,10 @@ type NUMA struct {
 	rt *Runtime
 	// zones holds a *nodeZones per node that publishes an NRT object.
 	zones cache.Store
-	nodes corelisters.NodeLister
+	// synced closes once zones holds every object: only scheduling cycles
+	// read them, so the first list may run beside kube-scheduler's.
+	synced <-chan struct{}
+	nodes  corelisters.NodeLister
 
 	mu sync.Mutex
 	// charges: node -> pod -> per-zone usage the NRT does not show yet.
@@ -110,11 +113,13 @@ func newNUMA(r *Runtime) (*NUMA, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := r.syncPart("NodeResourceTopologies", factory.Start, func(stop <-chan struct{}) []string {
+	synced, err := r.syncCyclePart("NodeResourceTopologies", factory.Start, func(stop <-chan struct{}) []string {
 		return unsynced(factory.WaitForCacheSync(stop))
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, err
 	}
+	n.synced = synced
 	return n, nil
 }
 
@@ -175,8 +180,18 @@ func (n *NUMA) onNodeDelete(obj any) {
 }
 
 // Zones returns the node's parsed topology (nil without an NRT object) and
-// what the scheduler charged on it beyond the object.
+// what the scheduler charged on it beyond the object. Until the first list
+// is in, it waits for it.
 func (n *NUMA) Zones(node string) (*numa.Node, map[string]resources.List, error) {
+	select {
+	case <-n.synced:
+	default:
+		select {
+		case <-n.synced:
+		case <-n.rt.ctx.Done():
+			return nil, nil, fmt.Errorf("the NodeResourceTopology objects were not listed: the scheduler is stopping")
+		}
+	}
 	obj, ok, _ := n.zones.GetByKey(node)
 	if !ok {
 		return nil, nil, nil

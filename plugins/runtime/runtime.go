@@ -96,6 +96,8 @@ type Runtime struct {
 	smu    sync.Mutex
 	defers bool
 	syncs  []pendingSync
+	// cycleSyncs are the cycle-only syncs AwaitSyncs left to AwaitCycleSyncs.
+	cycleSyncs []pendingSync
 }
 
 // pendingSync is a part's informer sync, started and not yet waited for, or
@@ -104,6 +106,9 @@ type pendingSync struct {
 	what  string
 	wait  func(<-chan struct{}) []string
 	after func()
+	// synced is set for a part that only scheduling cycles read: it closes
+	// once the part synced, and AwaitCycleSyncs, not AwaitSyncs, waits.
+	synced chan struct{}
 }
 
 // New returns an empty runtime whose background work runs until ctx ends or
@@ -358,13 +363,19 @@ func (r *Runtime) DeferSyncs() {
 // order; parts built later sync at once again. The scheduler's own
 // informers must not start before it returns: their events reach the
 // parts' handlers, which read the parts' listers.
+// Parts that only scheduling cycles read are left to AwaitCycleSyncs.
 func (r *Runtime) AwaitSyncs(ctx context.Context) error {
 	r.smu.Lock()
 	pending := r.syncs
 	r.syncs, r.defers = nil, false
+	for _, p := range pending {
+		if p.synced != nil {
+			r.cycleSyncs = append(r.cycleSyncs, p)
+		}
+	}
 	r.smu.Unlock()
 	for _, p := range pending {
-		if p.wait != nil {
+		if p.wait != nil && p.synced == nil {
 			if err := waitSynced(ctx, p.what, p.wait); err != nil {
 				return err
 			}
@@ -378,6 +389,24 @@ func (r *Runtime) AwaitSyncs(ctx context.Context) error {
 	return nil
 }
 
+// AwaitCycleSyncs waits, up to SyncTimeout each, for the parts that only
+// scheduling cycles read (syncCyclePart), which AwaitSyncs left out: their
+// first lists may run beside kube-scheduler's own, since no cycle runs
+// before those synced, and their readers wait for them.
+func (r *Runtime) AwaitCycleSyncs(ctx context.Context) error {
+	r.smu.Lock()
+	pending := r.cycleSyncs
+	r.cycleSyncs = nil
+	r.smu.Unlock()
+	for _, p := range pending {
+		if err := waitSynced(ctx, p.what, p.wait); err != nil {
+			return err
+		}
+		close(p.synced)
+	}
+	return nil
+}
+
 // syncPart starts a part's informers and waits, up to SyncTimeout, for their
 // first list; after DeferSyncs, AwaitSyncs waits.
 func (r *Runtime) syncPart(what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) error {
@@ -386,6 +415,22 @@ func (r *Runtime) syncPart(what string, start func(<-chan struct{}), wait func(<
 		return nil
 	}
 	return waitSynced(r.ctx, what, wait)
+}
+
+// syncCyclePart is syncPart for a part that only scheduling cycles read (no
+// event handler reads it): after DeferSyncs, AwaitCycleSyncs waits. The
+// returned channel closes once the part synced; its readers wait on it.
+func (r *Runtime) syncCyclePart(what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) (<-chan struct{}, error) {
+	synced := make(chan struct{})
+	start(r.ctx.Done())
+	if r.deferred(pendingSync{what: what, wait: wait, synced: synced}) {
+		return synced, nil
+	}
+	if err := waitSynced(r.ctx, what, wait); err != nil {
+		return nil, err
+	}
+	close(synced)
+	return synced, nil
 }
 
 // afterSync runs a part's step that reads its synced listers: now, or after

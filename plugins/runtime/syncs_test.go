@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	nrtv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
+	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
 
@@ -70,5 +72,62 @@ func TestDeferredSyncsRunPostSyncSteps(t *testing.T) {
 		}})
 	if _, err := e.Phalanx.SchedulingV1alpha1().Queues().Get(e.Ctx, "default", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the default queue was not made after AwaitSyncs: %v", err)
+	}
+}
+
+// TestCycleOnlySyncsListBesideTheScheduler: built as the binary builds it,
+// the NodeResourceTopology list (read only by scheduling cycles) runs beside
+// kube-scheduler's own informers rather than before them, and a reader that
+// asks for a node's zones before that list is in waits for it instead of
+// finding none. The NRT list is held until the pod list has begun; were it
+// awaited before kube-scheduler's informers start, it would be held the
+// whole time.
+func TestCycleOnlySyncsListBesideTheScheduler(t *testing.T) {
+	podsListed := make(chan struct{})
+	var once sync.Once
+	var beside atomic.Bool
+	var numa atomic.Pointer[runtime.NUMA]
+	early := make(chan bool, 1)
+	objs := plugintest.Objects{
+		DeferSyncs: true,
+		Nodes:      []*v1.Node{plugintest.Node("zoned", "16", 4, nil)},
+		NRTs: []*nrtv1alpha2.NodeResourceTopology{plugintest.NRT("zoned", "single-numa-node",
+			plugintest.Zone{Name: "node-0", CPU: "8", GPUs: 2})},
+		OnList: func(resource string) {
+			switch resource {
+			case "pods":
+				once.Do(func() {
+					// Asked before the NRT list is in: the answer must wait for it.
+					go func() {
+						zn, _, err := numa.Load().Zones("zoned")
+						early <- zn != nil && err == nil
+					}()
+					close(podsListed)
+				})
+			case "noderesourcetopologies":
+				select {
+				case <-podsListed:
+					beside.Store(true)
+				case <-time.After(10 * time.Second):
+				}
+			}
+		},
+	}
+	plugintest.New(t, objs, plugintest.Plugin{Name: "Parts", Extensions: []string{"PreFilter"},
+		New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
+			n, err := rt.NUMA(ports.Of(h))
+			numa.Store(n)
+			return parts{}, err
+		}})
+	if !beside.Load() {
+		t.Errorf("the NodeResourceTopology list ran before the scheduler's pod list began: it was awaited before kube-scheduler's informers started")
+	}
+	select {
+	case ok := <-early:
+		if !ok {
+			t.Errorf("zones asked for before the NodeResourceTopology list was in were not the node's: the reader did not wait for the list")
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("zones asked for before the NodeResourceTopology list was in never came")
 	}
 }

@@ -244,7 +244,12 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 	if err := e.RT.AwaitSyncs(ctx); err != nil {
 		t.Fatalf("syncing the runtime's informers: %v", err)
 	}
+	// As the binary does: the scheduler's informers start while the parts
+	// that only cycles read finish their lists.
 	informerFactory.Start(ctx.Done())
+	if err := e.RT.AwaitCycleSyncs(ctx); err != nil {
+		t.Fatalf("syncing the runtime's cycle-only informers: %v", err)
+	}
 	informerFactory.WaitForCacheSync(ctx.Done())
 	e.Eventually("every informer watching", watches.ready)
 	return e
