@@ -45,9 +45,9 @@ type NUMA struct {
 }
 
 // nodeZones is what the NRT informer keeps of a node's object: its parse,
-// made once as the object arrives, not the object. The object's Go form is
-// several times the parse's size (a quantity per amount, strings per zone)
-// and nothing else reads it.
+// made once as the object arrives, not the object: nothing else reads the
+// object, and its Go form (a quantity per amount, strings per zone) is the
+// larger of the two.
 type nodeZones struct {
 	name string
 	// resourceVersion lets the informer tell an update from a resync, as
@@ -185,12 +185,8 @@ func (n *NUMA) onNodeDelete(obj any) {
 func (n *NUMA) Zones(node string) (*numa.Node, map[string]resources.List, error) {
 	select {
 	case <-n.synced:
-	default:
-		select {
-		case <-n.synced:
-		case <-n.rt.ctx.Done():
-			return nil, nil, fmt.Errorf("the NodeResourceTopology objects were not listed: the scheduler is stopping")
-		}
+	case <-n.rt.ctx.Done():
+		return nil, nil, fmt.Errorf("the NodeResourceTopology objects were not listed: the scheduler is stopping")
 	}
 	obj, ok, _ := n.zones.GetByKey(node)
 	if !ok {

@@ -111,6 +111,18 @@ type pendingSync struct {
 	synced chan struct{}
 }
 
+// await waits, up to SyncTimeout, for the part's first list, then closes
+// synced for its readers.
+func (p pendingSync) await(ctx context.Context) error {
+	if err := waitSynced(ctx, p.what, p.wait); err != nil {
+		return err
+	}
+	if p.synced != nil {
+		close(p.synced)
+	}
+	return nil
+}
+
 // New returns an empty runtime whose background work runs until ctx ends or
 // Stop is called; clk may be nil for the wall clock.
 func New(ctx context.Context, clk clock.WithDelayedExecution) *Runtime {
@@ -376,7 +388,7 @@ func (r *Runtime) AwaitSyncs(ctx context.Context) error {
 	r.smu.Unlock()
 	for _, p := range pending {
 		if p.wait != nil && p.synced == nil {
-			if err := waitSynced(ctx, p.what, p.wait); err != nil {
+			if err := p.await(ctx); err != nil {
 				return err
 			}
 		}
@@ -399,10 +411,9 @@ func (r *Runtime) AwaitCycleSyncs(ctx context.Context) error {
 	r.cycleSyncs = nil
 	r.smu.Unlock()
 	for _, p := range pending {
-		if err := waitSynced(ctx, p.what, p.wait); err != nil {
+		if err := p.await(ctx); err != nil {
 			return err
 		}
-		close(p.synced)
 	}
 	return nil
 }
@@ -410,11 +421,7 @@ func (r *Runtime) AwaitCycleSyncs(ctx context.Context) error {
 // syncPart starts a part's informers and waits, up to SyncTimeout, for their
 // first list; after DeferSyncs, AwaitSyncs waits.
 func (r *Runtime) syncPart(what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) error {
-	start(r.ctx.Done())
-	if r.deferred(pendingSync{what: what, wait: wait}) {
-		return nil
-	}
-	return waitSynced(r.ctx, what, wait)
+	return r.startSync(pendingSync{what: what, wait: wait}, start)
 }
 
 // syncCyclePart is syncPart for a part that only scheduling cycles read (no
@@ -422,15 +429,20 @@ func (r *Runtime) syncPart(what string, start func(<-chan struct{}), wait func(<
 // returned channel closes once the part synced; its readers wait on it.
 func (r *Runtime) syncCyclePart(what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) (<-chan struct{}, error) {
 	synced := make(chan struct{})
-	start(r.ctx.Done())
-	if r.deferred(pendingSync{what: what, wait: wait, synced: synced}) {
-		return synced, nil
-	}
-	if err := waitSynced(r.ctx, what, wait); err != nil {
+	if err := r.startSync(pendingSync{what: what, wait: wait, synced: synced}, start); err != nil {
 		return nil, err
 	}
-	close(synced)
 	return synced, nil
+}
+
+// startSync starts a part's informers and waits for them, or leaves the
+// wait for AwaitSyncs after DeferSyncs.
+func (r *Runtime) startSync(p pendingSync, start func(<-chan struct{})) error {
+	start(r.ctx.Done())
+	if r.deferred(p) {
+		return nil
+	}
+	return p.await(r.ctx)
 }
 
 // afterSync runs a part's step that reads its synced listers: now, or after
