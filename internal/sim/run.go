@@ -110,12 +110,19 @@ type JobResult struct {
 	// RestartedAt is when the job reached its quorum again after evictions
 	// broke it (0: never broken, or not restarted).
 	RestartedAt time.Duration
+	// WaitedBy is the replay time this job spent waiting by cause
+	// (WaitCause), judged at each sample until the next; HeldBy the part
+	// judged WaitRoomHeld by the scheduler's last word on its pods.
+	WaitedBy, HeldBy map[string]time.Duration
 
-	firstAt time.Duration
-	placed  map[string]bool // pods seen bound, by name
-	done    map[string]bool
-	boundAt map[string]time.Duration
-	broken  bool // evictions took it below its quorum after it started
+	// lastCause and lastWord are the cause and word judged at the last
+	// sample, counted into WaitedBy and HeldBy at the next.
+	lastCause, lastWord string
+	firstAt             time.Duration
+	placed              map[string]bool // pods seen bound, by name
+	done                map[string]bool
+	boundAt             map[string]time.Duration
+	broken              bool // evictions took it below its quorum after it started
 }
 
 // Ran reports whether the job reached its quorum.
@@ -157,6 +164,10 @@ type Sample struct {
 	// HeldBy counts the jobs judged WaitRoomHeld by the scheduler's last
 	// word on one of their unbound pods (SchedulerWord).
 	HeldBy map[string]int
+	// IdleGPU is the free GPUs of the untainted nodes per domain of each
+	// network level above the host, keyed "level=domain" (nil without
+	// levels): where the idle GPUs were.
+	IdleGPU map[string]int
 	// SchedulerQueue is the in-process scheduler's pending pods by its
 	// queue (scheduler_pending_pods: active, backoff, unschedulable,
 	// gated, ...); nil for a scheduler binary.
@@ -724,7 +735,12 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		rooms = append(rooms, Room{CPU: n.CPU - u.CPU, Memory: n.Memory - u.Memory, GPUs: n.GPUs - u.GPUs})
 	}
 	sample.FragGPU = FragmentedGPUs(rooms, shapes)
-	sample.WaitCauses, sample.HeldBy = d.waitCauses(rooms, jobShape, jobWord, live)
+	var since time.Duration
+	if n := len(d.res.Samples); n > 0 {
+		since = now - d.res.Samples[n-1].At
+	}
+	sample.WaitCauses, sample.HeldBy = d.waitCauses(rooms, jobShape, jobWord, live, since)
+	sample.IdleGPU = d.idleByDomain(rooms)
 	if d.sched == nil {
 		// Gathering every metric costs more than a sample; once a second
 		// is enough for a mean over minutes.
@@ -749,15 +765,32 @@ func (d *driver) untainted() []NodeResult {
 	return out
 }
 
+// idleByDomain sums the free GPUs of rooms (the untainted nodes', in
+// order) per domain of each network level above the host.
+func (d *driver) idleByDomain(rooms []Room) map[string]int {
+	if len(d.sc.Network) == 0 {
+		return nil
+	}
+	out := map[string]int{}
+	for i, n := range d.untainted() {
+		for _, l := range d.sc.Network {
+			out[DomainKey(l.Name, n.Labels[l.NodeLabel])] += int(rooms[i].GPUs)
+		}
+	}
+	return out
+}
+
 // waitCauses counts the jobs waiting at a sample by why (WaitCause), and
 // those judged WaitRoomHeld by the scheduler's word on them: rooms are the
 // untainted nodes' free room, jobShape the shape of each job's unbound pods,
 // word the scheduler's last word on one of them, live each job's bound pods
-// not yet completed.
-func (d *driver) waitCauses(rooms []Room, jobShape map[string]Shape, word map[string]string, live map[string]int) (causes, heldBy map[string]int) {
+// not yet completed. Each job's cause at the last sample is counted into its
+// WaitedBy for since, the time from that sample to this one.
+func (d *driver) waitCauses(rooms []Room, jobShape map[string]Shape, word map[string]string, live map[string]int, since time.Duration) (causes, heldBy map[string]int) {
 	out, held := map[string]int{}, map[string]int{}
 	nodes := d.untainted()
 	for _, r := range d.res.Jobs {
+		r.countWait(since)
 		shape, unbound := jobShape[r.Job.Key()]
 		if r.Ran() || !unbound {
 			continue
@@ -775,11 +808,31 @@ func (d *driver) waitCauses(rooms []Room, jobShape map[string]Shape, word map[st
 		}
 		cause := WaitCause(rooms, domains, shape, need)
 		out[cause]++
+		r.lastCause = cause
 		if cause == WaitRoomHeld {
 			held[word[r.Job.Key()]]++
+			r.lastWord = word[r.Job.Key()]
 		}
 	}
 	return out, held
+}
+
+// countWait adds since to the cause (and word) judged at the last sample,
+// and forgets them: the next sample judges again.
+func (r *JobResult) countWait(since time.Duration) {
+	if r.lastCause != "" && since > 0 {
+		if r.WaitedBy == nil {
+			r.WaitedBy = map[string]time.Duration{}
+		}
+		r.WaitedBy[r.lastCause] += since
+		if r.lastCause == WaitRoomHeld {
+			if r.HeldBy == nil {
+				r.HeldBy = map[string]time.Duration{}
+			}
+			r.HeldBy[r.lastWord] += since
+		}
+	}
+	r.lastCause, r.lastWord = "", ""
 }
 
 // rankedPod is a running pod's rank and node.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -193,6 +194,24 @@ func TestTraceReplayShort(t *testing.T) {
 	if s.StrandedPeak > 0 && s.StrandedMean > 0.5 {
 		t.Errorf("GPUs stranded by incomplete gangs: mean %.2f, peak %d", s.StrandedMean, s.StrandedPeak)
 	}
+	// Where the idle GPUs were: every leaf, never more free than it has.
+	if len(s.IdleByDomain) == 0 {
+		t.Error("no idle GPUs by domain in the summary")
+	}
+	for _, d := range s.IdleByDomain {
+		if d.Idle < 0 || d.Idle > float64(d.GPUs) {
+			t.Errorf("domain %s=%s: %.1f of %d GPUs free", d.Level, d.Domain, d.Idle, d.GPUs)
+		}
+	}
+	for _, j := range s.LongestWaits {
+		sum := 0.0
+		for _, share := range j.Causes {
+			sum += share
+		}
+		if j.Causes != nil && math.Abs(sum-1) > 1e-9 {
+			t.Errorf("job %s: causes %v add up to %v", j.Key, j.Causes, sum)
+		}
+	}
 	dir := t.TempDir()
 	var text bytes.Buffer
 	WriteTraceText(&text, runs)
@@ -213,7 +232,7 @@ func TestTraceReplayShort(t *testing.T) {
 		}
 	}
 	html, _ := os.ReadFile(filepath.Join(dir, "trace.html"))
-	for _, want := range []string{"GPU allocation over time", "Job waits", "Queue shares", "<svg"} {
+	for _, want := range []string{"GPU allocation over time", "Job waits", "Queue shares", "<svg", "what the longest waits waited for"} {
 		if !bytes.Contains(html, []byte(want)) {
 			t.Errorf("HTML report lacks %q", want)
 		}

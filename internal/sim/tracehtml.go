@@ -47,6 +47,7 @@ func WriteTraceHTML(w io.Writer, runs []TraceRun) error {
 		{Color: "#9467bd", Label: "fragmented: free, no waiting pod fits", Class: "line"},
 		{Color: waitColor, Label: "jobs waiting"},
 	}
+	page.Where, page.Causes = whereSections(sums), strings.Join(WaitCauses, " / ")
 	page.CDF = waitCDF(sums)
 	page.Shares = queueShareBars(sums)
 	for i, s := range sums {
@@ -63,6 +64,38 @@ type tracePage struct {
 	AllocLegend       []legendItem
 	SchedLegend       []legendItem
 	CDF, Shares       template.HTML
+	Where             []whereSection
+	Causes            string
+}
+
+// whereSection is one replay's idle GPUs by domain and longest waits.
+type whereSection struct {
+	Scheduler string
+	Idle      []DomainIdle
+	Waits     [][]string
+}
+
+func whereSections(sums []TraceSummary) []whereSection {
+	var out []whereSection
+	for _, s := range sums {
+		if len(s.IdleByDomain) == 0 && len(s.LongestWaits) == 0 {
+			continue
+		}
+		w := whereSection{Scheduler: s.Scheduler, Idle: s.IdleByDomain}
+		for _, j := range s.LongestWaits {
+			started := "yes"
+			switch {
+			case !j.Started:
+				started = "never"
+			case j.Restarted:
+				started = "restarted"
+			}
+			w.Waits = append(w.Waits, []string{j.Key, fmt.Sprintf("%d × %d", j.Pods, j.GPUsPerPod), orDash(j.Level),
+				fmt.Sprintf("%.0f", j.Wait), started, causeParts(j.Causes), orDash(j.HeldBy)})
+		}
+		out = append(out, w)
+	}
+	return out
 }
 
 type traceRow struct {
@@ -251,6 +284,17 @@ held and asked for.</p>
 <h2>Job waits</h2>
 <div class="legend">{{range .SchedLegend}}<span><i class="sw {{.Class}}" style="background:{{.Color}}"></i>{{.Label}}</span>{{end}}</div>
 {{.CDF}}
+{{if .Where}}<h2>Where the idle GPUs were, and what the longest waits waited for</h2>
+<p class="caption">Per domain, its mean free GPUs while jobs waited. Per job, its wait (trace seconds) and the parts of it
+judged {{.Causes}} on the nodes' free room at each sample, and the scheduler's word that held it longest while the room was there.</p>
+{{range .Where}}<h3>{{.Scheduler}}</h3>
+{{if .Idle}}<table><tr><th>level</th><th>domain</th><th>GPUs</th><th>mean free while jobs waited</th></tr>
+{{range .Idle}}<tr><td>{{.Level}}</td><td>{{.Domain}}</td><td class="num">{{.GPUs}}</td><td class="num">{{printf "%.1f" .Idle}}</td></tr>
+{{end}}</table>{{end}}
+{{if .Waits}}<table><tr><th>job</th><th>pods × GPUs</th><th>required</th><th>wait (s)</th><th>started</th><th>{{$.Causes}}</th><th>room held longest by</th></tr>
+{{range .Waits}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
+{{end}}</table>{{end}}
+{{end}}{{end}}
 {{if .Shares}}<h2>Queue shares</h2>
 <div class="legend">{{range .SchedLegend}}<span><i class="sw" style="background:{{.Color}}"></i>{{.Label}}</span>{{end}}<span>- - - deserved</span></div>
 {{.Shares}}{{end}}

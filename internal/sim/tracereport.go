@@ -68,6 +68,10 @@ type TraceSummary struct {
 	// HeldBy is each scheduler word's part of the job-seconds judged
 	// WaitRoomHeld (SchedulerWord), largest first.
 	HeldBy []WordShare
+	// IdleByDomain is each network domain's mean free GPUs while jobs
+	// waited; LongestWaits the jobs that waited longest, and for what.
+	IdleByDomain []DomainIdle
+	LongestWaits []JobWait
 	// SchedulerQueue is the in-process scheduler's mean pending pods by
 	// its queue while jobs waited (nil for a scheduler binary).
 	SchedulerQueue map[string]float64
@@ -179,6 +183,8 @@ func (tr TraceRun) Summary() TraceSummary {
 	s.WaitP50, s.WaitP95 = Percentile(s.Waits, 50), Percentile(s.Waits, 95)
 	s.Split, s.Partial = GangCounts(gangs)
 	s.Queues = tr.queueShares(at, waiting)
+	s.IdleByDomain = tr.idleByDomain(at, waiting)
+	s.LongestWaits = tr.longestWaits()
 	return s
 }
 
@@ -295,13 +301,7 @@ func summaryRows(sums []TraceSummary) []summaryRow {
 		{"fragmentation while jobs wait", func(s TraceSummary) string { return pct(s.FragWaiting) }},
 		{"job wait p50 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP50) }},
 		{"job wait p95 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP95) }},
-		{"job-time waiting: " + strings.Join(WaitCauses, " / "), func(s TraceSummary) string {
-			parts := make([]string, len(WaitCauses))
-			for i, c := range WaitCauses {
-				parts[i] = fmt.Sprintf("%.0f%%", 100*s.WaitCauses[c])
-			}
-			return strings.Join(parts, " / ")
-		}},
+		{"job-time waiting: " + strings.Join(WaitCauses, " / "), func(s TraceSummary) string { return causeParts(s.WaitCauses) }},
 		{"split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) }},
 		{"partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) }},
 	}
@@ -393,6 +393,7 @@ func WriteTraceText(w io.Writer, runs []TraceRun) {
 			fmt.Fprintf(w, "  %5.1f%%  %s\n", 100*h.Share, h.Word)
 		}
 	}
+	writeWhere(w, sums)
 	for _, s := range sums {
 		if len(s.SchedulerQueue) == 0 {
 			continue
