@@ -99,16 +99,19 @@ demo:
 ## (TestTraceReplayShort in make unit replays a tiny trace with phalanx).
 ## TRACE_ARGS="-generate -seed 2 -load 1.3" etc.; your own history:
 ## TRACE_ARGS="-nodes n.csv -jobs j.csv -queues q.csv -speed 20" (docs/simulator.md).
-## Then the shipped larger traces (examples/trace/cluster-64x8, cluster-512),
-## unless TRACE_LARGE= is empty: reports report/trace/cluster-*.html.
+## Then the shipped larger traces (examples/trace/cluster-64x8 at 50x, about
+## 21 min; cluster-512 at 10x, the speed 2 cores follow, about 25 min a
+## scheduler) with TRACE_LARGE_SCHEDULERS, unless TRACE_LARGE= is empty:
+## reports report/trace/cluster-*.html.
 TRACE_ARGS ?= -generate -seed 1 -load 1.25 -speed 50
-TRACE_LARGE ?= cluster-64x8:50 cluster-512:25
+TRACE_LARGE ?= cluster-64x8:50 cluster-512:10
+TRACE_LARGE_SCHEDULERS ?= phalanx,phalanx-consolidate,stock,upstream-gang
 trace: bench-bins
 	$(BIN)/phalanx-sim trace -kube-scheduler $(BIN)/kube-scheduler -out report/trace -html report/trace/trace.html $(TRACE_ARGS)
 	@for t in $(TRACE_LARGE); do name=$${t%%:*}; speed=$${t##*:}; d=examples/trace/$$name; \
 	  echo "== $$name at $${speed}x"; \
 	  $(BIN)/phalanx-sim trace -kube-scheduler $(BIN)/kube-scheduler -nodes $$d/nodes.csv -jobs $$d/jobs.csv -queues $$d/queues.csv \
-	    -speed $$speed -html report/trace/$$name.html -details report/trace/$$name || exit 1; done
+	    -speed $$speed -schedulers $(TRACE_LARGE_SCHEDULERS) -html report/trace/$$name.html -details report/trace/$$name || exit 1; done
 
 ## bench: stock kube-scheduler, upstream GangScheduling, phalanx and raw binds side by side
 ## (child processes, one API server per workload): pods/s, CPU/pod, peak RSS,
