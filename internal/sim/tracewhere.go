@@ -132,24 +132,7 @@ func writeWhere(w io.Writer, sums []TraceSummary) {
 	for _, s := range sums {
 		if len(s.IdleByDomain) > 0 {
 			fmt.Fprintf(w, "\n%s: where the idle GPUs were while jobs waited (mean free GPUs / the domain's GPUs):\n", s.Scheduler)
-			var line []string
-			level := ""
-			flush := func() {
-				if len(line) > 0 {
-					fmt.Fprintf(w, "  %-12s %s\n", level, strings.Join(line, ", "))
-					line, level = nil, ""
-				}
-			}
-			for i, d := range s.IdleByDomain {
-				if i > 0 && d.Level != s.IdleByDomain[i-1].Level || len(line) == domainsPerLine {
-					flush()
-				}
-				if level == "" && (i == 0 || d.Level != s.IdleByDomain[i-1].Level) {
-					level = d.Level
-				}
-				line = append(line, fmt.Sprintf("%s %.1f/%d", d.Domain, d.Idle, d.GPUs))
-			}
-			flush()
+			writeIdle(w, s.IdleByDomain)
 		}
 		if len(s.LongestWaits) == 0 {
 			continue
@@ -172,5 +155,27 @@ func writeWhere(w io.Writer, sums []TraceSummary) {
 			fmt.Fprintf(tw, "  %s\t%d × %d\t%s\t%s\t%s\t%s\n", j.Key, j.Pods, j.GPUsPerPod, level, wait, causeParts(j.Causes), orDash(j.HeldBy))
 		}
 		tw.Flush()
+	}
+}
+
+// writeIdle prints the domains a level to a line, domainsPerLine at most.
+func writeIdle(w io.Writer, idle []DomainIdle) {
+	for first := 0; first < len(idle); {
+		level, end := idle[first].Level, first
+		for end < len(idle) && idle[end].Level == level {
+			end++
+		}
+		for i := first; i < end; i += domainsPerLine {
+			label := ""
+			if i == first {
+				label = level
+			}
+			var parts []string
+			for _, d := range idle[i:min(i+domainsPerLine, end)] {
+				parts = append(parts, fmt.Sprintf("%s %.1f/%d", d.Domain, d.Idle, d.GPUs))
+			}
+			fmt.Fprintf(w, "  %-12s %s\n", label, strings.Join(parts, ", "))
+		}
+		first = end
 	}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -107,5 +108,23 @@ func TestIdleByDomainSample(t *testing.T) {
 	d.sc = &Scenario{}
 	if got := d.idleByDomain(nil); got != nil {
 		t.Errorf("idle without levels %v, want nil", got)
+	}
+}
+
+// TestWriteIdleWraps: a level's domains go domainsPerLine to a line, the
+// level named on its first.
+func TestWriteIdleWraps(t *testing.T) {
+	var idle []DomainIdle
+	for i := range domainsPerLine + 1 {
+		idle = append(idle, DomainIdle{Level: "leaf", Domain: fmt.Sprintf("l%d", i), GPUs: 8, Idle: 1})
+	}
+	idle = append(idle, DomainIdle{Level: "ib", Domain: "i0", GPUs: 72, Idle: 9})
+	var b bytes.Buffer
+	writeIdle(&b, idle)
+	want := "  leaf         l0 1.0/8, l1 1.0/8, l2 1.0/8, l3 1.0/8, l4 1.0/8, l5 1.0/8, l6 1.0/8, l7 1.0/8\n" +
+		"               l8 1.0/8\n" +
+		"  ib           i0 9.0/72\n"
+	if b.String() != want {
+		t.Errorf("got\n%s\nwant\n%s", b.String(), want)
 	}
 }
