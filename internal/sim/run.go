@@ -131,6 +131,15 @@ func (r *JobResult) Ran() bool { return r.QuorumAt > 0 }
 // Wait is the time from submission to quorum; for a job whose quorum
 // evictions broke, from its first submission to its last start (it is
 // resubmitted as a training operator would, and waits again).
+// WaitUntil is Wait for a job that started, and for one that did not, its
+// wait until end.
+func (r *JobResult) WaitUntil(end time.Duration) time.Duration {
+	if r.Ran() {
+		return r.Wait()
+	}
+	return end - r.Submitted
+}
+
 func (r *JobResult) Wait() time.Duration {
 	if r.RestartedAt > 0 {
 		return r.RestartedAt - r.Submitted
@@ -730,7 +739,8 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		shapes = append(shapes, s)
 	}
 	rooms := make([]Room, 0, len(d.res.Nodes))
-	for _, n := range d.untainted() {
+	nodes := d.untainted()
+	for _, n := range nodes {
 		u := nodeUsed[n.Name]
 		rooms = append(rooms, Room{CPU: n.CPU - u.CPU, Memory: n.Memory - u.Memory, GPUs: n.GPUs - u.GPUs})
 	}
@@ -739,8 +749,8 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	if n := len(d.res.Samples); n > 0 {
 		since = now - d.res.Samples[n-1].At
 	}
-	sample.WaitCauses, sample.HeldBy = d.waitCauses(rooms, jobShape, jobWord, live, since)
-	sample.IdleGPU = d.idleByDomain(rooms)
+	sample.WaitCauses, sample.HeldBy = d.waitCauses(nodes, rooms, jobShape, jobWord, live, since)
+	sample.IdleGPU = d.idleByDomain(nodes, rooms)
 	if d.sched == nil {
 		// Gathering every metric costs more than a sample; once a second
 		// is enough for a mean over minutes.
@@ -765,14 +775,14 @@ func (d *driver) untainted() []NodeResult {
 	return out
 }
 
-// idleByDomain sums the free GPUs of rooms (the untainted nodes', in
-// order) per domain of each network level above the host.
-func (d *driver) idleByDomain(rooms []Room) map[string]int {
+// idleByDomain sums the free GPUs of rooms (those of nodes, the untainted
+// nodes) per domain of each network level above the host.
+func (d *driver) idleByDomain(nodes []NodeResult, rooms []Room) map[string]int {
 	if len(d.sc.Network) == 0 {
 		return nil
 	}
 	out := map[string]int{}
-	for i, n := range d.untainted() {
+	for i, n := range nodes {
 		for _, l := range d.sc.Network {
 			out[DomainKey(l.Name, n.Labels[l.NodeLabel])] += int(rooms[i].GPUs)
 		}
@@ -782,13 +792,14 @@ func (d *driver) idleByDomain(rooms []Room) map[string]int {
 
 // waitCauses counts the jobs waiting at a sample by why (WaitCause), and
 // those judged WaitRoomHeld by the scheduler's word on them: rooms are the
-// untainted nodes' free room, jobShape the shape of each job's unbound pods,
+// free room of nodes (the untainted ones), jobShape the shape of each job's unbound pods,
 // word the scheduler's last word on one of them, live each job's bound pods
 // not yet completed. Each job's cause at the last sample is counted into its
 // WaitedBy for since, the time from that sample to this one.
-func (d *driver) waitCauses(rooms []Room, jobShape map[string]Shape, word map[string]string, live map[string]int, since time.Duration) (causes, heldBy map[string]int) {
+func (d *driver) waitCauses(nodes []NodeResult, rooms []Room, jobShape map[string]Shape, word map[string]string, live map[string]int, since time.Duration) (causes, heldBy map[string]int) {
 	out, held := map[string]int{}, map[string]int{}
-	nodes := d.untainted()
+	// Each node's domain per level, made once per sample, not per job.
+	domainsOf := map[string][]string{}
 	for _, r := range d.res.Jobs {
 		r.countWait(since)
 		shape, unbound := jobShape[r.Job.Key()]
@@ -801,9 +812,12 @@ func (d *driver) waitCauses(rooms []Room, jobShape map[string]Shape, word map[st
 		}
 		var domains []string
 		if level := d.sc.level(r.Job.requiredLevel()); level != nil {
-			domains = make([]string, len(nodes))
-			for i, n := range nodes {
-				domains[i] = n.Labels[level.NodeLabel]
+			if domains = domainsOf[level.Name]; domains == nil {
+				domains = make([]string, len(nodes))
+				for i, n := range nodes {
+					domains[i] = n.Labels[level.NodeLabel]
+				}
+				domainsOf[level.Name] = domains
 			}
 		}
 		cause := WaitCause(rooms, domains, shape, need)

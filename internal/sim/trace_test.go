@@ -194,15 +194,27 @@ func TestTraceReplayShort(t *testing.T) {
 	if s.StrandedPeak > 0 && s.StrandedMean > 0.5 {
 		t.Errorf("GPUs stranded by incomplete gangs: mean %.2f, peak %d", s.StrandedMean, s.StrandedPeak)
 	}
-	// Where the idle GPUs were: every leaf, never more free than it has.
+	// Where the idle GPUs were: every leaf, never more free than it has,
+	// and the leaves' free GPUs together are the GPUs not allocated while
+	// jobs waited.
 	if len(s.IdleByDomain) == 0 {
 		t.Error("no idle GPUs by domain in the summary")
 	}
+	idle := 0.0
 	for _, d := range s.IdleByDomain {
 		if d.Idle < 0 || d.Idle > float64(d.GPUs) {
 			t.Errorf("domain %s=%s: %.1f of %d GPUs free", d.Level, d.Domain, d.Idle, d.GPUs)
 		}
+		if d.Level == s.IdleByDomain[0].Level {
+			idle += d.Idle
+		}
 	}
+	if free := float64(s.GPUs) * (1 - s.AllocWaiting); s.WaitingSeconds > 0 && math.Abs(idle-free) > 0.01*float64(s.GPUs) {
+		t.Errorf("the %s domains had %.1f GPUs free while jobs waited, the cluster %.1f", s.IdleByDomain[0].Level, idle, free)
+	}
+	// Each longest wait's causes are its own waited time: they add up to
+	// it, and a run in which jobs waited judged some of them.
+	judged := false
 	for _, j := range s.LongestWaits {
 		sum := 0.0
 		for _, share := range j.Causes {
@@ -211,6 +223,10 @@ func TestTraceReplayShort(t *testing.T) {
 		if j.Causes != nil && math.Abs(sum-1) > 1e-9 {
 			t.Errorf("job %s: causes %v add up to %v", j.Key, j.Causes, sum)
 		}
+		judged = judged || j.Causes != nil
+	}
+	if len(s.WaitCauses) > 0 && !judged {
+		t.Errorf("jobs waited (%v) but none of the longest waits has causes: %+v", s.WaitCauses, s.LongestWaits)
 	}
 	dir := t.TempDir()
 	var text bytes.Buffer

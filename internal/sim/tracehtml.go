@@ -83,15 +83,8 @@ func whereSections(sums []TraceSummary) []whereSection {
 		}
 		w := whereSection{Scheduler: s.Scheduler, Idle: s.IdleByDomain}
 		for _, j := range s.LongestWaits {
-			started := "yes"
-			switch {
-			case !j.Started:
-				started = "never"
-			case j.Restarted:
-				started = "restarted"
-			}
 			w.Waits = append(w.Waits, []string{j.Key, fmt.Sprintf("%d × %d", j.Pods, j.GPUsPerPod), orDash(j.Level),
-				fmt.Sprintf("%.0f", j.Wait), started, causeParts(j.Causes), orDash(j.HeldBy)})
+				fmt.Sprintf("%.0f", j.Wait), j.outcome(), causeParts(j.Causes), orDash(j.HeldBy)})
 		}
 		out = append(out, w)
 	}
@@ -291,7 +284,7 @@ judged {{.Causes}} on the nodes' free room at each sample, and the scheduler's w
 {{if .Idle}}<table><tr><th>level</th><th>domain</th><th>GPUs</th><th>mean free while jobs waited</th></tr>
 {{range .Idle}}<tr><td>{{.Level}}</td><td>{{.Domain}}</td><td class="num">{{.GPUs}}</td><td class="num">{{printf "%.1f" .Idle}}</td></tr>
 {{end}}</table>{{end}}
-{{if .Waits}}<table><tr><th>job</th><th>pods × GPUs</th><th>required</th><th>wait (s)</th><th>started</th><th>{{$.Causes}}</th><th>room held longest by</th></tr>
+{{if .Waits}}<table><tr><th>job</th><th>pods × GPUs</th><th>required</th><th>wait (s)</th><th>outcome</th><th>{{$.Causes}}</th><th>room held longest by</th></tr>
 {{range .Waits}}<tr>{{range .}}<td>{{.}}</td>{{end}}</tr>
 {{end}}</table>{{end}}
 {{end}}{{end}}

@@ -148,12 +148,10 @@ func (tr TraceRun) Summary() TraceSummary {
 
 	var gangs []GangOutcome
 	for _, j := range r.Jobs {
-		wait := r.Elapsed - j.Submitted
 		if j.Ran() {
 			s.Started++
-			wait = j.Wait()
 		}
-		s.Waits = append(s.Waits, wait.Seconds()*tr.Speed)
+		s.Waits = append(s.Waits, j.WaitUntil(r.Elapsed).Seconds()*tr.Speed)
 		s.Evicted += j.Evicted
 		s.Goodput += j.CompletedGPUSeconds * tr.Speed
 		s.LostGPUSeconds += j.LostGPUSeconds * tr.Speed

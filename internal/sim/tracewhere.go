@@ -37,6 +37,18 @@ type JobWait struct {
 	Started, Restarted bool
 }
 
+// outcome says whether the job started: "started", "never started", or
+// "restarted" after evictions.
+func (j JobWait) outcome() string {
+	switch {
+	case !j.Started:
+		return "never started"
+	case j.Restarted:
+		return "restarted"
+	}
+	return "started"
+}
+
 // longestWaitLines bounds the jobs listed per run.
 const longestWaitLines = 10
 
@@ -74,12 +86,8 @@ func (tr TraceRun) longestWaits() []JobWait {
 	r := tr.Result
 	var out []JobWait
 	for _, j := range r.Jobs {
-		wait := r.Elapsed - j.Submitted
-		if j.Ran() {
-			wait = j.Wait()
-		}
 		w := JobWait{Key: j.Job.Key(), Pods: j.Job.Replicas, GPUsPerPod: j.Job.GPUs, Level: j.Job.requiredLevel(),
-			Wait: wait.Seconds() * tr.Speed, Started: j.Ran(), Restarted: j.RestartedAt > 0}
+			Wait: j.WaitUntil(r.Elapsed).Seconds() * tr.Speed, Started: j.Ran(), Restarted: j.RestartedAt > 0}
 		w.Causes = durationShares(j.WaitedBy)
 		var held time.Duration
 		for word, d := range j.HeldBy {
@@ -141,18 +149,11 @@ func writeWhere(w io.Writer, sums []TraceSummary) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintf(tw, "  JOB\tPODS × GPUs\tREQUIRED\tWAIT (s)\t%s\tROOM HELD LONGEST BY\n", strings.ToUpper(strings.Join(WaitCauses, " / ")))
 		for _, j := range s.LongestWaits {
-			level := j.Level
-			if level == "" {
-				level = "-"
-			}
 			wait := fmt.Sprintf("%.0f", j.Wait)
-			switch {
-			case !j.Started:
-				wait += ", never started"
-			case j.Restarted:
-				wait += ", restarted"
+			if o := j.outcome(); o != "started" {
+				wait += ", " + o
 			}
-			fmt.Fprintf(tw, "  %s\t%d × %d\t%s\t%s\t%s\t%s\n", j.Key, j.Pods, j.GPUsPerPod, level, wait, causeParts(j.Causes), orDash(j.HeldBy))
+			fmt.Fprintf(tw, "  %s\t%d × %d\t%s\t%s\t%s\t%s\n", j.Key, j.Pods, j.GPUsPerPod, orDash(j.Level), wait, causeParts(j.Causes), orDash(j.HeldBy))
 		}
 		tw.Flush()
 	}

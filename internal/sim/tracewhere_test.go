@@ -101,12 +101,12 @@ func TestIdleByDomainSample(t *testing.T) {
 		{Name: "b", Labels: map[string]string{"leaf": "l0"}},
 		{Name: "c", Labels: map[string]string{"leaf": "l1"}},
 	}}}
-	got := d.idleByDomain([]Room{{GPUs: 3}, {GPUs: 1}, {GPUs: 0}})
+	got := d.idleByDomain(d.untainted(), []Room{{GPUs: 3}, {GPUs: 1}, {GPUs: 0}})
 	if want := map[string]int{"leaf=l0": 4, "leaf=l1": 0}; !reflect.DeepEqual(got, want) {
 		t.Errorf("idle %v, want %v", got, want)
 	}
 	d.sc = &Scenario{}
-	if got := d.idleByDomain(nil); got != nil {
+	if got := d.idleByDomain(nil, nil); got != nil {
 		t.Errorf("idle without levels %v, want nil", got)
 	}
 }
