@@ -17,6 +17,8 @@ type Charge struct {
 	Request resources.List
 	// Placed: bound, or reserved by the scheduler; else pending (demand).
 	Placed bool
+	// Node is the node the pod is bound to ("" while it is not).
+	Node string
 }
 
 // ChargeOf is the charge of a pod in queue q asking for request (its
@@ -26,7 +28,7 @@ func ChargeOf(pod *v1.Pod, q string, request resources.List, reserved bool) (Cha
 	if pod.Status.Phase == v1.PodSucceeded || pod.Status.Phase == v1.PodFailed || pod.DeletionTimestamp != nil {
 		return Charge{}, false
 	}
-	return Charge{Queue: q, Request: request, Placed: pod.Spec.NodeName != "" || reserved}, true
+	return Charge{Queue: q, Request: request, Placed: pod.Spec.NodeName != "" || reserved, Node: pod.Spec.NodeName}, true
 }
 
 // Cache is the queue accounting of one process: the queues, the schedulable
@@ -189,6 +191,19 @@ func (c *Cache) MarkPlaced(uid types.UID, placed bool, ch ...Charge) {
 	}
 }
 
+// AnyBound calls lacks with each pod charged to one of queues as bound to a
+// node until it returns true, and reports whether it did.
+func (c *Cache) AnyBound(queues map[string]bool, lacks func(uid types.UID, node string) bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for uid, ch := range c.pods {
+		if ch.Node != "" && queues[ch.Queue] && lacks(uid, ch.Node) {
+			return true
+		}
+	}
+	return false
+}
+
 func (c *Cache) account(ch Charge, sign int64) {
 	into := c.pending
 	if ch.Placed {
@@ -246,7 +261,7 @@ func (c *Cache) Snapshot(held map[string]resources.List, wants ...Want) *Snapsho
 	}
 	s := &Snapshot{
 		Tree: c.tree, Problems: c.errs, Total: c.total.Clone(),
-		Allocated: cloneAll(c.placed), Pending: cloneAll(c.pending),
+		Allocated: cloneAll(c.placed), Pending: cloneAll(c.pending), Version: c.version,
 	}
 	if c.recent != nil {
 		s.Recent = c.recent.snapshot(c.placed)

@@ -33,6 +33,8 @@ type Snapshot struct {
 	// fair share is off (Cache.DecayUsage). Deserved shares above
 	// guarantees and queue order already count it.
 	Recent map[string]resources.List
+	// Version is the cache's version the snapshot was taken at.
+	Version uint64
 	// orderUse is the use queue order compares (orderUse), nil without
 	// Recent.
 	orderUse map[string]resources.List

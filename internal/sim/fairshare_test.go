@@ -33,7 +33,22 @@ func TestTraceDecayedFairShare(t *testing.T) {
 		{"300", "cold-1"},
 	} {
 		t.Run("usageHalfLifeSeconds "+tc.halfLife, func(t *testing.T) {
-			config := strings.Replace(string(manifests.SchedulerConfig), "usageHalfLifeSeconds: 0\n", "usageHalfLifeSeconds: "+tc.halfLife+"\n", 1)
+			// The gangs wait 20 s for a-hot's to end. At 50x that is 0.4 s,
+			// close to the 30 s (0.6 s) after which a waiting gang reserves
+			// nodes, and a reservation, not the queues' order, takes the
+			// room: on a loaded machine a gang could reserve first. Reservation
+			// and the schedule timeout are kept out of the wait.
+			config := string(manifests.SchedulerConfig)
+			for _, r := range [][2]string{
+				{"usageHalfLifeSeconds: 0\n", "usageHalfLifeSeconds: " + tc.halfLife + "\n"},
+				{"reservationAfterSeconds: 30\n", "reservationAfterSeconds: 600\n"},
+				{"defaultScheduleTimeoutSeconds: 60\n", "defaultScheduleTimeoutSeconds: 600\n"},
+			} {
+				if !strings.Contains(config, r[0]) {
+					t.Fatalf("the canonical config has no %q to replace", r[0])
+				}
+				config = strings.Replace(config, r[0], r[1], 1)
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			runs, err := ReplayTrace(ctx, tr, []string{TracePhalanx}, ReplayOptions{

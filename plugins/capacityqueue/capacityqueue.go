@@ -83,21 +83,32 @@ func (pl *CapacityQueue) Name() string { return Name }
 // remaining minimum: exactly the members the planner places) or a plain pod
 // against its queue. Nothing is planned or reserved for what is refused. A
 // refusal that reclaim may cure lets the cycle reach PostFilter.
-func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
+func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	// Only the leading replica runs scheduling cycles; from the first on,
 	// a gang's members sleep behind a lead (runtime.Gangs).
 	pl.rt.MarkLeading()
 	ref, spec, need, admitted := pl.need(pod)
 	name := pl.queues.QueueOf(pod)
-	qc := runtime.NewQueueCycle(func() *queue.Snapshot { return pl.queues.Snapshot(queue.Want{Queue: name, Need: need}) })
-	qc.Queue, qc.QueueOf, qc.Reclaim, qc.MinRuntime, qc.Need = name, pl.queues.QueueOf, pl.reclaim, pl.minRuntime, need
-	state.Write(runtime.QueueStateKey, qc)
+	newCycle := func() *runtime.QueueCycle {
+		qc := runtime.NewQueueCycle(func() *queue.Snapshot { return pl.queues.Snapshot(queue.Want{Queue: name, Need: need}) })
+		qc.Queue, qc.QueueOf, qc.Reclaim, qc.MinRuntime, qc.Need = name, pl.queues.QueueOf, pl.reclaim, pl.minRuntime, need
+		state.Write(runtime.QueueStateKey, qc)
+		return qc
+	}
+	qc := newCycle()
 	if admitted {
 		qc.Admitted = true
 		return nil, nil
 	}
 	snap := qc.Snapshot()
 	qc.Admitted, qc.Refusal = snap.Admit(qc.Queue, need)
+	if _, over := snap.Exceeds(qc.Queue, need); qc.Admitted && over && pl.queues.AwaitLeft(ctx, nodes, snap, qc.Queue) {
+		// Above its share on an accounting behind the cycle's snapshot: a
+		// queue that seemed at its share may wait below it.
+		qc = newCycle()
+		snap = qc.Snapshot()
+		qc.Admitted, qc.Refusal = snap.Admit(qc.Queue, need)
+	}
 	if qc.Admitted {
 		pl.queues.Unblock(ref, pod)
 		return nil, nil

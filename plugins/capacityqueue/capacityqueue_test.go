@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	"github.com/phalanx-sched/phalanx/apis/config"
@@ -228,5 +229,92 @@ func TestRefusedGangEvents(t *testing.T) {
 				t.Fatalf("%v for %s = %v %v, want %v", ev.Event, tc.pod.Name, got, err, tc.want)
 			}
 		}
+	}
+}
+
+// TestAdmissionWaitsForTheAccounting: the scheduler's cache may count a
+// finished pod gone before the queue accounting does. An admission above
+// the queue's share then waits until the accounting gives the pod back,
+// and is decided again: the pod's queue, no longer at its share, waits
+// below it.
+func TestAdmissionWaitsForTheAccounting(t *testing.T) {
+	node := plugintest.Node("n0", "4", 0, nil)
+	running := plugintest.OnNode(inQueue(plugintest.Pod("a-run", "", "4", 0), "a"), "n0")
+	objs := func() plugintest.Objects {
+		return plugintest.Objects{
+			Nodes:  []*v1.Node{node},
+			Queues: []*phalanxv1alpha1.Queue{queueObj("a", 1, nil), queueObj("b", 1, nil), queueObj("default", 1, nil)},
+			Pods:   []*v1.Pod{running.DeepCopy(), inQueue(plugintest.Pod("a-wait", "", "4", 0), "a")},
+		}
+	}
+	charged := func(e *plugintest.Env, pl *CapacityQueue) {
+		e.Eventually("a's running and waiting pods charged", func() bool {
+			s := pl.queues.Snapshot()
+			return s.Allocated["a"][v1.ResourceCPU] == 4000 && s.Pending["a"][v1.ResourceCPU] == 4000
+		})
+	}
+	snapshot := func(pods ...*v1.Pod) []fwk.NodeInfo {
+		ni := framework.NewNodeInfo(pods...)
+		ni.SetNode(node)
+		return []fwk.NodeInfo{ni}
+	}
+	want := inQueue(plugintest.Pod("b-wait", "", "4", 0), "b")
+
+	// The snapshot holds a's pod: a is at its share, b may take the room
+	// above its own (the plan will find none).
+	e, pl := env(t, objs())
+	charged(e, pl)
+	if _, st := pl.PreFilter(e.Ctx, framework.NewCycleState(), want, snapshot(running)); !st.IsSuccess() {
+		t.Fatalf("b refused while a is at its share: %v", st)
+	}
+
+	// The snapshot does not hold a's pod, and the accounting never gives it
+	// back (it was bound after the snapshot): the wait is bounded.
+	e, pl = env(t, objs())
+	charged(e, pl)
+	done := make(chan *fwk.Status, 1)
+	go func() {
+		_, st := pl.PreFilter(e.Ctx, framework.NewCycleState(), want, snapshot())
+		done <- st
+	}()
+	e.Eventually("the admission waits", e.Clock.HasWaiters)
+	e.Clock.Step(time.Second)
+	select {
+	case st := <-done:
+		if !st.IsSuccess() {
+			t.Fatalf("after the bounded wait: %v, want the decision on what the accounting says", st)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the admission waited past its bound")
+	}
+
+	// The snapshot does not hold a's pod; it finished, and the accounting
+	// learns it while the admission waits.
+	e, pl = env(t, objs())
+	charged(e, pl)
+	go func() {
+		_, st := pl.PreFilter(e.Ctx, framework.NewCycleState(), want, snapshot())
+		done <- st
+	}()
+	deadline := time.After(10 * time.Second)
+	for !e.Clock.HasWaiters() {
+		select {
+		case st := <-done:
+			t.Fatalf("decided on an accounting behind the snapshot: %v", st)
+		case <-deadline:
+			t.Fatal("the admission neither waited nor decided")
+		case <-time.After(time.Millisecond):
+		}
+	}
+	if err := e.Client.CoreV1().Pods(running.Namespace).Delete(e.Ctx, running.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case st := <-done:
+		if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "while queue a waits below its share") {
+			t.Fatalf("b admitted above its share while a waits below its own: %v", st)
+		}
+	case <-deadline:
+		t.Fatal("the admission did not end once the accounting gave the pod back")
 	}
 }

@@ -61,6 +61,8 @@ type Queues struct {
 	wakePending bool
 	// gone: deleted queues whose metric series are still to be removed.
 	gone []string
+	// left is closed when a pod's charge is given back, if AwaitLeft waits.
+	left chan struct{}
 }
 
 // QueueOptions are the CapacityQueue args the process's queues are built
@@ -203,6 +205,7 @@ func (q *Queues) charge(pod *v1.Pod) {
 	if ch, ok := queue.ChargeOf(pod, q.QueueOf(pod), q.gangs.Manager.Demand(pod), reserved); ok {
 		q.cache.SetPod(pod.UID, ch)
 	} else if q.cache.DeletePod(pod.UID) {
+		q.gaveBack()
 		q.wakeSoon() // a finished pod gave its queue's share back
 	}
 }
@@ -219,6 +222,7 @@ func (q *Queues) onPodDelete(obj any) {
 	}
 	if pod, ok := obj.(*v1.Pod); ok {
 		if q.cache.DeletePod(pod.UID) {
+			q.gaveBack()
 			q.wakeSoon()
 		}
 		// A gang whose last member is gone waits for nothing (the informer's
