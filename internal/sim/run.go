@@ -131,6 +131,13 @@ func (r *JobResult) Ran() bool { return r.QuorumAt > 0 }
 // Wait is the time from submission to quorum; for a job whose quorum
 // evictions broke, from its first submission to its last start (it is
 // resubmitted as a training operator would, and waits again).
+func (r *JobResult) Wait() time.Duration {
+	if r.RestartedAt > 0 {
+		return r.RestartedAt - r.Submitted
+	}
+	return r.QuorumAt - r.Submitted
+}
+
 // WaitUntil is Wait for a job that started, and for one that did not, its
 // wait until end.
 func (r *JobResult) WaitUntil(end time.Duration) time.Duration {
@@ -138,13 +145,6 @@ func (r *JobResult) WaitUntil(end time.Duration) time.Duration {
 		return r.Wait()
 	}
 	return end - r.Submitted
-}
-
-func (r *JobResult) Wait() time.Duration {
-	if r.RestartedAt > 0 {
-		return r.RestartedAt - r.Submitted
-	}
-	return r.QuorumAt - r.Submitted
 }
 
 // Sample is the cluster at one moment.

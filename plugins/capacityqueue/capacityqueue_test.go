@@ -259,6 +259,12 @@ func TestAdmissionWaitsForTheAccounting(t *testing.T) {
 		return []fwk.NodeInfo{ni}
 	}
 	want := inQueue(plugintest.Pod("b-wait", "", "4", 0), "b")
+	// The wait is seen as its timer on the fake clock: none may be set before.
+	noTimers := func(e *plugintest.Env) {
+		if e.Clock.HasWaiters() {
+			t.Fatal("timers set on the fake clock before the admission")
+		}
+	}
 
 	// The snapshot holds a's pod: a is at its share, b may take the room
 	// above its own (the plan will find none).
@@ -272,6 +278,7 @@ func TestAdmissionWaitsForTheAccounting(t *testing.T) {
 	// back (it was bound after the snapshot): the wait is bounded.
 	e, pl = env(t, objs())
 	charged(e, pl)
+	noTimers(e)
 	done := make(chan *fwk.Status, 1)
 	go func() {
 		_, st := pl.PreFilter(e.Ctx, framework.NewCycleState(), want, snapshot())
@@ -292,6 +299,7 @@ func TestAdmissionWaitsForTheAccounting(t *testing.T) {
 	// learns it while the admission waits.
 	e, pl = env(t, objs())
 	charged(e, pl)
+	noTimers(e)
 	go func() {
 		_, st := pl.PreFilter(e.Ctx, framework.NewCycleState(), want, snapshot())
 		done <- st

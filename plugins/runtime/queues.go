@@ -205,8 +205,7 @@ func (q *Queues) charge(pod *v1.Pod) {
 	if ch, ok := queue.ChargeOf(pod, q.QueueOf(pod), q.gangs.Manager.Demand(pod), reserved); ok {
 		q.cache.SetPod(pod.UID, ch)
 	} else if q.cache.DeletePod(pod.UID) {
-		q.gaveBack()
-		q.wakeSoon() // a finished pod gave its queue's share back
+		q.gaveBack() // a finished pod gave its queue's share back
 	}
 }
 
@@ -223,7 +222,6 @@ func (q *Queues) onPodDelete(obj any) {
 	if pod, ok := obj.(*v1.Pod); ok {
 		if q.cache.DeletePod(pod.UID) {
 			q.gaveBack()
-			q.wakeSoon()
 		}
 		// A gang whose last member is gone waits for nothing (the informer's
 		// index no longer holds the deleted pod).

@@ -42,6 +42,12 @@ func (q *Queues) AwaitLeft(ctx context.Context, nodes []fwk.NodeInfo, snap *queu
 	if len(waiting) == 0 {
 		return false
 	}
+	byName := make(map[string]fwk.NodeInfo, len(nodes))
+	for _, ni := range nodes {
+		if n := ni.Node(); n != nil {
+			byName[n.Name] = ni
+		}
+	}
 	var expired chan struct{}
 	for {
 		q.mu.Lock()
@@ -52,7 +58,7 @@ func (q *Queues) AwaitLeft(ctx context.Context, nodes []fwk.NodeInfo, snap *queu
 		q.mu.Unlock()
 		// Checked after taking the channel: a charge given back in between
 		// closes it.
-		if !q.behindSnapshot(nodes, waiting) {
+		if !q.behindSnapshot(byName, waiting) {
 			return expired != nil || q.cache.Version() != snap.Version
 		}
 		if expired == nil {
@@ -72,14 +78,9 @@ func (q *Queues) AwaitLeft(ctx context.Context, nodes []fwk.NodeInfo, snap *queu
 }
 
 // behindSnapshot reports whether the accounting charges one of queues for
-// a pod bound to a node of nodes that the node's snapshot does not hold.
-func (q *Queues) behindSnapshot(nodes []fwk.NodeInfo, queues map[string]bool) bool {
-	byName := make(map[string]fwk.NodeInfo, len(nodes))
-	for _, ni := range nodes {
-		if n := ni.Node(); n != nil {
-			byName[n.Name] = ni
-		}
-	}
+// a pod bound to a node of the cycle's snapshot (by name) that the node's
+// snapshot does not hold.
+func (q *Queues) behindSnapshot(byName map[string]fwk.NodeInfo, queues map[string]bool) bool {
 	return q.cache.AnyBound(queues, func(uid types.UID, node string) bool {
 		ni, ok := byName[node]
 		if !ok {
@@ -94,7 +95,9 @@ func (q *Queues) behindSnapshot(nodes []fwk.NodeInfo, queues map[string]bool) bo
 	})
 }
 
-// gaveBack wakes AwaitLeft: a pod's charge was given back.
+// gaveBack is for a placed pod whose charge was given back: it wakes
+// AwaitLeft at once, and the gangs refused admission soon (the share may
+// have moved).
 func (q *Queues) gaveBack() {
 	q.mu.Lock()
 	if q.left != nil {
@@ -102,4 +105,5 @@ func (q *Queues) gaveBack() {
 		q.left = nil
 	}
 	q.mu.Unlock()
+	q.wakeSoon()
 }
