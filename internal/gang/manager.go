@@ -164,7 +164,7 @@ func (m *Manager) Plan(ctx context.Context, a *Attempt) (string, error) {
 			why = a.Topology.SubErr
 		}
 		if why != "" {
-			msg := "invalid sub-groups: " + why
+			msg := InvalidSubGroupsMessage(why)
 			m.fx.SetCondition(spec, ReasonInvalidSubGroups, msg)
 			m.FailAt(ref, a.Pod.UID, msg, version)
 			return "", fmt.Errorf("%s", msg)

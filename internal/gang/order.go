@@ -30,13 +30,24 @@ const (
 	ByName
 )
 
-// Compare orders a before b (<0) or after (>0): gangs that are planned or
-// partly placed first (they hold capacity they cannot use until complete:
-// a gang whose plan holds its nodes, or one left in the middle of its binds
-// by a crash), whatever their queue; then by queue share
-// when queues is set (the queue furthest below its deserved share first),
-// priority, gang age and name, keeping each gang's members together so they
-// are scheduled back to back. It also says which rule decided.
+// Compare is the one order of pending gangs (and pods outside gangs): the
+// scheduler's queue sort, queue admission between queues that both wait,
+// starvation reservations and the positions phalanx-controller serves all
+// compare with it. a goes before b (<0) or after (>0), by the first rule that
+// tells them apart:
+//
+//  1. gangs that are planned or partly placed, whatever their queue (they hold
+//     capacity they cannot use until complete: a gang whose plan holds its
+//     nodes, or one left in the middle of its binds by a crash);
+//  2. queue share, when queues is set: the queue furthest below its deserved
+//     (or decayed) share first; queues returns 0 for queues of equal share;
+//  3. higher priority;
+//  4. earlier submission (the group object's creation time);
+//  5. the stable tie-break: namespace, then name, then the kind of group
+//     object, then queue name, each in byte order.
+//
+// Each gang's members are kept together, so they are scheduled back to back.
+// It also says which rule decided.
 //
 // A planned gang passed its queue's turn when it was planned; behind
 // the pods of queues further below their share it would hold its nodes
@@ -48,7 +59,7 @@ func Compare(a, b Order, queues func(a, b string) int) (int, Decider) {
 		}
 		return 1, ByIncomplete
 	}
-	if queues != nil {
+	if queues != nil && a.Queue != b.Queue {
 		if c := queues(a.Queue, b.Queue); c != 0 {
 			return c, ByQueue
 		}
@@ -70,6 +81,8 @@ func Compare(a, b Order, queues func(a, b string) int) (int, Decider) {
 		return cmpString(a.Name, b.Name), ByName
 	case a.Source != b.Source:
 		return cmpString(string(a.Source), string(b.Source)), ByName
+	case a.Queue != b.Queue:
+		return cmpString(a.Queue, b.Queue), ByName
 	}
 	return 0, ByName
 }
@@ -93,5 +106,8 @@ func Why(first, second Order, d Decider) string {
 	case ByCreated:
 		return fmt.Sprintf("submitted earlier (%s, %s before)", first.Created.UTC().Format(time.RFC3339), second.Created.Sub(first.Created).Round(time.Second))
 	}
-	return "same priority and submission time; names are compared"
+	if first.Queue != second.Queue {
+		return fmt.Sprintf("queues %s and %s are equally far from their deserved shares; same priority and submission time, so names decide", first.Queue, second.Queue)
+	}
+	return "same priority and submission time, so names decide"
 }

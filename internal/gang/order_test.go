@@ -3,6 +3,12 @@ package gang
 import (
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
+	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/phalanx-sched/phalanx/internal/queue"
+	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 func TestCompare(t *testing.T) {
@@ -75,5 +81,90 @@ func TestCompare(t *testing.T) {
 				t.Errorf("Compare(then, first) = %d by %v, want > 0 by %v", c, d, tt.want)
 			}
 		})
+	}
+}
+
+// TestCompareAcrossQueuesAtEqualShare: two queues of equal weight, neither
+// using anything, one waiting gang each. Their shares tie, so the gangs' own
+// order decides, whatever the queues are named: priority, then submission
+// time on the clock, then the documented tie-break (namespace, name). A queue
+// order that fell back to queue names would put a-hot's gang first in every
+// case.
+func TestCompareAcrossQueuesAtEqualShare(t *testing.T) {
+	clk := testingclock.NewFakeClock(time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC))
+	c := queue.NewCache()
+	c.DecayUsage(0, clk)
+	for _, name := range []string{"a-hot", "b-cold"} {
+		c.SetQueue(queue.Queue{Name: name, Weight: 1, Open: true})
+	}
+	c.SetNode("n", resources.List{v1.ResourceCPU: 64000, "nvidia.com/gpu": 8}, true)
+	eight := resources.List{v1.ResourceCPU: 8000, "nvidia.com/gpu": 8}
+	c.SetPod("a-hot-0", queue.Charge{Queue: "a-hot", Request: eight})
+	c.SetPod("b-cold-0", queue.Charge{Queue: "b-cold", Request: eight})
+	snap := c.Snapshot(nil)
+	if a, b := snap.Tree.Share("a-hot", snap.Allocated, snap.Deserved), snap.Tree.Share("b-cold", snap.Allocated, snap.Deserved); a != b {
+		t.Fatalf("setup: queue shares differ (%v, %v)", a, b)
+	}
+
+	submitted := func(queueName, name string, prio int32) Order {
+		o := Order{Queue: queueName, Priority: prio, Created: clk.Now(), Namespace: "team", Name: name}
+		clk.Step(time.Second)
+		return o
+	}
+	older := submitted("b-cold", "cold", 0)
+	younger := submitted("a-hot", "hot", 0)
+	lowPrio := submitted("b-cold", "cold-low", 0)
+	highPrio := submitted("a-hot", "hot-high", 10)
+	sameSecond := clk.Now()
+	tieZ := Order{Queue: "a-hot", Created: sameSecond, Namespace: "team", Name: "z"}
+	tieA := Order{Queue: "b-cold", Created: sameSecond, Namespace: "team", Name: "a"}
+
+	for _, tc := range []struct {
+		name        string
+		first, then Order
+		want        Decider
+	}{
+		{"the older gang of b-cold goes before a-hot's", older, younger, ByCreated},
+		{"a higher priority in a-hot goes before an older gang of b-cold", highPrio, lowPrio, ByPriority},
+		{"at the same second, the names of the gangs decide, not the queues'", tieA, tieZ, ByName},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if c, d := Compare(tc.first, tc.then, snap.Compare); c >= 0 || d != tc.want {
+				t.Errorf("Compare(first, then) = %d by %v, want < 0 by %v", c, d, tc.want)
+			}
+			if c, d := Compare(tc.then, tc.first, snap.Compare); c <= 0 || d != tc.want {
+				t.Errorf("Compare(then, first) = %d by %v, want > 0 by %v", c, d, tc.want)
+			}
+		})
+	}
+
+	// The share decides first: a-hot once it runs a gang is behind b-cold,
+	// whatever priority or age.
+	c.SetPod("a-hot-run", queue.Charge{Queue: "a-hot", Request: eight, Placed: true})
+	snap = c.Snapshot(nil)
+	if cmp, d := Compare(highPrio, lowPrio, snap.Compare); cmp <= 0 || d != ByQueue {
+		t.Errorf("a-hot above b-cold's share: Compare = %d by %v, want > 0 by ByQueue", cmp, d)
+	}
+}
+
+// TestReservationOrderIsCompare: of two gangs of one queue asking for its
+// starvation reservation, the one Compare puts first keeps it; at equal
+// priority and time, by namespace and name, as the queue sort does.
+func TestReservationOrderIsCompare(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 0, 0, 0, 0, time.UTC)
+	a := Ref{Namespace: "team", Name: "a"}
+	b := Ref{Namespace: "team", Name: "b"}
+	if !goesFirst(0, t0, a, 0, t0, b) || goesFirst(0, t0, b, 0, t0, a) {
+		t.Error("same priority and time: a should go before b")
+	}
+	if !goesFirst(0, t0, b, 0, t0.Add(time.Second), a) {
+		t.Error("the older gang should go first")
+	}
+	if !goesFirst(5, t0.Add(time.Hour), b, 0, t0, a) {
+		t.Error("the higher priority should go first")
+	}
+	w := Ref{Source: SourceWorkload, Namespace: "team", Name: "a"}
+	if c1, c2 := goesFirst(0, t0, a, 0, t0, w), goesFirst(0, t0, w, 0, t0, a); c1 == c2 {
+		t.Errorf("gangs of two sources with one name must be ordered one way: %v, %v", c1, c2)
 	}
 }

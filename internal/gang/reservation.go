@@ -37,8 +37,8 @@ type Reservation struct {
 }
 
 // Reserve holds the nodes of req.Plan for the gang. Starvation reservations
-// are one per queue: the gang that goes first in the queue's order (priority,
-// then age) keeps it; a gang ahead of the holder displaces it. granted is false
+// are one per queue: the gang that goes first in the queue's order (Compare:
+// priority, then age, then names) keeps it; a gang ahead of the holder displaces it. granted is false
 // when another gang of the queue keeps the reservation.
 func (lc *Lifecycle) Reserve(ref Ref, req ReservationRequest) (granted bool, displaced Ref) {
 	lc.mu.Lock()
@@ -72,15 +72,13 @@ func (lc *Lifecycle) Reserve(ref Ref, req ReservationRequest) (granted bool, dis
 	return true, displaced
 }
 
-// goesFirst reports whether gang a goes before gang b in a queue's order.
+// goesFirst reports whether gang a goes before gang b of the same queue:
+// Compare without queue shares.
 func goesFirst(prioA int32, createdA time.Time, a Ref, prioB int32, createdB time.Time, b Ref) bool {
-	if prioA != prioB {
-		return prioA > prioB
-	}
-	if !createdA.Equal(createdB) {
-		return createdA.Before(createdB)
-	}
-	return a.String() < b.String()
+	c, _ := Compare(
+		Order{Priority: prioA, Created: createdA, Namespace: a.Namespace, Name: a.Name, Source: a.Source},
+		Order{Priority: prioB, Created: createdB, Namespace: b.Namespace, Name: b.Name, Source: b.Source}, nil)
+	return c < 0
 }
 
 // DropReservation ends the gang's reservation, if it holds one.

@@ -36,6 +36,19 @@ type SubGroups struct {
 	Err string
 }
 
+// InvalidSubGroups is the condition message of a gang whose sub-groups cannot be
+// formed (ReasonInvalidSubGroups), "" when they can or the gang has none.
+// It comes before any count of members: the gang's size is not known.
+func (s *Spec) InvalidSubGroups() string {
+	if s.SubGroups == nil || s.SubGroups.Err == "" {
+		return ""
+	}
+	return InvalidSubGroupsMessage(s.SubGroups.Err)
+}
+
+// InvalidSubGroupsMessage is the message of ReasonInvalidSubGroups for why.
+func InvalidSubGroupsMessage(why string) string { return "invalid sub-groups: " + why }
+
 // subGroupSep separates a member's shape from its sub-group in its shape
 // key: members of different sub-groups are never interchangeable.
 const subGroupSep = "#sg="

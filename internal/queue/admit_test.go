@@ -177,22 +177,35 @@ func TestSnapshotAdmitRefusedQueuesYieldInOrder(t *testing.T) {
 	whole := cpuGPU(16000, 16)
 	c.SetPod("a-wait", Charge{Queue: "a", Request: whole})
 	c.SetPod("b-wait", Charge{Queue: "b", Request: whole})
+	// The queues' shares tie; a's gang was submitted first (gang.Compare),
+	// so of the two refused, a's goes first.
+	aFirst := map[string]func(other string) bool{
+		"a": func(string) bool { return false },
+		"b": func(other string) bool { return other == "a" },
+	}
 	for _, tc := range []struct {
 		name    string
 		blocked string
 		admit   string
+		inOrder bool
 		wantOK  bool
 	}{
-		{"nothing refused yet: a waits for b", "", "a", false},
-		{"nothing refused yet: b waits for a", "", "b", false},
-		{"b refused: a, first in order, starts", "b", "a", true},
-		{"a refused: b, after a in order, still waits", "a", "b", false},
+		{"nothing refused yet: a waits for b", "", "a", true, false},
+		{"nothing refused yet: b waits for a", "", "b", true, false},
+		{"b refused: a, first in order, starts", "b", "a", true, true},
+		{"a refused: b, after a's gang in order, still waits", "a", "b", true, false},
+		{"a refused, queues alone: equal shares tie, b starts", "a", "b", false, true},
+		{"b refused, queues alone: equal shares tie, a starts", "b", "a", false, true},
 	} {
 		snap := c.Snapshot(nil, Want{Queue: tc.admit, Need: whole})
 		if tc.blocked != "" {
 			snap.Blocked = map[string]resources.List{tc.blocked: whole}
 		}
-		if ok, reason := snap.Admit(tc.admit, whole); ok != tc.wantOK {
+		var ahead func(string) bool
+		if tc.inOrder {
+			ahead = aFirst[tc.admit]
+		}
+		if ok, reason := snap.AdmitInOrder(tc.admit, whole, ahead); ok != tc.wantOK {
 			t.Errorf("%s: Admit(%s) = %v (%s), want %v", tc.name, tc.admit, ok, reason, tc.wantOK)
 		}
 	}

@@ -50,7 +50,8 @@ func TestRecentUsageHalvesEveryHalfLife(t *testing.T) {
 }
 
 // TestDecayedFairShareOrder: two queues of equal weight ask for the whole
-// cluster at once. Without decay they tie (names decide: a first); with a
+// cluster at once. Without decay their shares tie (Compare is 0: the gangs'
+// own order decides, here a's gang, submitted first); with a
 // half-life, queue a, which held the cluster for the last hour, yields to
 // b, which waited: b goes first and deserves most of the room.
 func TestDecayedFairShareOrder(t *testing.T) {
@@ -59,7 +60,7 @@ func TestDecayedFairShareOrder(t *testing.T) {
 		halfLife  time.Duration
 		wantFirst string
 	}{
-		{"off: today's order", 0, "a"},
+		{"off: shares tie", 0, "a"},
 		{"half-life 30m: the queue that ran hot yields", 30 * time.Minute, "b"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -75,12 +76,22 @@ func TestDecayedFairShareOrder(t *testing.T) {
 			c.SetPod("a-wait", Charge{Queue: "a", Request: cpuGPU(16000, 16)})
 			c.SetPod("b-wait", Charge{Queue: "b", Request: cpuGPU(16000, 16)})
 			snap := c.Snapshot(nil)
-			first := "a"
-			if snap.Compare("a", "b") > 0 {
-				first = "b"
+			cmp := snap.Compare("a", "b")
+			if want := map[string]int{"a": -1, "b": 1}[tc.wantFirst]; tc.halfLife > 0 && cmp != want {
+				t.Errorf("Compare(a, b) = %d, want %d (recent %v, deserved %v)", cmp, want, snap.Recent, snap.Deserved)
 			}
-			if first != tc.wantFirst {
-				t.Errorf("first queue %s, want %s (recent %v, deserved %v)", first, tc.wantFirst, snap.Recent, snap.Deserved)
+			if tc.halfLife == 0 && cmp != 0 {
+				t.Errorf("off: Compare(a, b) = %d, want a tie (0)", cmp)
+			}
+			// The gangs' order: the queues' when it decides, else a's gang
+			// (submitted first).
+			aheadOf := func(q string) func(string) bool {
+				return func(other string) bool {
+					if cmp != 0 {
+						return snap.Compare(other, q) < 0
+					}
+					return other == "a"
+				}
 			}
 			a, b := snap.Deserved["a"][gpu], snap.Deserved["b"][gpu]
 			if a+b != 16 {
@@ -97,11 +108,11 @@ func TestDecayedFairShareOrder(t *testing.T) {
 			whole := cpuGPU(16000, 16)
 			other := map[string]string{"a": "b", "b": "a"}[tc.wantFirst]
 			snap.Blocked = map[string]resources.List{other: whole}
-			if ok, reason := snap.Admit(tc.wantFirst, whole); !ok {
+			if ok, reason := snap.AdmitInOrder(tc.wantFirst, whole, aheadOf(tc.wantFirst)); !ok {
 				t.Errorf("%s refused with %s's gang refused: %s", tc.wantFirst, other, reason)
 			}
 			snap.Blocked = map[string]resources.List{tc.wantFirst: whole}
-			if ok, _ := snap.Admit(other, whole); ok {
+			if ok, _ := snap.AdmitInOrder(other, whole, aheadOf(other)); ok {
 				t.Errorf("%s admitted ahead of %s", other, tc.wantFirst)
 			}
 		})

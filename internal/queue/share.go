@@ -4,7 +4,6 @@ import (
 	"math"
 	"math/big"
 	"sort"
-	"strings"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -263,8 +262,10 @@ func dominant(use, des resources.List) float64 {
 // Compare orders two queues for scheduling, hierarchically: at the first level
 // where their paths from the top differ, the branch with the lower Share goes
 // first (so a team under a starved department beats a team under a
-// well-served one); on a tie, the queues' own shares; then names. It returns
-// -1 if a goes first, 1 if b does, 0 if a == b. Unknown queues go last.
+// well-served one); on a tie, the queues' own shares. It returns -1 if a goes
+// first, 1 if b does, and 0 when their shares tie: queues of equal share are
+// equal here, and the gangs' own order (gang.Compare: priority, submission
+// time, then names) decides between their gangs. Unknown queues go last.
 func (t *Tree) Compare(a, b string, allocated, deserved map[string]resources.List) int {
 	if a == b {
 		return 0
@@ -273,7 +274,7 @@ func (t *Tree) Compare(a, b string, allocated, deserved map[string]resources.Lis
 	_, okB := t.nodes[b]
 	switch {
 	case !okA && !okB:
-		return strings.Compare(a, b)
+		return 0
 	case !okA:
 		return 1
 	case !okB:
@@ -288,10 +289,7 @@ func (t *Tree) Compare(a, b string, allocated, deserved map[string]resources.Lis
 			break
 		}
 	}
-	if c := cmpFloat(t.Share(a, allocated, deserved), t.Share(b, allocated, deserved)); c != 0 {
-		return c
-	}
-	return strings.Compare(a, b)
+	return cmpFloat(t.Share(a, allocated, deserved), t.Share(b, allocated, deserved))
 }
 
 func (t *Tree) pathFromTop(name string) []string {

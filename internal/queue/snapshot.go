@@ -45,7 +45,19 @@ type Snapshot struct {
 // other queues' guarantees allow it (Tree.Admit), and — work-conserving
 // fairness — it goes above its deserved share only while no other queue waits
 // below its own with work that could start now. reason explains a refusal.
+// Refused work of another queue counts when that queue goes before q in
+// queue order alone; AdmitInOrder knows the asking gang's place.
 func (s *Snapshot) Admit(q string, need resources.List) (bool, string) {
+	return s.AdmitInOrder(q, need, nil)
+}
+
+// AdmitInOrder is Admit for a request whose place in the order of gangs is
+// known: ahead(other) reports whether work of queue other that was refused
+// admission goes before the request (gang.Compare, queue share first, then
+// priority and submission time). Of two queues whose gangs each exceed
+// their deserved share, the gang first in that order starts. nil ahead
+// compares the queues alone (Compare).
+func (s *Snapshot) AdmitInOrder(q string, need resources.List, ahead func(other string) bool) (bool, string) {
 	if _, ok := s.Tree.Get(q); !ok {
 		for _, p := range s.Problems {
 			if p.Queue == q {
@@ -58,7 +70,10 @@ func (s *Snapshot) Admit(q string, need resources.List) (bool, string) {
 		return false, reason
 	}
 	if r, over := s.Exceeds(q, need); over {
-		if other := s.starvedOther(q); other != "" {
+		if ahead == nil {
+			ahead = func(other string) bool { return s.Compare(other, q) < 0 }
+		}
+		if other := s.starvedOther(q, ahead); other != "" {
 			return false, fmt.Sprintf("queue %s would go above its deserved share (%s) while queue %s waits below its share", q, r, other)
 		}
 	}
@@ -80,11 +95,12 @@ func (s *Snapshot) Exceeds(q string, need resources.List) (string, bool) {
 // starvedOther returns a leaf queue other than q that has pending demand,
 // beyond what is stalled, and is below its deserved share on a resource it
 // asks for; a queue whose waiting work was all refused admission counts
-// only when it goes before q in order. A queue that admits nothing (closed, or under a closed parent)
+// only when that work goes before q's (ahead). Of several, the one first in
+// queue order is named (then by name). A queue that admits nothing (closed, or under a closed parent)
 // waits for no share; a queue whose waiting gangs all fail to fit the room
 // free now would leave it idle (its gangs reserve nodes after a while, and
 // reclaim brings it up to its share).
-func (s *Snapshot) starvedOther(q string) string {
+func (s *Snapshot) starvedOther(q string, ahead func(other string) bool) string {
 	var names []string
 	for other, pending := range s.Pending {
 		if other == q || pending.IsZero() || !s.Tree.IsLeaf(other) || !s.open(other) {
@@ -100,14 +116,19 @@ func (s *Snapshot) starvedOther(q string) string {
 				free = true // work not refused yet
 			}
 		}
-		if starved && (free || s.Compare(other, q) < 0) {
+		if starved && (free || ahead(other)) {
 			names = append(names, other)
 		}
 	}
 	if len(names) == 0 {
 		return ""
 	}
-	sort.Strings(names)
+	sort.Slice(names, func(i, j int) bool {
+		if c := s.Compare(names[i], names[j]); c != 0 {
+			return c < 0
+		}
+		return names[i] < names[j]
+	})
 	return names[0]
 }
 

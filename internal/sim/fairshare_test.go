@@ -13,8 +13,10 @@ import (
 // TestTraceDecayedFairShare replays the shipped two-queue trace
 // (examples/trace/fairshare) with phalanx on a real in-process cluster,
 // with decayed fair share off and on: a-hot held the whole cluster for
-// 300 s, then both queues wait with a job of the whole cluster. Off, the
-// tie of shares goes to a-hot (first by name); with a half-life of 300 s,
+// 300 s, then both queues wait with a job of the whole cluster, submitted
+// at once (a-hot's first). Off, the shares tie and the gangs' order decides:
+// a-hot-2, submitted first (or, in the same second, first by its own name);
+// with a half-life of 300 s,
 // b-cold starts first. Both start in the end.
 func TestTraceDecayedFairShare(t *testing.T) {
 	if testing.Short() {
@@ -29,8 +31,8 @@ func TestTraceDecayedFairShare(t *testing.T) {
 		halfLife string
 		first    string
 	}{
-		{"0", "hot-2"},
-		{"300", "cold-1"},
+		{"0", "a-hot-2"},
+		{"300", "b-cold-1"},
 	} {
 		t.Run("usageHalfLifeSeconds "+tc.halfLife, func(t *testing.T) {
 			// The gangs wait 20 s for a-hot's to end. At 50x that is 0.4 s,
@@ -65,7 +67,7 @@ func TestTraceDecayedFairShare(t *testing.T) {
 				}
 				at[j.Job.Name] = j.QuorumAt
 			}
-			second := map[string]string{"hot-2": "cold-1", "cold-1": "hot-2"}[tc.first]
+			second := map[string]string{"a-hot-2": "b-cold-1", "b-cold-1": "a-hot-2"}[tc.first]
 			if at[tc.first] >= at[second] {
 				t.Errorf("%s started at %v, after %s at %v; want %s first (quorum times %v)", tc.first, at[tc.first], second, at[second], tc.first, at)
 			}

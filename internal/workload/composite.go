@@ -2,6 +2,8 @@ package workload
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
@@ -95,6 +97,10 @@ func SpecFromComposite(cpg *schedulingv1alpha3.CompositePodGroup, children []*sc
 	if g := cpg.Spec.SchedulingPolicy.Gang; g != nil {
 		groups = int(g.MinGroupCount)
 	}
+	// By name: the informer's index lists them in no fixed order, and the
+	// first one sets the size the others are checked against.
+	children = slices.Clone(children)
+	slices.SortFunc(children, func(a, b *schedulingv1beta1.PodGroup) int { return strings.Compare(a.Name, b.Name) })
 	for i, child := range children {
 		size, key := 0, ""
 		if g := child.Spec.SchedulingPolicy.Gang; g != nil {

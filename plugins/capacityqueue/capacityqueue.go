@@ -101,13 +101,13 @@ func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, po
 		return nil, nil
 	}
 	snap := qc.Snapshot()
-	qc.Admitted, qc.Refusal = snap.Admit(qc.Queue, need)
+	qc.Admitted, qc.Refusal = snap.AdmitInOrder(qc.Queue, need, pl.queues.RefusedAhead(pod, snap))
 	if _, over := snap.Exceeds(qc.Queue, need); qc.Admitted && over && pl.queues.AwaitLeft(ctx, nodes, snap, qc.Queue) {
 		// Above its share on an accounting behind the cycle's snapshot: a
 		// queue that seemed at its share may wait below it.
 		qc = newCycle()
 		snap = qc.Snapshot()
-		qc.Admitted, qc.Refusal = snap.Admit(qc.Queue, need)
+		qc.Admitted, qc.Refusal = snap.AdmitInOrder(qc.Queue, need, pl.queues.RefusedAhead(pod, snap))
 	}
 	if qc.Admitted {
 		pl.queues.Unblock(ref, pod)

@@ -139,6 +139,43 @@ func TestFairness(t *testing.T) {
 	}
 }
 
+// TestAdmissionFollowsGangOrder: queues a-hot and b-cold of equal weight,
+// each with one waiting gang that would take it above its share, on an idle
+// node. Their shares tie, so the gangs' order decides which starts: b-cold's
+// gang, submitted first. Tried first, it waits for a-hot's, not yet refused;
+// a-hot's, refused after it, yields to it (comparing the queues alone, a
+// tie, a-hot's would start); then b-cold's starts.
+func TestAdmissionFollowsGangOrder(t *testing.T) {
+	group := func(name, q string, created time.Time) *pgv1alpha1.PodGroup {
+		pg := plugintest.PodGroup(name, 1)
+		pg.Labels = map[string]string{phalanxv1alpha1.QueueLabel: q}
+		pg.CreationTimestamp = metav1.NewTime(created)
+		return pg
+	}
+	t0 := time.Unix(1_000_000, 0)
+	cold := plugintest.Pod("cold-0", "cold", "4", 0)
+	hot := plugintest.Pod("hot-0", "hot", "4", 0)
+	e, pl := env(t, plugintest.Objects{
+		Nodes:     []*v1.Node{plugintest.Node("n0", "4", 0, nil)},
+		Queues:    []*phalanxv1alpha1.Queue{queueObj("a-hot", 1, nil), queueObj("b-cold", 1, nil), queueObj("default", 1, nil)},
+		PodGroups: []*pgv1alpha1.PodGroup{group("cold", "b-cold", t0), group("hot", "a-hot", t0.Add(time.Second))},
+		Pods:      []*v1.Pod{cold, hot},
+	})
+	e.Eventually("pods charged", func() bool {
+		s := pl.queues.Snapshot()
+		return s.Pending["a-hot"][v1.ResourceCPU] == 4000 && s.Pending["b-cold"][v1.ResourceCPU] == 4000
+	})
+	for _, step := range []struct {
+		pod   *v1.Pod
+		admit bool
+	}{{cold, false}, {hot, false}, {cold, true}} {
+		_, _, st := e.Cycle(step.pod)
+		if st.IsSuccess() != step.admit {
+			t.Fatalf("%s: PreFilter = %v %q, want admitted %v", step.pod.Name, st.Code(), st.Message(), step.admit)
+		}
+	}
+}
+
 // TestCurableRefusal: a queue refused only because a sibling above its share
 // fills the parent's capability reaches PostFilter (reclaim may cure it);
 // other refusals end the cycle.

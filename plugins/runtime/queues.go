@@ -458,6 +458,51 @@ func (q *Queues) Unblock(ref gang.Ref, pod *v1.Pod) {
 	}
 }
 
+// RefusedAhead is queue admission's view of the order for pod: whether the
+// first work of queue other that waits refused admission goes before the pod's
+// gang (gang.Compare on snap's queue order, as the queue sort orders them).
+// It is read only when the pod's queue would go above its share.
+func (q *Queues) RefusedAhead(pod *v1.Pod, snap *queue.Snapshot) func(other string) bool {
+	var first map[string]gang.Order
+	var mine gang.Order
+	less := func(a, b gang.Order) bool { c, _ := gang.Compare(a, b, snap.Compare); return c < 0 }
+	load := func() {
+		mine = q.gangs.OrderKey(pod, pod.CreationTimestamp.Time, q).Order
+		q.mu.Lock()
+		refs := make([]gang.Ref, 0, len(q.blocked))
+		for ref := range q.blocked {
+			refs = append(refs, ref)
+		}
+		pods := make([]*v1.Pod, 0, len(q.blockedPod))
+		for _, p := range q.blockedPod {
+			pods = append(pods, p)
+		}
+		q.mu.Unlock()
+		first = map[string]gang.Order{}
+		consider := func(p *v1.Pod) {
+			o := q.gangs.OrderKey(p, p.CreationTimestamp.Time, q).Order
+			if cur, ok := first[o.Queue]; !ok || less(o, cur) {
+				first[o.Queue] = o
+			}
+		}
+		for _, ref := range refs {
+			if pending := q.gangs.Pending(ref); len(pending) > 0 {
+				consider(pending[0])
+			}
+		}
+		for _, p := range pods {
+			consider(p)
+		}
+	}
+	return func(other string) bool {
+		if first == nil {
+			load()
+		}
+		o, ok := first[other]
+		return ok && less(o, mine)
+	}
+}
+
 // blockedGang reports whether the gang waits for queue admission.
 func (q *Queues) blockedGang(ref gang.Ref) bool {
 	q.mu.Lock()

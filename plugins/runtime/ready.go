@@ -31,6 +31,14 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 	if msg, ok := g.dependenciesReady(spec); !ok {
 		return msg, false
 	}
+	if msg := spec.InvalidSubGroups(); msg != "" {
+		// Before the quorum: a quorum read from invalid sub-groups would
+		// count members toward a size the gang does not have.
+		if g.Lifecycle.Untouched(ref) {
+			g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonInvalidSubGroups, Message: msg})
+		}
+		return msg, false
+	}
 	g.mayWaitForQuorum(ref, pod)
 	members := g.CountMembers(spec)
 	if members.Ready >= gang.Quorum(spec) {

@@ -38,7 +38,13 @@ type startupVerdict struct {
 // the workload that creates them starts its pods in order and so will never
 // create the rest. Checking the workload reads it from the API server, in
 // the background and at most once per gang at a time.
+//
+// A gang whose sub-groups are invalid says that instead: its size, and so
+// how many members it lacks, is not known.
 func (g *Gangs) MembersShort(spec *gang.Spec, members MemberCount, quorum int) Condition {
+	if msg := spec.InvalidSubGroups(); msg != "" {
+		return Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonInvalidSubGroups, Message: msg}
+	}
 	g.mu.Lock()
 	v, ok := g.startup[spec.Ref]
 	g.mu.Unlock()

@@ -21,8 +21,8 @@ import (
 // TestDecayedFairShare: queue a-hot has had the whole node for a while;
 // then a-hot and b-cold, of equal weight, each submit a gang of the whole
 // node at the same moment (their parent queue opens). Without decayed fair
-// share (usageHalfLifeSeconds 0, today's behaviour) their shares tie and
-// the queue first by name, a-hot, starts; with a 20 s half-life a-hot's
+// share (usageHalfLifeSeconds 0) their shares tie and a-hot's gang,
+// submitted a second earlier, starts; with a 20 s half-life a-hot's
 // recent usage puts b-cold first, and phalanx-controller shows that usage
 // in a-hot's status. Either way one gang starts: two queues whose gangs
 // each exceed their share do not wait on each other.
@@ -75,6 +75,11 @@ func TestDecayedFairShare(t *testing.T) {
 			}
 			waitQueueCounts(t, c, map[string]int{"a-hot": 0})
 			submitJobs(t, c, "a-hot", "hot-again", 1, 4)
+			hotAgain, err := c.PodGroups.SchedulingV1alpha1().PodGroups("default").Get(ctx, "hot-again-0", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitPastSecond(t, hotAgain.CreationTimestamp.Time)
 			submitJobs(t, c, "b-cold", "cold", 1, 4)
 			// Both wait for the closed parent before it opens.
 			waitCondition(t, c, "default", "hot-again-0", "QueueAdmission", "org is closed")

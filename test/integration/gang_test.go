@@ -345,6 +345,13 @@ func TestGangScheduleTimeout(t *testing.T) {
 // and a note containing each of parts.
 func waitGroupEvent(t *testing.T, c *testcluster.Cluster, ns, group, reason string, parts ...string) {
 	t.Helper()
+	waitKindEvent(t, c, "PodGroup", ns, group, reason, parts...)
+}
+
+// waitKindEvent waits for an event of reason on the object of kind whose
+// note contains each of parts.
+func waitKindEvent(t *testing.T, c *testcluster.Cluster, kind, ns, group, reason string, parts ...string) {
+	t.Helper()
 	var seen []string
 	err := testcluster.Eventually(ctxFor(t), 60*time.Second, func(ctx context.Context) (bool, error) {
 		events, err := c.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
@@ -354,7 +361,7 @@ func waitGroupEvent(t *testing.T, c *testcluster.Cluster, ns, group, reason stri
 		seen = seen[:0]
 	next:
 		for _, e := range events.Items {
-			if e.Regarding.Name != group || e.Regarding.Kind != "PodGroup" {
+			if e.Regarding.Name != group || e.Regarding.Kind != kind {
 				continue
 			}
 			seen = append(seen, e.Reason+": "+e.Note)
@@ -371,7 +378,7 @@ func waitGroupEvent(t *testing.T, c *testcluster.Cluster, ns, group, reason stri
 		return false, nil
 	})
 	if err != nil {
-		t.Fatalf("no %s event on PodGroup %s/%s saying %q (events: %q): %v", reason, ns, group, parts, seen, err)
+		t.Fatalf("no %s event on %s %s/%s saying %q (events: %q): %v", reason, kind, ns, group, parts, seen, err)
 	}
 }
 

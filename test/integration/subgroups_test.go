@@ -649,3 +649,143 @@ func TestSubGroupReplacementStaysInClique(t *testing.T) {
 		t.Fatalf("the replacement of rank 0 bound in clique %q, want its sub-group's %q", got, own)
 	}
 }
+
+// TestCompositePodGroupChildrenDisagree: a gang CompositePodGroup
+// (minGroupCount 2) whose two PodGroups disagree on minCount (2 and 3), with
+// room for all: nothing binds, and the composite's current condition is
+// InvalidSubGroups naming the difference, and stays so, whichever child
+// has which size and whichever is created first (each case twice): never
+// MembersPending for a size read from one child.
+func TestCompositePodGroupChildrenDisagree(t *testing.T) {
+	featuregatetesting.SetFeatureGatesDuringTest(t, utilfeature.DefaultFeatureGate, featuregatetesting.FeatureOverrides{
+		features.GenericWorkload:                 true,
+		features.TopologyAwareWorkloadScheduling: true,
+		features.CompositePodGroup:               true,
+	})
+	c, err := testcluster.Start(t, testcluster.Options{APIServerFlags: []string{
+		"--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true",
+		"--feature-gates=GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true",
+	}})
+	if err != nil {
+		t.Fatalf("starting cluster: %v", err)
+	}
+	ctx := ctxFor(t)
+	if err := c.CreateNodes(ctx, cliqueNodes()...); err != nil {
+		t.Fatal(err)
+	}
+	createCliqueTopology(t, c)
+	if _, err := c.StartSchedulerBinary(schedulerBinary, manifests.SchedulerConfig); err != nil {
+		t.Fatal(err)
+	}
+	const ns = "default"
+	var names []string
+	for round := 0; round < 2; round++ {
+		for _, tc := range []struct {
+			sizes        [2]int32 // minCount of tp0, tp1
+			createSecond bool     // tp1 created first
+		}{
+			{[2]int32{2, 3}, false}, {[2]int32{2, 3}, true},
+			{[2]int32{3, 2}, false}, {[2]int32{3, 2}, true},
+		} {
+			name := fmt.Sprintf("bad-%d-%d%d", round, tc.sizes[0], tc.sizes[1])
+			if tc.createSecond {
+				name += "-rev"
+			}
+			names = append(names, name)
+			var templates []schedulingv1beta1.PodGroupTemplate
+			for g, size := range tc.sizes {
+				templates = append(templates, schedulingv1beta1.PodGroupTemplate{Name: fmt.Sprintf("tp%d", g),
+					SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: size}}})
+			}
+			wl := &schedulingv1beta1.Workload{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+				Spec: schedulingv1beta1.WorkloadSpec{CompositePodGroupTemplates: []schedulingv1beta1.CompositePodGroupTemplate{{
+					Name:              "replicas",
+					SchedulingPolicy:  schedulingv1beta1.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1beta1.CompositeGangSchedulingPolicy{MinGroupCount: 2}},
+					PodGroupTemplates: templates,
+				}}},
+			}
+			if _, err := c.Client.SchedulingV1beta1().Workloads(ns).Create(ctx, wl, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			cpg := &schedulingv1alpha3.CompositePodGroup{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+				Spec: schedulingv1alpha3.CompositePodGroupSpec{
+					WorkloadRef:      &schedulingv1alpha3.WorkloadReference{WorkloadName: name, TemplateName: "replicas"},
+					SchedulingPolicy: schedulingv1alpha3.CompositePodGroupSchedulingPolicy{Gang: &schedulingv1alpha3.CompositeGangSchedulingPolicy{MinGroupCount: 2}},
+				},
+			}
+			if _, err := c.Client.SchedulingV1alpha3().CompositePodGroups(ns).Create(ctx, cpg, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("creating the CompositePodGroup (is v1alpha3 served?): %v", err)
+			}
+			order := []int{0, 1}
+			if tc.createSecond {
+				order = []int{1, 0}
+			}
+			for _, g := range order {
+				child := fmt.Sprintf("%s-tp%d", name, g)
+				pg := &schedulingv1beta1.PodGroup{
+					ObjectMeta: metav1.ObjectMeta{Name: child, Namespace: ns},
+					Spec: schedulingv1beta1.PodGroupSpec{
+						ParentCompositePodGroupName: ptr.To(name),
+						WorkloadRef:                 &schedulingv1beta1.WorkloadReference{WorkloadName: name, TemplateName: fmt.Sprintf("tp%d", g)},
+						SchedulingPolicy:            schedulingv1beta1.PodGroupSchedulingPolicy{Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: tc.sizes[g]}},
+					},
+				}
+				if _, err := c.Client.SchedulingV1beta1().PodGroups(ns).Create(ctx, pg, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				for i := 0; i < int(tc.sizes[g]); i++ {
+					p := testcluster.PodSpec{Name: fmt.Sprintf("%s-%d", child, i), Namespace: ns, CPU: "100m", GPUs: 1,
+						Labels: map[string]string{"app": name}}.Pod()
+					p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(child)}
+					if _, err := c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	condition := func(ctx context.Context, name string) (*metav1.Condition, error) {
+		got, err := c.Client.SchedulingV1alpha3().CompositePodGroups(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i := range got.Status.Conditions {
+			if got.Status.Conditions[i].Type == "Scheduled" {
+				return &got.Status.Conditions[i], nil
+			}
+		}
+		return nil, nil
+	}
+	for _, name := range names {
+		var last *metav1.Condition
+		err := testcluster.Eventually(ctx, 60*time.Second, func(ctx context.Context) (bool, error) {
+			cond, err := condition(ctx, name)
+			last = cond
+			return cond != nil && cond.Reason == "InvalidSubGroups" && strings.Contains(cond.Message, "minCount 2") &&
+				strings.Contains(cond.Message, "minCount 3"), err
+		})
+		if err != nil {
+			t.Fatalf("CompositePodGroup %s never showed InvalidSubGroups naming both sizes (last %+v): %v", name, last, err)
+		}
+		waitKindEvent(t, c, "CompositePodGroup", ns, name, "InvalidSubGroups")
+	}
+	// It stays the current condition while the informers settle.
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, name := range names {
+			cond, err := condition(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cond == nil || cond.Reason != "InvalidSubGroups" {
+				t.Fatalf("CompositePodGroup %s's condition moved off InvalidSubGroups: %+v", name, cond)
+			}
+			if bound, err := c.BoundPods(ctx, ns, "app="+name); err != nil || len(bound) > 0 {
+				t.Fatalf("CompositePodGroup %s with invalid sub-groups has %d pods bound (%v)", name, len(bound), err)
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
