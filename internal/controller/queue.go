@@ -22,6 +22,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
+	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/workload"
@@ -556,8 +557,12 @@ func (u *QueueStatusUpdater) held(ctx context.Context, groups []pgv1alpha1.PodGr
 		}
 		var member *v1.Pod
 		var pods v1.PodList
-		if err := u.Cache.List(ctx, &pods, client.InNamespace(g.namespace), client.MatchingFields{field: g.name}); err == nil && len(pods.Items) > 0 {
-			member = &pods.Items[0]
+		if err := u.Cache.List(ctx, &pods, client.InNamespace(g.namespace), client.MatchingFields{field: g.name}); err == nil {
+			ms := make([]*v1.Pod, len(pods.Items))
+			for i := range pods.Items {
+				ms[i] = &pods.Items[i]
+			}
+			member = gang.Representative(ms)
 		}
 		return queue.Of(member, g.labels, u.namespaceLabels(ctx, g.namespace), u.DefaultQueue), true
 	}), nil

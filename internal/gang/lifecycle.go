@@ -1067,6 +1067,7 @@ func (lc *Lifecycle) FailedGangs() (refs []Ref, cost time.Duration) {
 			cost += g.failedCost
 		}
 	}
+	SortRefs(refs)
 	return refs, cost
 }
 
@@ -1083,6 +1084,7 @@ func (lc *Lifecycle) Stalled() []Ref {
 			out = append(out, ref)
 		}
 	}
+	SortRefs(out)
 	return out
 }
 

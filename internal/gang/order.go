@@ -3,6 +3,8 @@ package gang
 import (
 	"fmt"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // Order is what places a pending gang (or a pod outside gangs) in the
@@ -110,4 +112,25 @@ func Why(first, second Order, d Decider) string {
 		return fmt.Sprintf("queues %s and %s are equally far from their deserved shares; same priority and submission time, so names decide", first.Queue, second.Queue)
 	}
 	return "same priority and submission time, so names decide"
+}
+
+// Representative is the member whose labels and priority stand for its gang
+// where the group object does not say (queue, priority): the oldest, then the
+// first by name, so an informer's list order never decides. nil for none.
+func Representative(pods []*v1.Pod) *v1.Pod {
+	var first *v1.Pod
+	for _, p := range pods {
+		if first == nil || OlderMember(p, first) {
+			first = p
+		}
+	}
+	return first
+}
+
+// OlderMember orders a gang's members: created earlier, then by name.
+func OlderMember(a, b *v1.Pod) bool {
+	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+		return a.CreationTimestamp.Before(&b.CreationTimestamp)
+	}
+	return a.Name < b.Name
 }

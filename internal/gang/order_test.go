@@ -5,6 +5,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/phalanx-sched/phalanx/internal/queue"
@@ -166,5 +167,22 @@ func TestReservationOrderIsCompare(t *testing.T) {
 	w := Ref{Source: SourceWorkload, Namespace: "team", Name: "a"}
 	if c1, c2 := goesFirst(0, t0, a, 0, t0, w), goesFirst(0, t0, w, 0, t0, a); c1 == c2 {
 		t.Errorf("gangs of two sources with one name must be ordered one way: %v, %v", c1, c2)
+	}
+}
+
+// TestRepresentativeIsOldest: the member that stands for its gang is the
+// oldest, then the first by name, in any list order.
+func TestRepresentativeIsOldest(t *testing.T) {
+	at := func(name string, sec int64) *v1.Pod {
+		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Unix(sec, 0)}}
+	}
+	a, b, c := at("w-2", 10), at("w-1", 10), at("w-0", 20)
+	for _, pods := range [][]*v1.Pod{{a, b, c}, {c, b, a}, {b, c, a}} {
+		if got := Representative(pods); got != b {
+			t.Fatalf("Representative = %s, want w-1 (oldest, then by name)", got.Name)
+		}
+	}
+	if Representative(nil) != nil {
+		t.Fatal("no members: no representative")
 	}
 }

@@ -1,6 +1,8 @@
 package gang
 
 import (
+	"cmp"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +31,20 @@ func (r Ref) String() string {
 		return r.Namespace + "/composite:" + r.Name
 	}
 	return r.Namespace + "/" + r.Name
+}
+
+// SortRefs puts refs in a fixed order (namespace, name, kind), so that what is
+// done to several gangs in turn (wakes, messages) never follows a map's order.
+func SortRefs(refs []Ref) {
+	slices.SortFunc(refs, func(a, b Ref) int {
+		if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Source, b.Source)
+	})
 }
 
 // IsZero reports whether r names no gang.

@@ -137,6 +137,10 @@ func BoundBySubGroup(spec *Spec, members []*v1.Pod, topo Topology, li int) (boun
 		return nil, nil
 	}
 	bound, in = map[string]int{}, map[string]string{}
+	// Members of one sub-group bound in several domains (a node relabelled
+	// under them) name the domain holding most of them, then the first by
+	// name: never the list order.
+	count := map[string]map[string]int{}
 	for _, p := range members {
 		if p.Spec.NodeName == "" || p.DeletionTimestamp != nil {
 			continue
@@ -145,9 +149,21 @@ func BoundBySubGroup(spec *Spec, members []*v1.Pod, topo Topology, li int) (boun
 		bound[id]++
 		if topo != nil && li >= 0 {
 			if d := topo.Domains(p.Spec.NodeName); li < len(d) && d[li] != "" {
-				in[id] = d[li]
+				if count[id] == nil {
+					count[id] = map[string]int{}
+				}
+				count[id][d[li]]++
 			}
 		}
+	}
+	for id, by := range count {
+		best := ""
+		for dom, n := range by {
+			if best == "" || n > by[best] || (n == by[best] && dom < best) {
+				best = dom
+			}
+		}
+		in[id] = best
 	}
 	return bound, in
 }

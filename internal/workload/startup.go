@@ -1,7 +1,9 @@
 package workload
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
@@ -34,7 +36,8 @@ type Owner struct {
 func (o Owner) String() string { return o.Kind + " " + o.Namespace + "/" + o.Name }
 
 // StartupOwners lists the workloads behind a gang's members whose startup
-// policy can hold back the rest of the gang, each once.
+// policy can hold back the rest of the gang, each once, in a fixed order
+// (kind, namespace, name): the first that blocks is the one a condition names.
 func StartupOwners(members []*v1.Pod) []Owner {
 	seen := map[Owner]bool{}
 	var out []Owner
@@ -58,6 +61,10 @@ func StartupOwners(members []*v1.Pod) []Owner {
 			}
 		}
 	}
+	slices.SortFunc(out, func(a, b Owner) int {
+		return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace),
+			cmp.Compare(a.Name, b.Name), cmp.Compare(a.GangScope, b.GangScope))
+	})
 	return out
 }
 

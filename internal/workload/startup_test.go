@@ -122,18 +122,21 @@ func TestStartupOwners(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "serve", Controller: ptr.To(true)}}}}
 	job := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "j-0",
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: "j", Controller: ptr.To(true)}}}}
-	got := StartupOwners([]*v1.Pod{sts, sts1, js, leader, job})
+	// In a fixed order, whatever the members' order.
 	want := []Owner{
-		{Kind: "StatefulSet", Namespace: "ns", Name: "db"},
 		{Kind: "JobSet", Namespace: "ns", Name: "train", GangScope: phalanxv1alpha1.GangScopeReplicatedJob},
 		{Kind: "LeaderWorkerSet", Namespace: "ns", Name: "serve"},
+		{Kind: "StatefulSet", Namespace: "ns", Name: "db"},
 	}
-	if len(got) != len(want) {
-		t.Fatalf("owners %v, want %v", got, want)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Errorf("owner %d: %v, want %v", i, got[i], want[i])
+	for _, members := range [][]*v1.Pod{{sts, sts1, js, leader, job}, {job, leader, js, sts1, sts}} {
+		got := StartupOwners(members)
+		if len(got) != len(want) {
+			t.Fatalf("owners %v, want %v", got, want)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("owner %d: %v, want %v", i, got[i], want[i])
+			}
 		}
 	}
 }

@@ -196,7 +196,7 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 }
 
 // queuedPod is the pod a queued entity is ordered by: the pod of a pod
-// entity (what 1.36's QueuedPodInfo.GetPodInfo gave), else the first
+// entity (what 1.36's QueuedPodInfo.GetPodInfo gave), else the oldest
 // unscheduled member of a pod group entity (GetUnscheduledPods gathers a
 // composite group's from its leaves); nil if there is none.
 func queuedPod(e fwk.QueuedEntityInfo) *v1.Pod {
@@ -207,9 +207,7 @@ func queuedPod(e fwk.QueuedEntityInfo) *v1.Pod {
 		return nil
 	}
 	if g, ok := e.(fwk.PodGroupInfo); ok {
-		if pods := g.GetUnscheduledPods(); len(pods) > 0 {
-			return pods[0]
-		}
+		return gang.Representative(g.GetUnscheduledPods())
 	}
 	return nil
 }

@@ -725,7 +725,9 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.forgetQuorumLocked(spec.Ref) // all woken below
 	g.mu.Unlock()
 	// An implicit gang's PodGroup deleted while members remain is made again.
-	for _, m := range g.Members(spec.Ref) {
+	members := g.Members(spec.Ref)
+	slices.SortFunc(members, olderFirst)
+	for _, m := range members {
 		g.ensureImplicitFor(m)
 	}
 	if q := g.rt.queues.Load(); q != nil {

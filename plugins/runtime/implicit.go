@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -41,6 +42,9 @@ func (g *Gangs) ensureAllImplicit() {
 	if err != nil {
 		return
 	}
+	// The oldest member of a gang makes its PodGroup, as on arrival; never
+	// the informer's list order.
+	slices.SortFunc(pods, olderFirst)
 	for _, p := range pods {
 		g.ensureImplicitFor(p)
 	}

@@ -308,11 +308,7 @@ func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
 		if err != nil {
 			return "", false
 		}
-		var member *v1.Pod
-		if ms := q.gangs.Members(ref); len(ms) > 0 {
-			member = ms[0]
-		}
-		return q.QueueOfGang(spec, member), true
+		return q.QueueOfGang(spec, gang.Representative(q.gangs.Members(ref))), true
 	})
 	snap := q.cache.Snapshot(held, wanting...)
 	snap.Stalled = q.stalled()
@@ -369,7 +365,7 @@ func (q *Queues) demandOf(refs []gang.Ref, pods []*v1.Pod) map[string]resources.
 		if err != nil || len(pending) == 0 {
 			continue
 		}
-		name := q.QueueOfGang(spec, pending[0])
+		name := q.QueueOfGang(spec, gang.Representative(pending))
 		for _, p := range pending {
 			add(name, p)
 		}
@@ -487,7 +483,7 @@ func (q *Queues) RefusedAhead(pod *v1.Pod, snap *queue.Snapshot) func(other stri
 		}
 		for _, ref := range refs {
 			if pending := q.gangs.Pending(ref); len(pending) > 0 {
-				consider(pending[0])
+				consider(gang.Representative(pending))
 			}
 		}
 		for _, p := range pods {
@@ -526,6 +522,7 @@ func (q *Queues) wakeBlocked() {
 		pods[k] = p
 	}
 	q.mu.Unlock()
+	gang.SortRefs(refs)
 	for _, ref := range refs {
 		q.gangs.wakeLead(wokenQueueAdmission, ref)
 	}

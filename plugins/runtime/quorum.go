@@ -208,12 +208,22 @@ func (g *Gangs) leadLocked(ref gang.Ref) *v1.Pod {
 func firstCreated(pods map[types.UID]*v1.Pod) *v1.Pod {
 	var first *v1.Pod
 	for _, p := range pods {
-		if first == nil || p.CreationTimestamp.Before(&first.CreationTimestamp) ||
-			(p.CreationTimestamp.Equal(&first.CreationTimestamp) && p.Name < first.Name) {
+		if first == nil || gang.OlderMember(p, first) {
 			first = p
 		}
 	}
 	return first
+}
+
+// olderFirst sorts members oldest first (gang.OlderMember).
+func olderFirst(a, b *v1.Pod) int {
+	switch {
+	case gang.OlderMember(a, b):
+		return -1
+	case gang.OlderMember(b, a):
+		return 1
+	}
+	return 0
 }
 
 // asleep reports whether the member sleeps behind its gang's lead: the
@@ -279,6 +289,7 @@ func (g *Gangs) wakeOverdueLeads() {
 		}
 	}
 	g.mu.Unlock()
+	gang.SortRefs(overdue)
 	for _, ref := range overdue {
 		if g.Lifecycle.Representative(ref) == "" && !g.queueRefused(ref) {
 			g.passLead(ref)
