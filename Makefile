@@ -17,7 +17,7 @@ IMAGE ?= ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)
 # Integration and simulator runs take longer than go test's 10-minute default.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build test unit integration workloads karmada e2e stress verify lint generate manifests demo trace bench bench-estimator bench-perf bench-all bench-bins image clean
+.PHONY: all build tools test unit integration workloads karmada e2e stress verify lint generate manifests demo trace bench bench-estimator bench-perf bench-all bench-bins image clean
 
 all: build
 
@@ -29,15 +29,32 @@ build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 
 ## test: everything CI checks — verify, unit tests, integration tests on a real API server,
-## the operators' controllers (workloads), e2e
-test: verify build unit integration workloads karmada e2e
+## the operators' controllers (workloads), Karmada, e2e. The binaries and tools are
+## built first; then the suites run TEST_JOBS at a time (they wait on API servers more
+## than they compute), each suite's output printed whole when it ends, and a failed
+## suite named at the end (make: *** [...: <suite>] Error).
+TEST_JOBS ?= 3
+test:
+	@start=$$(date +%s); \
+	$(MAKE) --no-print-directory build tools && \
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) --output-sync=target verify unit integration workloads karmada e2e; \
+	rc=$$?; echo "make test: rc=$$rc in $$(( $$(date +%s) - start ))s"; exit $$rc
+
+## tools: the pinned code generators, linters and helm into bin/tools (hack/tools.sh)
+tools:
+	bash hack/tools.sh
 
 unit:
 	$(GO) test -count=1 $$($(GO) list ./... | grep -v -e /test/integration -e /test/e2e)
 
+## integration: each test in its own process, INTEGRATION_JOBS at a time
+## (hack/test-parallel.sh; test/integration/slow.txt starts the longest first)
+INTEGRATION_JOBS ?= 3
 integration: build
-	PHALANX_SCHEDULER_BIN=$(CURDIR)/$(BIN)/phalanx-scheduler \
-		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./test/integration/...
+	$(GO) build -o $(BIN)/kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+	PHALANX_SCHEDULER_BIN=$(CURDIR)/$(BIN)/phalanx-scheduler KUBE_SCHEDULER_BIN=$(CURDIR)/$(BIN)/kube-scheduler \
+	PHALANX_TEST_TIMEOUT=$(TEST_TIMEOUT) \
+		bash hack/test-parallel.sh test/integration $(INTEGRATION_JOBS)
 
 ## workloads: the operators' controllers and CRDs (JobSet, LeaderWorkerSet,
 ## KubeRay, training-operator, Trainer) against phalanx; a separate Go module
