@@ -151,12 +151,12 @@ func addEstimatorFlags(fs *pflag.FlagSet, est *dryrun.EstimatorConfig) {
 // the flag.
 func validateEstimator(est *dryrun.EstimatorConfig) error {
 	if est.Address == "" {
-		for flag, v := range map[string]string{
-			"--karmada-estimator-cert-file": est.TLS.CertFile, "--karmada-estimator-key-file": est.TLS.KeyFile,
-			"--karmada-estimator-client-ca-file": est.TLS.ClientCAFile, "--karmada-kubeconfig": est.KarmadaKubeconfig,
+		for _, f := range []struct{ flag, v string }{
+			{"--karmada-estimator-cert-file", est.TLS.CertFile}, {"--karmada-estimator-key-file", est.TLS.KeyFile},
+			{"--karmada-estimator-client-ca-file", est.TLS.ClientCAFile}, {"--karmada-kubeconfig", est.KarmadaKubeconfig},
 		} {
-			if v != "" {
-				return fmt.Errorf("%s is set but --karmada-estimator-address is empty (the estimator is off)", flag)
+			if f.v != "" {
+				return fmt.Errorf("%s is set but --karmada-estimator-address is empty (the estimator is off)", f.flag)
 			}
 		}
 		return nil

@@ -117,7 +117,12 @@ func summarise(p *profile.Profile, kind string, vi, n int, keep func(*profile.Sa
 			t.Cum = append(t.Cum, fc)
 		}
 	}
-	sort.Slice(t.Flat, func(i, j int) bool { return t.Flat[i].Flat > t.Flat[j].Flat })
+	sort.Slice(t.Flat, func(i, j int) bool {
+		if t.Flat[i].Flat != t.Flat[j].Flat {
+			return t.Flat[i].Flat > t.Flat[j].Flat
+		}
+		return t.Flat[i].Func < t.Flat[j].Func
+	})
 	byCum := func(l []FuncCost) {
 		sort.Slice(l, func(i, j int) bool {
 			if l[i].Cum != l[j].Cum {

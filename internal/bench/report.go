@@ -356,7 +356,12 @@ func topNames(rows map[Scheduler]map[string]Cost, scheds []Scheduler, pods map[S
 	for name := range best {
 		names = append(names, name)
 	}
-	sort.Slice(names, func(i, j int) bool { return best[names[i]] > best[names[j]] })
+	sort.Slice(names, func(i, j int) bool {
+		if best[names[i]] != best[names[j]] {
+			return best[names[i]] > best[names[j]]
+		}
+		return names[i] < names[j]
+	})
 	if len(names) > n {
 		names = names[:n]
 	}

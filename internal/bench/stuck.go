@@ -61,7 +61,12 @@ func describeUnbound(ctx context.Context, c *testcluster.Cluster, ns string, out
 	for k := range groups {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return groups[keys[i]].pods > groups[keys[j]].pods })
+	sort.Slice(keys, func(i, j int) bool {
+		if groups[keys[i]].pods != groups[keys[j]].pods {
+			return groups[keys[i]].pods > groups[keys[j]].pods
+		}
+		return keys[i] < keys[j]
+	})
 	fmt.Fprintf(out, "unbound pods of %s:\n", ns)
 	for _, k := range keys {
 		fmt.Fprintf(out, "  %6d pods, %4d gangs: %s\n", groups[k].pods, len(groups[k].gangs), k)

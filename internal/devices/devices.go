@@ -199,16 +199,30 @@ func (d *Devices) Demand(pod *v1.Pod) resources.List {
 			out, copied = requests.Clone(), true
 		}
 	}
-	for name, v := range requests {
+	var renames map[v1.ResourceName]v1.ResourceName
+	for name := range requests {
 		if !isExtended(name) {
 			continue
 		}
 		if class := d.src.ClassForResource(name); class != nil {
 			if rn := ResourceName(class); rn != name {
-				change()
-				delete(out, name)
-				out[rn] += v
+				if renames == nil {
+					renames = map[v1.ResourceName]v1.ResourceName{}
+				}
+				renames[name] = rn
 			}
+		}
+	}
+	if renames != nil {
+		// Built fresh, not renamed in place: in place, renaming b away
+		// could drop an amount an a→b rename had moved in, depending on
+		// map order.
+		out, copied = make(resources.List, len(requests)), true
+		for name, v := range requests {
+			if rn, ok := renames[name]; ok {
+				name = rn
+			}
+			out[name] += v
 		}
 	}
 	if len(pod.Spec.ResourceClaims) == 0 {

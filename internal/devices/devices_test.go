@@ -142,6 +142,29 @@ func TestDemand(t *testing.T) {
 	}
 }
 
+// Renames are one step each and do not depend on map order: a→b and b→c
+// (chained) with d→c (colliding) give b from a, and c from b and d.
+func TestDemandRenamesOrderIndependent(t *testing.T) {
+	rename := func(from, to string) *resourceapi.DeviceClass {
+		return class(map[string]string{QueueResourceAnnotation: to}, from)
+	}
+	src := newFake([]*resourceapi.DeviceClass{
+		rename("a.example.com/dev", "b.example.com/dev"),
+		rename("b.example.com/dev", "c.example.com/dev"),
+		rename("d.example.com/dev", "c.example.com/dev"),
+	}, nil)
+	d := New(src, features)
+	p := pod("p")
+	p.Spec.Containers[0].Resources.Requests = v1.ResourceList{v1.ResourceCPU: resource.MustParse("1"),
+		"a.example.com/dev": resource.MustParse("1"), "b.example.com/dev": resource.MustParse("2"), "d.example.com/dev": resource.MustParse("4")}
+	want := resources.List{v1.ResourceCPU: 1000, "b.example.com/dev": 1, "c.example.com/dev": 6}
+	for i := 0; i < 100; i++ {
+		if got := d.Demand(p); got.String() != want.String() {
+			t.Fatalf("call %d: Demand = %s, want %s", i, got, want)
+		}
+	}
+}
+
 // Limit runs the allocator member after member: a node of 4 devices takes
 // 4 one-device members, 2 two-device members that must share a root, and
 // none when its roots hold one device each.

@@ -63,6 +63,28 @@ func TestTemplateOf(t *testing.T) {
 	}
 }
 
+// Two pod templates setting the same key: the answer must not depend on
+// map iteration order (the later one in sorted key order wins: Worker).
+func TestTemplateOfTwoTemplatesDeterministic(t *testing.T) {
+	tmpl := func(topo string) map[string]any {
+		return map[string]any{"template": map[string]any{"metadata": map[string]any{
+			"annotations": map[string]any{phalanxv1alpha1.TopologyRequiredAnnotation: topo},
+		}}}
+	}
+	job := map[string]any{"spec": map[string]any{"pytorchReplicaSpecs": map[string]any{
+		"Master": tmpl("master-block"), "Worker": tmpl("worker-block"),
+	}}}
+	want := &Template{
+		Labels:      map[string]string{},
+		Annotations: map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: "worker-block"},
+	}
+	for i := 0; i < 50; i++ {
+		if got := TemplateOf(job); !reflect.DeepEqual(got, want) {
+			t.Fatalf("call %d: TemplateOf = %+v, want %+v", i, got, want)
+		}
+	}
+}
+
 func quantityBytes(t *testing.T, s string) []byte {
 	q := resource.MustParse(s)
 	raw, err := q.Marshal()

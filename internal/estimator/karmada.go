@@ -3,6 +3,8 @@ package estimator
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -123,7 +125,10 @@ func (k *KarmadaTemplates) read(ctx context.Context, kind, namespace, name strin
 // TemplateOf collects the phalanx labels and annotations of an object and of
 // every pod template in it (any "template" with "metadata", at any depth:
 // Deployments, Jobs, JobSets, PyTorchJobs, RayClusters…). A pod template's
-// value wins over the object's.
+// value wins over the object's. Where several pod templates set a key, the
+// walk is depth-first over map keys in sorted order (list items in order)
+// and the last template visited wins: a template nested in another wins
+// over it, and e.g. PyTorchJob's "Worker" template over its "Master".
 func TemplateOf(obj map[string]any) *Template {
 	t := &Template{Labels: map[string]string{}, Annotations: map[string]string{}}
 	take := func(meta map[string]any) {
@@ -137,7 +142,8 @@ func TemplateOf(obj map[string]any) *Template {
 	walk = func(v any) {
 		switch v := v.(type) {
 		case map[string]any:
-			for key, child := range v {
+			for _, key := range slices.Sorted(maps.Keys(v)) {
+				child := v[key]
 				if key == "template" {
 					if tm, ok := child.(map[string]any); ok {
 						if meta, ok := tm["metadata"].(map[string]any); ok {

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -579,6 +581,7 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 	waitingShapes := map[Shape]bool{}     // shapes of the unbound pods
 	jobShape := map[string]Shape{}        // per job: the shape of its unbound pods
 	jobWord := map[string]string{}        // per job: the scheduler's last word on an unbound pod
+	jobWordPod := map[string]string{}     // per job: the pod jobWord is from
 	for _, p := range pods {
 		if r := d.finished[p.UID]; r != nil {
 			// Counted when it completed; most pods of a long replay are.
@@ -600,8 +603,12 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 			shape := Shape{CPU: req[v1.ResourceCPU], Memory: req[v1.ResourceMemory], GPUs: req[testcluster.GPU]}
 			waitingShapes[shape] = true
 			jobShape[r.key] = shape
-			if w := d.schedulerWord(p); jobWord[r.key] == "" || jobWord[r.key] == WordNotTried {
-				jobWord[r.key] = w
+			// A word other than not-tried wins; among alike, the first pod
+			// by name (the list comes in map order).
+			w := d.schedulerWord(p)
+			tried := func(w string) bool { return w != "" && w != WordNotTried }
+			if cur, ok := jobWord[r.key]; !ok || tried(w) && !tried(cur) || tried(w) == tried(cur) && p.Name < jobWordPod[r.key] {
+				jobWord[r.key], jobWordPod[r.key] = w, p.Name
 			}
 			continue
 		}
@@ -650,7 +657,9 @@ func (d *driver) observe(ctx context.Context, now time.Duration) (bool, error) {
 		}
 		bound[r.key]++
 	}
-	for _, p := range d.pods.takeEvicted() {
+	evicted := d.pods.takeEvicted()
+	for _, key := range slices.Sorted(maps.Keys(evicted)) { // namespace/name
+		p := evicted[key]
 		// Deleted before it completed (reclaim, preemption,
 		// consolidation): resubmit it, as a training operator would.
 		r := d.submitted[p.Namespace+"/"+p.Labels[jobLabel]]
@@ -889,7 +898,9 @@ func (d *driver) nodeLabels() map[string]map[string]string {
 // checkNUMA replays, on every NUMA node, the kubelet's admission of the pods
 // running there in the order they started: each must get its zones.
 func (d *driver) checkNUMA(now time.Duration, running map[string][]*v1.Pod) {
-	for node, pods := range running {
+	// By node name: only the first violations are kept.
+	for _, node := range slices.Sorted(maps.Keys(running)) {
+		pods := running[node]
 		n := d.numaNodes[node]
 		if n == nil {
 			continue

@@ -1,8 +1,10 @@
 package sim
 
 import (
+	"maps"
 	"math"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -143,14 +145,16 @@ func WaterFill(capacity float64, weight, demand map[string]float64) map[string]f
 	}
 	left := capacity
 	for left > 1e-9 && len(active) > 0 {
+		// Sorted: float sums in map order differ in the last bits.
+		queues := slices.Sorted(maps.Keys(active))
 		var wsum float64
-		for q := range active {
+		for _, q := range queues {
 			wsum += w(weight, q)
 		}
 		// Give each active queue its weighted part of what is left, capped
 		// by its remaining demand; repeat with the queues still unsatisfied.
 		given := 0.0
-		for q := range active {
+		for _, q := range queues {
 			part := left * w(weight, q) / wsum
 			need := demand[q] - out[q]
 			if part >= need {

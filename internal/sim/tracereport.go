@@ -3,6 +3,8 @@ package sim
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -191,7 +193,10 @@ func (tr TraceRun) Summary() TraceSummary {
 func jobTimeShares(samples []Sample, at []time.Duration, end time.Duration, waiting []bool, count func(Sample) map[string]int) map[string]float64 {
 	sums, total := map[string]float64{}, 0.0
 	eachSpan(at, end, waiting, func(i int, dt float64) {
-		for cause, n := range count(samples[i]) {
+		c := count(samples[i])
+		// Sorted: float sums in map order differ in the last bits.
+		for _, cause := range slices.Sorted(maps.Keys(c)) {
+			n := c[cause]
 			sums[cause] += float64(n) * dt
 			total += float64(n) * dt
 		}
