@@ -122,7 +122,7 @@ func (u *QueueStatusUpdater) pendingGangs(ctx context.Context, groups []pgv1alph
 			if p.Spec.NodeName != "" {
 				started++
 				bound++
-			} else if member == nil || gang.OlderMember(p, member) {
+			} else if member == nil || gang.CompareMembers(p, member) < 0 {
 				member = p
 			}
 		}

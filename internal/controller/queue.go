@@ -562,7 +562,7 @@ func (u *QueueStatusUpdater) held(ctx context.Context, groups []pgv1alpha1.PodGr
 			for i := range pods.Items {
 				ms[i] = &pods.Items[i]
 			}
-			member = gang.Representative(ms)
+			member = gang.Oldest(ms)
 		}
 		return queue.Of(member, g.labels, u.namespaceLabels(ctx, g.namespace), u.DefaultQueue), true
 	}), nil

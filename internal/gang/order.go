@@ -1,6 +1,7 @@
 package gang
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -114,23 +115,21 @@ func Why(first, second Order, d Decider) string {
 	return "same priority and submission time, so names decide"
 }
 
-// Representative is the member whose labels and priority stand for its gang
-// where the group object does not say (queue, priority): the oldest, then the
-// first by name, so an informer's list order never decides. nil for none.
-func Representative(pods []*v1.Pod) *v1.Pod {
+// Oldest is the member whose labels and priority stand for its gang where the
+// group object does not say (queue, priority), and the one that leads it: the
+// first by CompareMembers, so an informer's list order never decides. nil for
+// none.
+func Oldest(pods []*v1.Pod) *v1.Pod {
 	var first *v1.Pod
 	for _, p := range pods {
-		if first == nil || OlderMember(p, first) {
+		if first == nil || CompareMembers(p, first) < 0 {
 			first = p
 		}
 	}
 	return first
 }
 
-// OlderMember orders a gang's members: created earlier, then by name.
-func OlderMember(a, b *v1.Pod) bool {
-	if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
-		return a.CreationTimestamp.Before(&b.CreationTimestamp)
-	}
-	return a.Name < b.Name
+// CompareMembers orders a gang's members: created earlier first, then by name.
+func CompareMembers(a, b *v1.Pod) int {
+	return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), cmp.Compare(a.Name, b.Name))
 }

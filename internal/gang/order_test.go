@@ -170,19 +170,19 @@ func TestReservationOrderIsCompare(t *testing.T) {
 	}
 }
 
-// TestRepresentativeIsOldest: the member that stands for its gang is the
+// TestOldestMember: the member that stands for its gang is the
 // oldest, then the first by name, in any list order.
-func TestRepresentativeIsOldest(t *testing.T) {
+func TestOldestMember(t *testing.T) {
 	at := func(name string, sec int64) *v1.Pod {
 		return &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Unix(sec, 0)}}
 	}
 	a, b, c := at("w-2", 10), at("w-1", 10), at("w-0", 20)
 	for _, pods := range [][]*v1.Pod{{a, b, c}, {c, b, a}, {b, c, a}} {
-		if got := Representative(pods); got != b {
-			t.Fatalf("Representative = %s, want w-1 (oldest, then by name)", got.Name)
+		if got := Oldest(pods); got != b {
+			t.Fatalf("Oldest = %s, want w-1 (oldest, then by name)", got.Name)
 		}
 	}
-	if Representative(nil) != nil {
+	if Oldest(nil) != nil {
 		t.Fatal("no members: no representative")
 	}
 }

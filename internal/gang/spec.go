@@ -37,13 +37,7 @@ func (r Ref) String() string {
 // done to several gangs in turn (wakes, messages) never follows a map's order.
 func SortRefs(refs []Ref) {
 	slices.SortFunc(refs, func(a, b Ref) int {
-		if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
-			return c
-		}
-		if c := cmp.Compare(a.Name, b.Name); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Source, b.Source)
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Source, b.Source))
 	})
 }
 

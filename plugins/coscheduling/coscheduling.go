@@ -207,7 +207,7 @@ func queuedPod(e fwk.QueuedEntityInfo) *v1.Pod {
 		return nil
 	}
 	if g, ok := e.(fwk.PodGroupInfo); ok {
-		return gang.Representative(g.GetUnscheduledPods())
+		return gang.Oldest(g.GetUnscheduledPods())
 	}
 	return nil
 }

@@ -77,7 +77,7 @@ func (e *evictionRequests) request(ctx context.Context, pods []*v1.Pod, reason, 
 		logger.V(2).Info("EvictionRequests are not served; deleting the moved gang's pods", "err", err)
 		return false
 	}
-	group := string(gang.Representative(pods).UID)
+	group := string(gang.Oldest(pods).UID)
 	deadline := e.g.rt.clock.Now().Add(grace).UTC().Truncate(time.Second)
 	for _, p := range pods {
 		req := &lifecyclev1alpha1.EvictionRequest{

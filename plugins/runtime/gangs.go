@@ -726,7 +726,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.mu.Unlock()
 	// An implicit gang's PodGroup deleted while members remain is made again.
 	members := g.Members(spec.Ref)
-	slices.SortFunc(members, olderFirst)
+	slices.SortFunc(members, gang.CompareMembers)
 	for _, m := range members {
 		g.ensureImplicitFor(m)
 	}

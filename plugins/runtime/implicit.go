@@ -44,7 +44,7 @@ func (g *Gangs) ensureAllImplicit() {
 	}
 	// The oldest member of a gang makes its PodGroup, as on arrival; never
 	// the informer's list order.
-	slices.SortFunc(pods, olderFirst)
+	slices.SortFunc(pods, gang.CompareMembers)
 	for _, p := range pods {
 		g.ensureImplicitFor(p)
 	}

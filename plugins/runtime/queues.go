@@ -308,7 +308,7 @@ func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
 		if err != nil {
 			return "", false
 		}
-		return q.QueueOfGang(spec, gang.Representative(q.gangs.Members(ref))), true
+		return q.QueueOfGang(spec, gang.Oldest(q.gangs.Members(ref))), true
 	})
 	snap := q.cache.Snapshot(held, wanting...)
 	snap.Stalled = q.stalled()
@@ -365,7 +365,7 @@ func (q *Queues) demandOf(refs []gang.Ref, pods []*v1.Pod) map[string]resources.
 		if err != nil || len(pending) == 0 {
 			continue
 		}
-		name := q.QueueOfGang(spec, gang.Representative(pending))
+		name := q.QueueOfGang(spec, gang.Oldest(pending))
 		for _, p := range pending {
 			add(name, p)
 		}
@@ -483,7 +483,7 @@ func (q *Queues) RefusedAhead(pod *v1.Pod, snap *queue.Snapshot) func(other stri
 		}
 		for _, ref := range refs {
 			if pending := q.gangs.Pending(ref); len(pending) > 0 {
-				consider(gang.Representative(pending))
+				consider(gang.Oldest(pending))
 			}
 		}
 		for _, p := range pods {

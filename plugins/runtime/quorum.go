@@ -1,6 +1,8 @@
 package runtime
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -197,33 +199,10 @@ func (g *Gangs) wakeLead(reason string, ref gang.Ref) {
 // leadLocked makes the oldest of the gang's sleepers its lead, no longer
 // asleep, and returns it; there is at least one.
 func (g *Gangs) leadLocked(ref gang.Ref) *v1.Pod {
-	l := firstCreated(g.quorum.pods[ref])
+	l := gang.Oldest(slices.Collect(maps.Values(g.quorum.pods[ref])))
 	g.quorum.leads[ref] = lead{uid: l.UID, since: g.rt.clock.Now()}
 	g.forgetQuorumWaiterLocked(ref, l.UID)
 	return l
-}
-
-// firstCreated is the member that leads a gang woken at its quorum: the
-// oldest, as the queue orders a gang's members.
-func firstCreated(pods map[types.UID]*v1.Pod) *v1.Pod {
-	var first *v1.Pod
-	for _, p := range pods {
-		if first == nil || gang.OlderMember(p, first) {
-			first = p
-		}
-	}
-	return first
-}
-
-// olderFirst sorts members oldest first (gang.OlderMember).
-func olderFirst(a, b *v1.Pod) int {
-	switch {
-	case gang.OlderMember(a, b):
-		return -1
-	case gang.OlderMember(b, a):
-		return 1
-	}
-	return 0
 }
 
 // asleep reports whether the member sleeps behind its gang's lead: the

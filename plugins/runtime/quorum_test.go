@@ -106,15 +106,29 @@ func TestNoSleepersBeforeLoop(t *testing.T) {
 		t.Fatal("queue events skip a member woken whole")
 	}
 
+	// Each member offered as the queue offers it, at its add: the first two
+	// are turned away short of the quorum; the third completes it, and
+	// either it or the oldest sleeper (woken in the background) leads.
 	gangs.MarkLeading()
-	h, hp := threeMembers(gangs, "h", 2)
-	if _, ok := gangs.Ready(hp[0]); !ok {
-		t.Fatal("PreEnqueue turned away the member completing h's quorum")
-	}
-	for _, p := range hp[1:] {
-		if _, ok := gangs.Ready(p); ok {
-			t.Fatalf("PreEnqueue let %s through beside %s's lead once the loop runs", p.Name, h.Name)
+	gangs.GroupAdded(plugintest.PodGroup("h", 3))
+	var hp []*v1.Pod
+	for i := 0; i < 3; i++ {
+		p := plugintest.Pod(fmt.Sprintf("h-%d", i), "h", "1", 0)
+		hp = append(hp, p)
+		gangs.PodAdded(p)
+		_, ok := gangs.Ready(p)
+		if i < 2 && ok {
+			t.Fatalf("PreEnqueue let %s through short of h's quorum", p.Name)
 		}
+	}
+	var through []string
+	for _, p := range hp {
+		if _, ok := gangs.Ready(p); ok {
+			through = append(through, p.Name)
+		}
+	}
+	if len(through) != 1 {
+		t.Fatalf("once the loop runs, PreEnqueue let %v of h through before its plan, want only its lead", through)
 	}
 }
 
