@@ -16,13 +16,13 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
 
+	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/plugins/coscheduling"
 	"github.com/phalanx-sched/phalanx/plugins/groupclaims"
-	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
 // Setup is kube-scheduler's app.Setup (same steps, options and checks) with
-// each profile's event recorder wrapped in a runtime.EventRecorder, so that
+// each profile's event recorder wrapped in a status.EventRecorder, so that
 // the profile's Coscheduling plugin may leave out gang members' Scheduled
 // events: app.Setup builds the recorders from its own broadcaster, with no
 // way to wrap them.
@@ -49,7 +49,7 @@ func Setup(ctx context.Context, opts *options.Options, outOfTreeRegistryOptions 
 		}
 	}
 	recorderFactory := func(name string) events.EventRecorderLogger {
-		return runtime.NewEventRecorder(cc.EventBroadcaster.NewRecorder(name))
+		return status.NewEventRecorder(cc.EventBroadcaster.NewRecorder(name))
 	}
 	var completedProfiles []kubeschedulerconfig.KubeSchedulerProfile
 	sched, err := scheduler.New(ctx,

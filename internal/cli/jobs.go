@@ -22,7 +22,7 @@ import (
 )
 
 // conditionScheduled is the condition in which the scheduler says why a
-// gang waits (plugins/runtime.ConditionScheduled).
+// gang waits (internal/status.ConditionScheduled).
 const conditionScheduled = "Scheduled"
 
 // JobRow is one gang.

@@ -23,6 +23,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
@@ -114,9 +115,9 @@ func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, po
 		return nil, nil
 	}
 	if spec != nil {
-		pl.gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: runtime.ReasonQueue, Message: qc.Refusal})
+		pl.gangs.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: status.ReasonQueue, Message: qc.Refusal})
 	} else {
-		pl.gangs.PodEvent(pod, runtime.ReasonQueue, qc.Refusal)
+		pl.gangs.PodEvent(pod, status.ReasonQueue, qc.Refusal)
 	}
 	pl.queues.Block(ref, pod)
 	if pl.reclaim && snap.Curable(qc.Queue, need) {

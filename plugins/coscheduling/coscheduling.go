@@ -23,6 +23,7 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/probe"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
@@ -96,7 +97,7 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	gangs.TrackWorkload(time.Duration(args.FragmentationHalfLifeSeconds) * time.Second)
 	// phalanx-scheduler's recorders pass every event until told otherwise;
 	// a framework built elsewhere (tests, another binary) keeps them all.
-	if r, ok := h.EventRecorder().(*runtime.EventRecorder); ok && args.ScheduledEvents == configv1.ScheduledEventsPerGang {
+	if r, ok := h.EventRecorder().(*status.EventRecorder); ok && args.ScheduledEvents == configv1.ScheduledEventsPerGang {
 		r.SkipScheduled(func(pod *v1.Pod) bool {
 			_, member := gangs.RefOf(pod)
 			return member

@@ -22,6 +22,7 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config"
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 	"github.com/phalanx-sched/phalanx/plugins/probe"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
@@ -393,7 +394,7 @@ func TestPermitAndTeardown(t *testing.T) {
 	if st, _ := pl.Permit(e.Ctx, state2, gm[1], "n0"); !st.IsSuccess() {
 		t.Fatalf("second member Permit = %v, want success at the quorum", st)
 	}
-	if c, _ := pl.gangs.Status.Get(ref); c.Reason != runtime.ReasonScheduled || c.Status != metav1.ConditionTrue {
+	if c, _ := pl.gangs.Status.Get(ref); c.Reason != status.ReasonScheduled || c.Status != metav1.ConditionTrue {
 		t.Fatalf("condition %+v, want Scheduled", c)
 	}
 }
@@ -713,7 +714,7 @@ func TestOrderedStartupReported(t *testing.T) {
 	e.Eventually("OrderedStartup condition", func() bool {
 		e.Clock.Step(time.Second)
 		c, ok := pl.gangs.Status.Get(ref)
-		return ok && c.Reason == runtime.ReasonOrderedStartup
+		return ok && c.Reason == status.ReasonOrderedStartup
 	})
 	st := pl.PreEnqueue(e.Ctx, pod)
 	for _, want := range []string{"StatefulSet default/db", "podManagementPolicy: OrderedReady", "podManagementPolicy: Parallel"} {
@@ -721,7 +722,7 @@ func TestOrderedStartupReported(t *testing.T) {
 			t.Errorf("PreEnqueue = %q, does not say %q", st.Message(), want)
 		}
 	}
-	if c, _ := pl.gangs.Status.Get(ref); c.Reason != runtime.ReasonOrderedStartup {
+	if c, _ := pl.gangs.Status.Get(ref); c.Reason != status.ReasonOrderedStartup {
 		t.Fatalf("PreEnqueue put the condition back to %s", c.Reason)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/status"
 )
 
 // effects is the gang manager's effects port over the runtime: conditions
@@ -18,7 +19,7 @@ type effects struct{ g *Gangs }
 var _ gang.Effects = effects{}
 
 func (e effects) SetCondition(spec *gang.Spec, reason, message string) {
-	e.g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
+	e.g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
 }
 
 func (e effects) Wake(ref gang.Ref) { e.g.Wake(ref) }

@@ -29,10 +29,9 @@ func (g *Gangs) sizes() map[string]int {
 	out["gangs.order"] = len(g.order.keys)
 	g.order.mu.Unlock()
 	out["lifecycle.gangs"] = g.Lifecycle.Tracked()
-	g.Status.mu.Lock()
-	out["status.desired"] = len(g.Status.desired)
-	out["status.unsaid"] = len(g.Status.unsaid)
-	g.Status.mu.Unlock()
+	for k, n := range g.Status.Tracked() {
+		out["status."+k] = n
+	}
 	if q := g.rt.queues.Load(); q != nil {
 		q.mu.Lock()
 		out["queues.blocked"] = len(q.blocked)

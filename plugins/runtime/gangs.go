@@ -31,6 +31,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
@@ -56,7 +57,7 @@ type Gangs struct {
 	// Manager decides for the gangs (plan, reserve, make room, dry runs)
 	// over Lifecycle, through this directory and the runtime's effects.
 	Manager *gang.Manager
-	Status  *StatusWriter
+	Status  *status.Writer
 
 	// podGroups reads scheduler-plugins PodGroups (labelled and implicit
 	// gangs); upstream the Workload API's PodGroups, nil while the API
@@ -143,7 +144,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 			return nil, err
 		}
 	}
-	g.Status = NewStatusWriter(pgClient, fw.Client, fw.Events, trackPending)
+	g.Status = status.NewWriter(pgClient, fw.Client, fw.Events, trackPending)
 	g.Status.Leading = r.Leading
 	g.Status.Clock = r.clock
 	r.OnLead(g.Status.RequeueAll)
@@ -869,7 +870,7 @@ func (g *Gangs) Released(ref gang.Ref, reserved []types.UID, reason, message str
 		message += g.unplacedNote(ref, reserved)
 	}
 	if spec, err := g.Spec(ref); err == nil {
-		g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
+		g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
 	}
 	PlanOutcomes.WithLabelValues(reason).Inc()
 	g.rt.Changed()
@@ -1009,7 +1010,7 @@ func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 		msg := fmt.Sprintf("%d of %d members were bound without the rest of their gang for more than %v; they are evicted so the gang can start whole",
 			len(pods), spec.MinMember, timeout)
 		klog.FromContext(ctx).Info("Evicting a partly bound gang", "gang", ref, "bound", len(pods), "minMember", spec.MinMember)
-		g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonStranded, Message: msg})
+		g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonStranded, Message: msg})
 		g.Evict(ctx, pods, gang.ReasonStranded, msg)
 		Evictions.WithLabelValues(gang.ReasonStranded).Inc()
 	}
@@ -1017,7 +1018,7 @@ func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 
 // trackPending keeps phalanx_gang_pending: a gang counts under the reason of
 // its condition while the condition is not True.
-func trackPending(_ gang.Ref, old, cur *Condition) {
+func trackPending(_ gang.Ref, old, cur *status.Condition) {
 	if old != nil && old.Status != metav1.ConditionTrue {
 		GangsPending.WithLabelValues(old.Reason).Dec()
 	}

@@ -13,6 +13,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 	"k8s.io/utils/ptr"
@@ -115,12 +116,12 @@ func TestGangStatePruned(t *testing.T) {
 		queues.Block(gang.Ref{}, plain)
 		gangs.TurnedAway(plain)
 		if i < 500 { // the env's event recorder holds 1000
-			gangs.PodEvent(member, runtime.ReasonQueue, "queue q is full")
+			gangs.PodEvent(member, status.ReasonQueue, "queue q is full")
 		}
 		if i < 100 {
 			gangs.Status.Set(spec, gangs.MembersShort(spec, runtime.MemberCount{Ready: 1}, 2))
 		} else {
-			gangs.Status.Set(spec, runtime.Condition{Status: metav1.ConditionFalse, Reason: runtime.ReasonQueue, Message: "queue q is full"})
+			gangs.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: status.ReasonQueue, Message: "queue q is full"})
 		}
 	}
 	e.Eventually("startup verdicts", func() bool {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
@@ -87,7 +88,7 @@ func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
 				return
 			case !apierrors.IsAlreadyExists(err):
 				klog.FromContext(ctx).Error(err, "Creating the PodGroup of an implicit gang", "gang", ref, "workload", im.Workload)
-				g.PodEvent(pod, ReasonPodGroupMissing, fmt.Sprintf("creating PodGroup %s for %s: %v", im.Name, im.Workload, err))
+				g.PodEvent(pod, status.ReasonPodGroupMissing, fmt.Sprintf("creating PodGroup %s for %s: %v", im.Name, im.Workload, err))
 				retry()
 				return
 			}

@@ -299,7 +299,7 @@ func (q *Queues) Unreserved(pod *v1.Pod) { q.cache.MarkPlaced(pod.UID, false) }
 
 // Snapshot is the queue state for one scheduling cycle: capacity that plans
 // and reservations hold counts against their gangs' queues (queue.ChargeHeld,
-// as the controller counts the held annotation the StatusWriter publishes). A request being decided counts as
+// as the controller counts the held annotation the status.Writer publishes). A request being decided counts as
 // demand of its queue (wanting), even before the informer has charged every
 // member that asks for it.
 func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {

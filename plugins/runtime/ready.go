@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/status"
 )
 
 // Ready says whether a pod may enter the active queue: a gang's pods wait
@@ -25,7 +26,7 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 	}
 	if err != nil {
 		msg := g.Missing(ref, err)
-		g.PodEvent(pod, ReasonPodGroupMissing, msg)
+		g.PodEvent(pod, status.ReasonPodGroupMissing, msg)
 		return msg, false
 	}
 	if msg, ok := g.dependenciesReady(spec); !ok {
@@ -35,7 +36,7 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 		// Before the quorum: a quorum read from invalid sub-groups would
 		// count members toward a size the gang does not have.
 		if g.Lifecycle.Untouched(ref) {
-			g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonInvalidSubGroups, Message: msg})
+			g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonInvalidSubGroups, Message: msg})
 		}
 		return msg, false
 	}
@@ -79,18 +80,18 @@ func (g *Gangs) Missing(ref gang.Ref, err error) string {
 func (g *Gangs) dependenciesReady(spec *gang.Spec) (string, bool) {
 	for _, dep := range spec.DependsOn() {
 		set := func(reason, msg string) (string, bool) {
-			g.Status.Set(spec, Condition{Status: metav1.ConditionFalse, Reason: reason, Message: msg})
+			g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 			return msg, false
 		}
 		if dep == spec.Name && spec.Ref.Source == gang.SourcePodGroup {
-			return set(ReasonDependencyMissing, fmt.Sprintf("PodGroup depends on itself (%v)", spec.DependsOn()))
+			return set(status.ReasonDependencyMissing, fmt.Sprintf("PodGroup depends on itself (%v)", spec.DependsOn()))
 		}
 		dspec, err := g.Spec(gang.Ref{Namespace: spec.Namespace, Name: dep})
 		if err != nil {
-			return set(ReasonDependencyMissing, fmt.Sprintf("dependency PodGroup %s/%s does not exist", spec.Namespace, dep))
+			return set(status.ReasonDependencyMissing, fmt.Sprintf("dependency PodGroup %s/%s does not exist", spec.Namespace, dep))
 		}
 		if done, need := g.DependencyProgress(dspec); done < need {
-			return set(ReasonDependencyPending, fmt.Sprintf("waiting for gang %s: %d of %d members running or succeeded", dep, done, need))
+			return set(status.ReasonDependencyPending, fmt.Sprintf("waiting for gang %s: %d of %d members running or succeeded", dep, done, need))
 		}
 	}
 	return "", true
@@ -100,7 +101,7 @@ func (g *Gangs) dependenciesReady(spec *gang.Spec) (string, bool) {
 // together.
 func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
 	GangWait.Observe(g.rt.clock.Since(spec.Created).Seconds())
-	g.Status.Set(spec, Condition{Status: metav1.ConditionTrue, Reason: ReasonScheduled,
+	g.Status.Set(spec, status.Condition{Status: metav1.ConditionTrue, Reason: status.ReasonScheduled,
 		Message: fmt.Sprintf("%d of %d members placed; the gang starts", placed, gang.Quorum(spec))})
 	klog.FromContext(ctx).V(3).Info("Gang reached its quorum", "gang", spec.Ref, "placed", placed)
 	// The room its plan (or reservation) held is its members' now: gangs

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
@@ -41,9 +42,9 @@ type startupVerdict struct {
 //
 // A gang whose sub-groups are invalid says that instead: its size, and so
 // how many members it lacks, is not known.
-func (g *Gangs) MembersShort(spec *gang.Spec, members MemberCount, quorum int) Condition {
+func (g *Gangs) MembersShort(spec *gang.Spec, members MemberCount, quorum int) status.Condition {
 	if msg := spec.InvalidSubGroups(); msg != "" {
-		return Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonInvalidSubGroups, Message: msg}
+		return status.Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonInvalidSubGroups, Message: msg}
 	}
 	g.mu.Lock()
 	v, ok := g.startup[spec.Ref]
@@ -52,14 +53,14 @@ func (g *Gangs) MembersShort(spec *gang.Spec, members MemberCount, quorum int) C
 		g.checkStartupLater(spec.Ref)
 	}
 	if ok && v.uid == spec.UID && v.blocker != nil {
-		return Condition{Status: metav1.ConditionFalse, Reason: ReasonOrderedStartup, Message: v.blocker.Message(members.Ready, quorum)}
+		return status.Condition{Status: metav1.ConditionFalse, Reason: status.ReasonOrderedStartup, Message: v.blocker.Message(members.Ready, quorum)}
 	}
 	if members.Gated > 0 {
-		return Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonMembersPending,
+		return status.Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonMembersPending,
 			Message: fmt.Sprintf("%d of %d members can be scheduled; %d more wait on scheduling gates (%s); nothing is held until enough are released",
 				members.Ready, quorum, members.Gated, strings.Join(members.Gates, ", "))}
 	}
-	return Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonMembersPending,
+	return status.Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonMembersPending,
 		Message: fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members.Ready, quorum)}
 }
 

@@ -1,4 +1,4 @@
-package runtime
+package status
 
 import (
 	"context"
@@ -19,12 +19,15 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
-// heldOnly hands the lifecycle's hold changes to Gangs.HoldsChanged, and
-// ignores teardowns (which need the whole runtime).
-type heldOnly struct{ g *Gangs }
+// heldOnly hands the lifecycle's hold changes to the writer, as the runtime's
+// gang.HoldsListener does, and ignores teardowns.
+type heldOnly struct {
+	w  *Writer
+	lc **gang.Lifecycle
+}
 
 func (heldOnly) Released(gang.Ref, []types.UID, string, string) {}
-func (l heldOnly) HoldsChanged(ref gang.Ref)                    { l.g.HoldsChanged(ref) }
+func (l heldOnly) HoldsChanged(ref gang.Ref)                    { l.w.SetHeld(ref, (*l.lc).HeldOf(ref)) }
 
 // TestHeldAnnotation: what a gang's plan or reservation holds is written on
 // its PodGroup as the held annotation (a merge patch of the main resource,
@@ -37,12 +40,12 @@ func TestHeldAnnotation(t *testing.T) {
 	ctx := context.Background()
 	ref := gang.Ref{Namespace: "default", Name: "g"}
 	pgClient := pgfake.NewSimpleClientset(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}})
-	w := NewStatusWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
+	w := NewWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
 	w.HeldDelay = 0
 	leading := true
 	w.Leading = func() bool { return leading }
-	g := &Gangs{Status: w}
-	g.Lifecycle = gang.NewLifecycle(testingclock.NewFakeClock(time.Now()), heldOnly{g})
+	var lc *gang.Lifecycle
+	lc = gang.NewLifecycle(testingclock.NewFakeClock(time.Now()), heldOnly{w, &lc})
 
 	shapes := map[string]resources.List{"s": {"cpu": 4000, "nvidia.com/gpu": 2}}
 	plan := &gang.Plan{Slots: map[string]map[string]int{"n1": {"s": 2}, "n2": {"s": 1}}}
@@ -80,30 +83,30 @@ func TestHeldAnnotation(t *testing.T) {
 		}
 	}
 
-	g.Lifecycle.CommitPlan(ref, plan, shapes, time.Minute)
-	g.Lifecycle.MemberReserved(ref, "uid-0", "n1", "s")
+	lc.CommitPlan(ref, plan, shapes, time.Minute)
+	lc.MemberReserved(ref, "uid-0", "n1", "s")
 	step(t, `{"cpu":"8","nvidia.com/gpu":"4"}`, 1)
 
-	g.Lifecycle.Release(ref, gang.ReasonPlanBroken, "test")
+	lc.Release(ref, gang.ReasonPlanBroken, "test")
 	step(t, "<none>", 1)
 
-	g.Lifecycle.Reserve(ref, gang.ReservationRequest{Kind: gang.ReservationPreempting, Plan: plan, Shapes: shapes})
+	lc.Reserve(ref, gang.ReservationRequest{Kind: gang.ReservationPreempting, Plan: plan, Shapes: shapes})
 	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 1)
-	g.Lifecycle.Reserve(ref, gang.ReservationRequest{Kind: gang.ReservationPreempting, Plan: plan, Shapes: shapes})
+	lc.Reserve(ref, gang.ReservationRequest{Kind: gang.ReservationPreempting, Plan: plan, Shapes: shapes})
 	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 0) // the same holds: nothing to write
 
-	g.Lifecycle.DropReservation(ref)
+	lc.DropReservation(ref)
 	step(t, "<none>", 1)
 
 	leading = false
-	g.Lifecycle.CommitPlan(ref, plan, shapes, time.Minute)
+	lc.CommitPlan(ref, plan, shapes, time.Minute)
 	step(t, "<none>", 0)
 	leading = true
 	w.RequeueAll()
 	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 1)
 
 	// The quorum consumes the plan: nothing is held any more.
-	g.Lifecycle.Quorum(ref, 0)
+	lc.Quorum(ref, 0)
 	step(t, "<none>", 1)
 	if len(w.held) != 0 {
 		t.Errorf("%d gangs' held annotations still tracked, want none", len(w.held))
@@ -111,8 +114,8 @@ func TestHeldAnnotation(t *testing.T) {
 
 	// A plan that reaches its quorum before its annotation is written
 	// costs no patch at all (the common case of a gang that fits).
-	g.Lifecycle.CommitPlan(ref, plan, shapes, time.Minute)
-	g.Lifecycle.Quorum(ref, 0)
+	lc.CommitPlan(ref, plan, shapes, time.Minute)
+	lc.Quorum(ref, 0)
 	step(t, "<none>", 0)
 	if len(w.held) != 0 {
 		t.Errorf("%d gangs' held annotations still tracked, want none", len(w.held))
@@ -127,7 +130,7 @@ func TestHeldAnnotationEndsDuringItsWrite(t *testing.T) {
 	ctx := context.Background()
 	ref := gang.Ref{Namespace: "default", Name: "g"}
 	pgClient := pgfake.NewSimpleClientset(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}})
-	w := NewStatusWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
+	w := NewWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
 	w.HeldDelay = 0
 	w.Leading = func() bool { return true }
 	ended := false

@@ -1,4 +1,4 @@
-package runtime
+package status
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func TestStatusWriterSet(t *testing.T) {
 	spec := &gang.Spec{Ref: gang.Ref{Namespace: "default", Name: "g"}, UID: "uid-g", Generation: 3}
 	recorder := events.NewFakeRecorder(10)
 	var changes []change
-	w := NewStatusWriter(pgfake.NewSimpleClientset(), k8sfake.NewSimpleClientset(), recorder,
+	w := NewWriter(pgfake.NewSimpleClientset(), k8sfake.NewSimpleClientset(), recorder,
 		func(_ gang.Ref, old, new *Condition) { changes = append(changes, change{old, new}) })
 
 	steps := []struct {
@@ -106,7 +106,7 @@ func TestStatusWriterSet(t *testing.T) {
 func TestStatusWriterPatches(t *testing.T) {
 	pg := &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}}
 	pgClient := pgfake.NewSimpleClientset(pg)
-	w := NewStatusWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
+	w := NewWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
 	spec := &gang.Spec{Ref: gang.Ref{Namespace: "default", Name: "g"}, UID: pg.UID}
 	w.Set(spec, Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "1 of 2 members exist"})
 	w.Set(spec, Condition{metav1.ConditionTrue, ReasonScheduled, "2 of 2 members placed"})
@@ -147,7 +147,7 @@ func TestStatusWriterStandby(t *testing.T) {
 	spec := &gang.Spec{Ref: gang.Ref{Namespace: "default", Name: "g"}, UID: "uid-g"}
 	recorder := events.NewFakeRecorder(10)
 	pg := pgfake.NewSimpleClientset(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g"}})
-	w := NewStatusWriter(pg, k8sfake.NewSimpleClientset(), recorder, nil)
+	w := NewWriter(pg, k8sfake.NewSimpleClientset(), recorder, nil)
 	leading := false
 	w.Leading = func() bool { return leading }
 	ctx := context.Background()
@@ -197,7 +197,7 @@ func TestStatusWriterClock(t *testing.T) {
 	clk := testingclock.NewFakeClock(start)
 	pg := &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}}
 	pgClient := pgfake.NewSimpleClientset(pg)
-	w := NewStatusWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
+	w := NewWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
 	w.Clock = clk
 	spec := &gang.Spec{Ref: gang.Ref{Namespace: "default", Name: "g"}, UID: pg.UID}
 	ltt := func() time.Time {

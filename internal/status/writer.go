@@ -1,4 +1,4 @@
-package runtime
+package status
 
 import (
 	"context"
@@ -102,11 +102,11 @@ type Condition struct {
 	Reason, Message string
 }
 
-// StatusWriter writes the scheduler's condition on gangs' group objects and
+// Writer writes the scheduler's condition on gangs' group objects and
 // emits an event when a gang's reason changes. Writes are
 // asynchronous and collapsed, so a scheduling cycle never waits on the API
 // server and a flapping gang costs one patch per change at most.
-type StatusWriter struct {
+type Writer struct {
 	pgClient pgclientset.Interface
 	client   kubernetes.Interface
 	recorder events.EventRecorder
@@ -136,9 +136,9 @@ type desiredCondition struct {
 	uid  types.UID
 }
 
-// NewStatusWriter returns a writer; call Run to start it.
-func NewStatusWriter(pgClient pgclientset.Interface, client kubernetes.Interface, recorder events.EventRecorder, onChange func(gang.Ref, *Condition, *Condition)) *StatusWriter {
-	return &StatusWriter{
+// NewWriter returns a writer; call Run to start it.
+func NewWriter(pgClient pgclientset.Interface, client kubernetes.Interface, recorder events.EventRecorder, onChange func(gang.Ref, *Condition, *Condition)) *Writer {
+	return &Writer{
 		pgClient: pgClient, client: client, recorder: recorder, onChange: onChange,
 		desired: map[gang.Ref]desiredCondition{},
 		unsaid:  map[gang.Ref]*v1.ObjectReference{},
@@ -152,7 +152,7 @@ func NewStatusWriter(pgClient pgclientset.Interface, client kubernetes.Interface
 
 // Set records the gang's condition. It returns true when the reason or
 // message changed, and emits an event on the group object when the reason did.
-func (w *StatusWriter) Set(spec *gang.Spec, c Condition) bool {
+func (w *Writer) Set(spec *gang.Spec, c Condition) bool {
 	w.mu.Lock()
 	old, had := w.desired[spec.Ref]
 	if had && old.cond.Status == c.Status && old.cond.Reason == c.Reason && old.cond.Message == c.Message {
@@ -193,7 +193,7 @@ func (w *StatusWriter) Set(spec *gang.Spec, c Condition) bool {
 	return true
 }
 
-func (w *StatusWriter) event(obj *v1.ObjectReference, c Condition) {
+func (w *Writer) event(obj *v1.ObjectReference, c Condition) {
 	eventType := v1.EventTypeNormal
 	if c.Status != metav1.ConditionTrue && c.Reason != gang.ReasonReserving {
 		eventType = v1.EventTypeWarning
@@ -214,19 +214,19 @@ func objectRef(spec *gang.Spec) *v1.ObjectReference {
 		Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
 }
 
-func (w *StatusWriter) now() time.Time {
+func (w *Writer) now() time.Time {
 	if w.Clock == nil {
 		return time.Now()
 	}
 	return w.Clock.Now()
 }
 
-func (w *StatusWriter) leading() bool { return w.Leading == nil || w.Leading() }
+func (w *Writer) leading() bool { return w.Leading == nil || w.Leading() }
 
 // RequeueAll writes every gang's condition again, and emits the events it
 // held back (a replica that starts leading says what it has seen while it
 // stood by).
-func (w *StatusWriter) RequeueAll() {
+func (w *Writer) RequeueAll() {
 	type unsaid struct {
 		obj  *v1.ObjectReference
 		cond Condition
@@ -258,15 +258,23 @@ func (w *StatusWriter) RequeueAll() {
 }
 
 // Get returns the last condition set for a gang.
-func (w *StatusWriter) Get(ref gang.Ref) (Condition, bool) {
+func (w *Writer) Get(ref gang.Ref) (Condition, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	d, ok := w.desired[ref]
 	return Condition{Status: d.cond.Status, Reason: d.cond.Reason, Message: d.cond.Message}, ok
 }
 
+// Tracked counts what the writer keeps per gang, for tests that check
+// nothing is kept for gangs gone.
+func (w *Writer) Tracked() map[string]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return map[string]int{"desired": len(w.desired), "unsaid": len(w.unsaid)}
+}
+
 // Forget drops what is known about a deleted gang.
-func (w *StatusWriter) Forget(ref gang.Ref) {
+func (w *Writer) Forget(ref gang.Ref) {
 	w.mu.Lock()
 	d, had := w.desired[ref]
 	delete(w.desired, ref)
@@ -280,7 +288,7 @@ func (w *StatusWriter) Forget(ref gang.Ref) {
 
 // forgetIfUID forgets a gang's condition if it is still the one of the group
 // object with the given UID (not of one made again since under its name).
-func (w *StatusWriter) forgetIfUID(ref gang.Ref, uid types.UID) {
+func (w *Writer) forgetIfUID(ref gang.Ref, uid types.UID) {
 	w.mu.Lock()
 	d, ok := w.desired[ref]
 	w.mu.Unlock()
@@ -290,7 +298,7 @@ func (w *StatusWriter) forgetIfUID(ref gang.Ref, uid types.UID) {
 }
 
 // Run patches status until ctx ends.
-func (w *StatusWriter) Run(ctx context.Context) {
+func (w *Writer) Run(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
 		w.queue.ShutDown()
@@ -314,7 +322,7 @@ func (w *StatusWriter) Run(ctx context.Context) {
 // statusWorkers patch gang conditions (and held annotations) in parallel.
 const statusWorkers = 4
 
-func (w *StatusWriter) processNext(ctx context.Context) bool {
+func (w *Writer) processNext(ctx context.Context) bool {
 	ref, quit := w.queue.Get()
 	if quit {
 		return false
@@ -365,7 +373,7 @@ func (w *StatusWriter) processNext(ctx context.Context) bool {
 // patchPodGroup merges the condition into a scheduler-plugins PodGroup's
 // conditions. The upstream Go type has no conditions field, so the list is
 // read and written as raw JSON (gang.ReadConditions).
-func (w *StatusWriter) patchPodGroup(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
+func (w *Writer) patchPodGroup(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
 	var conds []metav1.Condition
 	// Generated fake clientsets have no REST client: they get the condition
 	// alone.
@@ -391,7 +399,7 @@ func (w *StatusWriter) patchPodGroup(ctx context.Context, ref gang.Ref, cond met
 
 // patchComposite writes phalanx's condition, and the upstream conditions it
 // implies, on a CompositePodGroup.
-func (w *StatusWriter) patchComposite(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
+func (w *Writer) patchComposite(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
 	cpg, err := w.client.SchedulingV1alpha3().CompositePodGroups(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -406,7 +414,7 @@ func (w *StatusWriter) patchComposite(ctx context.Context, ref gang.Ref, cond me
 
 // patchUpstream writes phalanx's condition, and the upstream conditions it
 // implies (upstreamConditions), on an upstream PodGroup.
-func (w *StatusWriter) patchUpstream(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
+func (w *Writer) patchUpstream(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
 	pg, err := w.client.SchedulingV1beta1().PodGroups(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
