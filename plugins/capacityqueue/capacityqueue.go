@@ -87,7 +87,7 @@ func (pl *CapacityQueue) Name() string { return Name }
 func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	// Only the leading replica runs scheduling cycles; from the first on,
 	// a gang's members sleep behind a lead (runtime.Gangs).
-	pl.rt.MarkLeading()
+	pl.rt.Leader.CycleRan()
 	ref, spec, need, admitted := pl.need(pod)
 	name := pl.queues.QueueOf(pod)
 	newCycle := func() *runtime.QueueCycle {

@@ -228,7 +228,7 @@ func (pl *Coscheduling) PreEnqueue(ctx context.Context, pod *v1.Pod) *fwk.Status
 // which keeps them off capacity that plans and reservations hold.
 func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	// Only the leading replica runs scheduling cycles.
-	pl.rt.MarkLeading()
+	pl.rt.Leader.CycleRan()
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
 	cs := &cycleState{request: pl.m.Demand(pod), priority: spec.PriorityOf(pod), ends: gang.EndsBy(pod, pl.m.Now())}
 	if !ok {

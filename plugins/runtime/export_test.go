@@ -106,4 +106,4 @@ func (g *Gangs) RetryStaleFailure(pod *v1.Pod, gone any) bool { return g.retrySt
 
 // MarkLeading is what Coscheduling's PreFilter calls on each cycle: the
 // scheduling loop has started.
-func (g *Gangs) MarkLeading() { g.rt.MarkLeading() }
+func (g *Gangs) MarkLeading() { g.rt.Leader.CycleRan() }

@@ -145,10 +145,10 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		}
 	}
 	g.Status = status.NewWriter(pgClient, fw.Client, fw.Events, trackPending)
-	g.Status.Leading = r.Leading
+	g.Status.Leading = r.Leader.Leading
 	g.Status.Clock = r.clock
-	r.OnLead(g.Status.RequeueAll)
-	r.OnLead(g.clearStaleHeld)
+	r.Leader.OnLead(g.Status.RequeueAll)
+	r.Leader.OnLead(g.clearStaleHeld)
 
 	podInformer := fw.Informers.Core().V1().Pods().Informer()
 	if err := podInformer.AddIndexers(cache.Indexers{gangIndex: g.indexByGang}); err != nil {
@@ -197,7 +197,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	g.evictionRequests = newEvictionRequests(g)
 	g.workloadAPI.check(ctx)
 	go g.workloadAPI.run(ctx)
-	r.OnLead(g.ensureAllImplicit)
+	r.Leader.OnLead(g.ensureAllImplicit)
 	r.afterSync(g.clearStaleHeld) // held annotations of an earlier incarnation
 	go g.Status.Run(ctx)
 	return g, nil
@@ -587,7 +587,7 @@ func (g *Gangs) release(key string) {
 // died. The framework counts nominated pods on their node, so the stale
 // nomination would make the node look taken to every plan.
 func (g *Gangs) clearNomination(pod *v1.Pod) {
-	if !g.rt.Leading() {
+	if !g.rt.Leader.Leading() {
 		// The leader's nominations are not a standby's to clear.
 		return
 	}
@@ -841,7 +841,7 @@ func (g *Gangs) TurnedAway(pod *v1.Pod) {
 
 // PodEvent records a warning on a pod, once per distinct message.
 func (g *Gangs) PodEvent(pod *v1.Pod, reason, msg string) {
-	if !g.rt.Leading() {
+	if !g.rt.Leader.Leading() {
 		return
 	}
 	g.mu.Lock()
@@ -959,7 +959,7 @@ func (g *Gangs) StartSweeper(defaultTimeout, every time.Duration) {
 			if ctx.Err() != nil {
 				return
 			}
-			if g.rt.Leading() {
+			if g.rt.Leader.Leading() {
 				g.sweep(ctx, defaultTimeout)
 			}
 			g.rt.clock.AfterFunc(every, func() { go tick() })

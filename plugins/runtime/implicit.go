@@ -25,7 +25,7 @@ import (
 // implicit-gang member, when this replica leads. It runs from the pod
 // informer's handler, never from a scheduling cycle.
 func (g *Gangs) ensureImplicitFor(pod *v1.Pod) {
-	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !g.rt.Leading() {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !g.rt.Leader.Leading() {
 		return
 	}
 	ref, implicit, ok, err := g.resolve(pod)

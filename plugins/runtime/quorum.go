@@ -91,7 +91,7 @@ func (g *Gangs) quorumMet(ref gang.Ref, uid types.UID) bool {
 	if !g.quorum.woken[ref] {
 		g.quorum.woken[ref] = true
 		g.forgetQuorumWaiterLocked(ref, uid)
-		if g.rt.LoopStarted() {
+		if g.rt.Leader.LoopStarted() {
 			g.quorum.leads[ref] = lead{uid: uid, since: g.rt.clock.Now()}
 		}
 		return true
@@ -139,7 +139,7 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 	var wake map[types.UID]*v1.Pod
 	whole := false
 	switch _, asleep := g.quorum.leads[ref]; {
-	case first && (len(waiting) == 0 || !g.rt.LoopStarted()):
+	case first && (len(waiting) == 0 || !g.rt.Leader.LoopStarted()):
 		// None was turned away for the quorum (the completing member
 		// passed, or they were never offered), or the loop has not
 		// started (quorumMet): wake every pending member.
@@ -180,7 +180,7 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 // (quorumMet).
 func (g *Gangs) wakeLead(reason string, ref gang.Ref) {
 	pending := g.Pending(ref)
-	if len(pending) < 2 || !g.rt.LoopStarted() {
+	if len(pending) < 2 || !g.rt.Leader.LoopStarted() {
 		g.wake(reason, ref)
 		return
 	}

@@ -10,8 +10,7 @@ package runtime
 import (
 	"context"
 	"fmt"
-	"github.com/phalanx-sched/phalanx/internal/served"
-	"sync"
+		"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +26,8 @@ import (
 	nrtclientset "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
+	"github.com/phalanx-sched/phalanx/internal/leadership"
+	"github.com/phalanx-sched/phalanx/internal/served"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxinformers "github.com/phalanx-sched/phalanx/pkg/generated/informers/externalversions"
 )
@@ -83,10 +84,9 @@ type Runtime struct {
 	// (Queues, NetworkTopologies).
 	phalanxFactory phalanxinformers.SharedInformerFactory
 
-	// leader tells whether this replica schedules (leader election).
-	leader leadership
-	// looping: the scheduling loop has run a cycle (LoopStarted).
-	looping atomic.Bool
+	// Leader tells whether this replica schedules (leader election) and
+	// whether the scheduling loop has run.
+	Leader *leadership.Leadership
 
 	// podHandlers fan the scheduler's pod events out to the parts.
 	hmu         sync.Mutex
@@ -136,6 +136,12 @@ func NewWithClients(ctx context.Context, clk clock.WithDelayedExecution, clients
 	}
 	r := &Runtime{clock: clk, clients: clients}
 	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.Leader = leadership.New(r.ctx, func() kubernetes.Interface {
+		if fw := r.ports(); r.clients.Kube == nil && fw != nil {
+			return fw.Client
+		}
+		return r.clients.Kube
+	})
 	return r
 }
 

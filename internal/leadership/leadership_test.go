@@ -1,4 +1,4 @@
-package runtime
+package leadership
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	componentbaseconfigv1alpha1 "k8s.io/component-base/config/v1alpha1"
 	"k8s.io/component-base/configz"
@@ -49,14 +50,14 @@ func TestLeading(t *testing.T) {
 	client := fake.NewClientset(lease)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	r := NewWithClients(ctx, nil, Clients{Kube: client})
+	r := New(ctx, func() kubernetes.Interface { return client })
 	led := make(chan struct{}, 1)
 	r.OnLead(func() { led <- struct{}{} })
 	if r.Leading() {
 		t.Fatal("another replica holds the Lease: leading")
 	}
 	// Once the poller has read the Lease, still the other replica's.
-	deadline := time.Now().Add(5 * leaderPoll)
+	deadline := time.Now().Add(5 * Poll)
 	for !leaseRead(client) {
 		if time.Now().After(deadline) {
 			t.Fatal("the Lease was never read")
@@ -72,7 +73,7 @@ func TestLeading(t *testing.T) {
 	}
 	select {
 	case <-led:
-	case <-time.After(5 * leaderPoll):
+	case <-time.After(5 * Poll):
 		t.Fatal("OnLead did not run after this host took the Lease")
 	}
 	if !r.Leading() {
@@ -80,14 +81,14 @@ func TestLeading(t *testing.T) {
 	}
 
 	// A scheduling cycle shows it leads before any poll does.
-	other := NewWithClients(ctx, nil, Clients{Kube: fake.NewClientset()})
+	other := New(ctx, func() kubernetes.Interface { return fake.NewClientset() })
 	ran := 0
 	other.OnLead(func() { ran++ })
 	if other.Leading() {
 		t.Fatal("no Lease: leading")
 	}
-	other.MarkLeading()
-	other.MarkLeading()
+	other.CycleRan()
+	other.CycleRan()
 	if !other.Leading() || ran != 1 {
 		t.Fatalf("after a scheduling cycle: leading %v, OnLead ran %d times, want true and once", other.Leading(), ran)
 	}

@@ -1,4 +1,10 @@
-package runtime
+// Package leadership tells whether this process is the scheduler replica
+// that schedules. kube-scheduler fills a standby replica's informers and runs
+// PreEnqueue on every pod it hears of before it leads, so without this a
+// standby would write its own stale view of gangs (conditions, events) over
+// the leader's, clear the leader's nominations, and evict gangs it sees
+// partly bound.
+package leadership
 
 import (
 	"context"
@@ -18,15 +24,15 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// leaderPoll is how often a replica under leader election reads its Lease.
-const leaderPoll = 2 * time.Second
+// Poll is how often a replica under leader election reads its Lease.
+const Poll = 2 * time.Second
 
-// leadership tells whether this process is the replica that schedules.
-// kube-scheduler fills a standby replica's informers and runs PreEnqueue on
-// every pod it hears of before it leads, so without this a standby would
-// write its own stale view of gangs (conditions, events) over the leader's,
-// clear the leader's nominations, and evict gangs it sees partly bound.
-type leadership struct {
+// Leadership is one process's leadership. The zero value is not usable; use New.
+type Leadership struct {
+	ctx context.Context
+	// client gives the client that reads the Lease, once there is one.
+	client func() kubernetes.Interface
+
 	// once reads the published config (then elect and the Lease are fixed).
 	once  sync.Once
 	elect bool
@@ -34,9 +40,17 @@ type leadership struct {
 	// "_" and a UUID.
 	namespace, name, hostname string
 	leading                   atomic.Bool
+	// looping: the scheduling loop has run a cycle (LoopStarted).
+	looping atomic.Bool
 	// mu guards onLead, run when the process starts leading.
 	mu     sync.Mutex
 	onLead []func()
+}
+
+// New returns the leadership of a process whose background work runs until
+// ctx ends; client is asked for the Lease reader when leadership is first read.
+func New(ctx context.Context, client func() kubernetes.Interface) *Leadership {
+	return &Leadership{ctx: ctx, client: client}
 }
 
 // schedulerConfig is the part of the KubeSchedulerConfiguration that
@@ -72,8 +86,7 @@ func readConfigz() (schedulerConfig, bool) {
 // Leading reports whether this process schedules: always without leader
 // election (or without kube-scheduler's app), else while its hostname holds
 // the scheduler's Lease.
-func (r *Runtime) Leading() bool {
-	l := &r.leader
+func (l *Leadership) Leading() bool {
 	l.once.Do(func() {
 		if cfg, ok := readConfigz(); ok {
 			le := cfg.LeaderElection
@@ -81,31 +94,43 @@ func (r *Runtime) Leading() bool {
 			l.namespace, l.name = le.ResourceNamespace, le.ResourceName
 			l.hostname, _ = os.Hostname()
 		}
-		client := r.clients.Kube
-		if fw := r.ports(); client == nil && fw != nil {
-			client = fw.Client
+		var client kubernetes.Interface
+		if l.client != nil {
+			client = l.client()
 		}
 		if l.elect && client != nil {
-			go l.poll(r.ctx, client)
+			go l.poll(l.ctx, client)
 		}
 	})
 	return !l.elect || l.leading.Load()
 }
 
-// MarkLeading records that this process runs scheduling cycles, which
+// CycleRan records that this process runs scheduling cycles, which
 // kube-scheduler does only once it leads (it exits when it loses the Lease,
 // so leading never ends in one process).
-func (r *Runtime) MarkLeading() {
-	if !r.looping.Load() {
-		r.looping.Store(true)
+func (l *Leadership) CycleRan() {
+	if !l.looping.Load() {
+		l.looping.Store(true)
 	}
-	if !r.leader.leading.Load() {
-		r.leader.start()
+	if !l.leading.Load() {
+		l.start()
 	}
 }
 
+// LoopStarted reports whether the scheduling loop has run a cycle. Before
+// it has, nothing can plan a gang, and kube-scheduler's start (or a standby
+// replica) lists every node while the pods wait in its queue.
+func (l *Leadership) LoopStarted() bool { return l.looping.Load() }
+
+// OnLead registers f to run when the process starts leading.
+func (l *Leadership) OnLead(f func()) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onLead = append(l.onLead, f)
+}
+
 // start turns leading on once and runs the callbacks.
-func (l *leadership) start() {
+func (l *Leadership) start() {
 	if l.leading.Swap(true) {
 		return
 	}
@@ -117,21 +142,9 @@ func (l *leadership) start() {
 	}
 }
 
-// LoopStarted reports whether the scheduling loop has run a cycle. Before
-// it has, nothing can plan a gang, and kube-scheduler's start (or a standby
-// replica) lists every node while the pods wait in its queue.
-func (r *Runtime) LoopStarted() bool { return r.looping.Load() }
-
-// OnLead registers f to run when the process starts leading.
-func (r *Runtime) OnLead(f func()) {
-	r.leader.mu.Lock()
-	defer r.leader.mu.Unlock()
-	r.leader.onLead = append(r.leader.onLead, f)
-}
-
 // poll reads the Lease until this host holds it (or a scheduling cycle has
 // shown that it leads): a standby with nothing to schedule still learns it.
-func (l *leadership) poll(ctx context.Context, client kubernetes.Interface) {
+func (l *Leadership) poll(ctx context.Context, client kubernetes.Interface) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
@@ -144,7 +157,7 @@ func (l *leadership) poll(ctx context.Context, client kubernetes.Interface) {
 			l.start()
 		}
 		stop()
-	}, leaderPoll)
+	}, Poll)
 }
 
 // bufferWriter is an in-memory http.ResponseWriter.
