@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/status"
 )
 
@@ -38,14 +39,14 @@ func (e effects) Evict(ctx context.Context, pods []*v1.Pod, reason, message stri
 
 func (e effects) Observe(outcome string, d time.Duration) {
 	if d > 0 {
-		PlanDuration.Observe(d.Seconds())
+		metrics.PlanDuration.Observe(d.Seconds())
 	}
-	PlanOutcomes.WithLabelValues(outcome).Inc()
+	metrics.PlanOutcomes.WithLabelValues(outcome).Inc()
 }
 
 func (e effects) Evicted(reason, forQueue string, victims int) {
-	Evictions.WithLabelValues(reason).Add(float64(victims))
+	metrics.Evictions.WithLabelValues(reason).Add(float64(victims))
 	if forQueue != "" {
-		Reclaims.WithLabelValues(forQueue).Add(float64(victims))
+		metrics.Reclaims.WithLabelValues(forQueue).Add(float64(victims))
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/metrics"
 )
 
 // sizes counts the entries of the runtime's per-gang and per-pod maps, which
@@ -99,7 +100,7 @@ func (g *Gangs) Sweep() { g.sweep(g.rt.ctx, time.Minute) }
 func (g *Gangs) PodLister() corelisters.PodLister { return g.pods }
 
 // WakeOne is wakeOne, for the tests of package runtime_test.
-func (g *Gangs) WakeOne(ref gang.Ref) { g.wakeOne(wokenFailedRetry, ref) }
+func (g *Gangs) WakeOne(ref gang.Ref) { g.wakeOne(metrics.WokenFailedRetry, ref) }
 
 // RetryStaleFailure is retryStaleFailure, for the tests of package runtime_test.
 func (g *Gangs) RetryStaleFailure(pod *v1.Pod, gone any) bool { return g.retryStaleFailure(pod, gone) }

@@ -30,6 +30,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
@@ -120,7 +121,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		}
 		pgClient = c
 	}
-	RegisterMetrics()
+	metrics.Register()
 	g := &Gangs{
 		rt: r, fw: fw, pgClient: pgClient,
 		pods:              fw.Informers.Core().V1().Pods().Lister(),
@@ -454,7 +455,7 @@ func (g *Gangs) claimsNamed(pod *v1.Pod) {
 		return
 	}
 	g.Lifecycle.Changed()
-	g.inBackground("claims/"+ref.String(), func() { g.wakeOne(wokenClaimsNamed, ref) })
+	g.inBackground("claims/"+ref.String(), func() { g.wakeOne(metrics.WokenClaimsNamed, ref) })
 }
 
 // memberArrived runs when a pending member is added or loses its last
@@ -471,7 +472,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 		// A started gang of sub-groups: members of a sub-group that waited
 		// for the rest of it may plan it now.
 		if spec, err := g.Spec(ref); err == nil && spec.SubGroups != nil && g.Lifecycle.Phase(ref) == gang.PhaseStarted {
-			g.inBackground("wake/"+ref.String(), func() { g.wake(wokenSubGroup, ref) })
+			g.inBackground("wake/"+ref.String(), func() { g.wake(metrics.WokenSubGroup, ref) })
 		}
 		return
 	}
@@ -499,7 +500,7 @@ func (g *Gangs) quorumMayBeMet(ref gang.Ref) {
 	// its adds sees the quorum; one wake at a time per gang is enough.
 	g.inBackground("wake/"+ref.String(), func() {
 		if _, failed := g.Lifecycle.Failed(ref); failed {
-			g.wakeOne(wokenQuorum, ref)
+			g.wakeOne(metrics.WokenQuorum, ref)
 			return
 		}
 		g.wakeAtQuorum(ref)
@@ -622,7 +623,7 @@ func (g *Gangs) onPodDelete(obj any) {
 		g.Lifecycle.MemberDeleted(ref, pod.UID)
 		g.Lifecycle.ForgetIfEmpty(ref)
 		if l, ok := g.leadOf(ref); ok && (l.uid == pod.UID || rep == pod.UID) {
-			g.wake(wokenLeadDeleted, ref)
+			g.wake(metrics.WokenLeadDeleted, ref)
 		}
 	}
 	if pod.Spec.NodeName != "" {
@@ -639,7 +640,7 @@ func (g *Gangs) onPodDelete(obj any) {
 		g.goneBound(pod.UID, g.Lifecycle.Changed())
 		g.wakeChanged()
 		for _, ref := range g.Lifecycle.ReservationsOn(pod.Spec.NodeName) {
-			g.wakeOne(wokenRoomFreed, ref)
+			g.wakeOne(metrics.WokenRoomFreed, ref)
 		}
 	}
 	g.order.forget(pod.UID)
@@ -688,7 +689,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 		if root, ok := g.compositeOf(spec.Ref); ok {
 			// A sub-group of a composite gang: the gang is the composite's.
 			g.order.changed()
-			g.wake(wokenGroupChanged, root)
+			g.wake(metrics.WokenGroupChanged, root)
 			return
 		}
 	}
@@ -706,7 +707,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 		}
 	}
 	refs := append([]gang.Ref{spec.Ref}, g.Dependents(spec.Ref)...)
-	g.wake(wokenGroupChanged, refs...)
+	g.wake(metrics.WokenGroupChanged, refs...)
 }
 
 func (g *Gangs) onGroupDelete(spec *gang.Spec) {
@@ -734,7 +735,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	if q := g.rt.queues.Load(); q != nil {
 		q.Unblock(spec.Ref, nil)
 	}
-	g.wake(wokenGroupChanged, spec.Ref)
+	g.wake(metrics.WokenGroupChanged, spec.Ref)
 	g.rt.Changed()
 }
 
@@ -776,7 +777,7 @@ func (g *Gangs) wake(reason string, refs ...gang.Ref) {
 }
 
 // Wake moves the pending members of the gangs back to the active queue.
-func (g *Gangs) Wake(refs ...gang.Ref) { g.wake(wokenPlanned, refs...) }
+func (g *Gangs) Wake(refs ...gang.Ref) { g.wake(metrics.WokenPlanned, refs...) }
 
 // wakeOne moves a gang back to the active queue through one member: the
 // one that stands for its failed plan, or a lead (wakeLead) when none does;
@@ -813,7 +814,7 @@ func (g *Gangs) wakeChanged() {
 	away := g.turnedAway
 	g.turnedAway = map[types.UID]*v1.Pod{}
 	g.mu.Unlock()
-	g.activate(wokenTurnedAway, away)
+	g.activate(metrics.WokenTurnedAway, away)
 	g.wakeFailedGangs()
 }
 
@@ -872,7 +873,7 @@ func (g *Gangs) Released(ref gang.Ref, reserved []types.UID, reason, message str
 	if spec, err := g.Spec(ref); err == nil {
 		g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
 	}
-	PlanOutcomes.WithLabelValues(reason).Inc()
+	metrics.PlanOutcomes.WithLabelValues(reason).Inc()
 	g.rt.Changed()
 }
 
@@ -909,7 +910,7 @@ func (g *Gangs) unplacedNote(ref gang.Ref, reserved []types.UID) string {
 
 // Resumed implements gang.ResumeListener: a gang paused after a timed-out
 // plan may plan again, through one member (wakeLead).
-func (g *Gangs) Resumed(ref gang.Ref) { g.wakeLead(wokenResumed, ref) }
+func (g *Gangs) Resumed(ref gang.Ref) { g.wakeLead(metrics.WokenResumed, ref) }
 
 // HoldsFreed implements gang.FreedListener: capacity a plan or reservation
 // held was given up, so the pods its hold turned away, and the gangs whose
@@ -982,7 +983,7 @@ func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 	g.evictionRequests.sweep(ctx)
 	_, cost := g.Lifecycle.FailedGangs()
 	for _, ref := range g.Lifecycle.FailedBefore(max(retryFailedAfter, cost)) {
-		g.wakeOne(wokenFailedRetry, ref)
+		g.wakeOne(metrics.WokenFailedRetry, ref)
 		g.Lifecycle.Retry(ref)
 	}
 	for _, ref := range g.Lifecycle.Stranded(defaultTimeout) {
@@ -1012,7 +1013,7 @@ func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 		klog.FromContext(ctx).Info("Evicting a partly bound gang", "gang", ref, "bound", len(pods), "minMember", spec.MinMember)
 		g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonStranded, Message: msg})
 		g.Evict(ctx, pods, gang.ReasonStranded, msg)
-		Evictions.WithLabelValues(gang.ReasonStranded).Inc()
+		metrics.Evictions.WithLabelValues(gang.ReasonStranded).Inc()
 	}
 }
 
@@ -1020,10 +1021,10 @@ func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 // its condition while the condition is not True.
 func trackPending(_ gang.Ref, old, cur *status.Condition) {
 	if old != nil && old.Status != metav1.ConditionTrue {
-		GangsPending.WithLabelValues(old.Reason).Dec()
+		metrics.GangsPending.WithLabelValues(old.Reason).Dec()
 	}
 	if cur != nil && cur.Status != metav1.ConditionTrue {
-		GangsPending.WithLabelValues(cur.Reason).Inc()
+		metrics.GangsPending.WithLabelValues(cur.Reason).Inc()
 	}
 }
 

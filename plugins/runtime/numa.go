@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/numa"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -138,7 +139,7 @@ func (n *NUMA) reconcile(obj any) {
 	}
 	if n.unaligned[z.name] {
 		delete(n.unaligned, z.name)
-		NodesWithoutTopology.Set(float64(len(n.unaligned)))
+		metrics.NodesWithoutTopology.Set(float64(len(n.unaligned)))
 	}
 	n.mu.Unlock()
 	n.rt.Changed()
@@ -173,7 +174,7 @@ func (n *NUMA) onNodeDelete(obj any) {
 		delete(n.charges, node.Name)
 		if n.unaligned[node.Name] {
 			delete(n.unaligned, node.Name)
-			NodesWithoutTopology.Set(float64(len(n.unaligned)))
+			metrics.NodesWithoutTopology.Set(float64(len(n.unaligned)))
 		}
 		n.mu.Unlock()
 	}
@@ -256,7 +257,7 @@ func (n *NUMA) ReportUnaligned(node string) bool {
 		return false
 	}
 	n.unaligned[node] = true
-	NodesWithoutTopology.Set(float64(len(n.unaligned)))
+	metrics.NodesWithoutTopology.Set(float64(len(n.unaligned)))
 	return true
 }
 

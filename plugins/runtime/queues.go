@@ -16,6 +16,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
@@ -322,7 +323,7 @@ func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
 	}
 	q.mu.Unlock()
 	if record {
-		recordQueueMetrics(snap.Allocated, snap.Deserved, snap.Recent, snap.Pending, gone)
+		metrics.RecordQueues(snap.Allocated, snap.Deserved, snap.Recent, snap.Pending, gone)
 	}
 	return snap
 }
@@ -524,7 +525,7 @@ func (q *Queues) wakeBlocked() {
 	q.mu.Unlock()
 	gang.SortRefs(refs)
 	for _, ref := range refs {
-		q.gangs.wakeLead(wokenQueueAdmission, ref)
+		q.gangs.wakeLead(metrics.WokenQueueAdmission, ref)
 	}
-	q.rt.Activate(wokenQueueAdmission, pods)
+	q.rt.Activate(metrics.WokenQueueAdmission, pods)
 }

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/metrics"
 )
 
 // LeadWait bounds how long a gang's members sleep behind the member its
@@ -160,10 +161,10 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 		g.mu.Unlock()
 	}
 	if whole {
-		g.wake(wokenQuorum, ref)
+		g.wake(metrics.WokenQuorum, ref)
 		return
 	}
-	g.activate(wokenQuorum, wake)
+	g.activate(metrics.WokenQuorum, wake)
 }
 
 // wakeLead moves the gang's oldest pending member to the active queue; the
@@ -242,7 +243,7 @@ func (g *Gangs) Refused(pod *v1.Pod) {
 		return
 	}
 	if _, ok := g.leadOf(ref); ok && !g.queueRefused(ref) {
-		g.wake(wokenLeadRefused, ref)
+		g.wake(metrics.WokenLeadRefused, ref)
 	}
 }
 
@@ -284,10 +285,10 @@ func (g *Gangs) passLead(ref gang.Ref) {
 	g.mu.Lock()
 	if len(g.quorum.pods[ref]) == 0 {
 		g.mu.Unlock()
-		g.wake(wokenLeadOverdue, ref)
+		g.wake(metrics.WokenLeadOverdue, ref)
 		return
 	}
 	l := g.leadLocked(ref)
 	g.mu.Unlock()
-	g.activate(wokenLeadOverdue, map[types.UID]*v1.Pod{l.UID: l})
+	g.activate(metrics.WokenLeadOverdue, map[types.UID]*v1.Pod{l.UID: l})
 }

@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/status"
 )
 
@@ -100,7 +101,7 @@ func (g *Gangs) dependenciesReady(spec *gang.Spec) (string, bool) {
 // Started records that the gang reached its quorum: its members go through
 // together.
 func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
-	GangWait.Observe(g.rt.clock.Since(spec.Created).Seconds())
+	metrics.GangWait.Observe(g.rt.clock.Since(spec.Created).Seconds())
 	g.Status.Set(spec, status.Condition{Status: metav1.ConditionTrue, Reason: status.ReasonScheduled,
 		Message: fmt.Sprintf("%d of %d members placed; the gang starts", placed, gang.Quorum(spec))})
 	klog.FromContext(ctx).V(3).Info("Gang reached its quorum", "gang", spec.Ref, "placed", placed)
@@ -112,7 +113,7 @@ func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
 	if spec.SubGroups != nil {
 		// Members of other sub-groups waited for this plan: theirs are
 		// planned next.
-		g.wake(wokenSubGroup, spec.Ref)
+		g.wake(metrics.WokenSubGroup, spec.Ref)
 	}
 }
 
@@ -184,5 +185,5 @@ func (g *Gangs) dependencyStarted(pod *v1.Pod) {
 			pending[m.UID] = m
 		}
 	}
-	g.activate(wokenDependencyRunning, pending)
+	g.activate(metrics.WokenDependencyRunning, pending)
 }

@@ -5,6 +5,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/phalanx-sched/phalanx/internal/metrics"
 )
 
 // MaxFailedWakeInterval bounds how long a change waits before the gangs
@@ -58,7 +60,7 @@ func (g *Gangs) wakeFailedGangsNow() {
 	g.failedWakes.pending = false
 	g.mu.Unlock()
 	for _, ref := range refs {
-		g.wakeOne(wokenFailedRetry, ref)
+		g.wakeOne(metrics.WokenFailedRetry, ref)
 	}
 }
 
@@ -172,7 +174,7 @@ func (g *Gangs) flushStaleWakes() {
 				g.Lifecycle.Retry(ref)
 			}
 		}
-		g.rt.Activate(wokenStaleFailure, pods)
+		g.rt.Activate(metrics.WokenStaleFailure, pods)
 	}
 }
 

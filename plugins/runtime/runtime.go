@@ -10,7 +10,7 @@ package runtime
 import (
 	"context"
 	"fmt"
-		"sync"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,6 +27,7 @@ import (
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/phalanx-sched/phalanx/internal/leadership"
+	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/served"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxinformers "github.com/phalanx-sched/phalanx/pkg/generated/informers/externalversions"
@@ -494,7 +495,7 @@ func (r *Runtime) Activate(reason string, pods map[string]*v1.Pod) {
 	if len(pods) == 0 || fw == nil || fw.Activator == nil {
 		return
 	}
-	PodsWoken.WithLabelValues(reason).Add(float64(len(pods)))
+	metrics.PodsWoken.WithLabelValues(reason).Add(float64(len(pods)))
 	fw.Activator.Activate(klog.Background(), pods)
 }
 
