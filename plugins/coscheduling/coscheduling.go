@@ -48,6 +48,8 @@ type Coscheduling struct {
 	// m decides for the gangs; this plugin translates extension points into
 	// its calls and implements its prober port.
 	m *gang.Manager
+	// binds bounds gang members' binds in flight, for the whole process.
+	binds *BindSlots
 }
 
 var (
@@ -67,13 +69,15 @@ var (
 
 // Factory returns the plugin factory over the process runtime.
 func Factory(rt *runtime.Runtime) func(context.Context, k8sruntime.Object, fwk.Handle) (fwk.Plugin, error) {
+	// One bound on binds in flight for the process: every profile's.
+	binds := NewBindSlots(GangBindConcurrency)
 	return func(ctx context.Context, obj k8sruntime.Object, h fwk.Handle) (fwk.Plugin, error) {
-		return New(ctx, obj, h, rt)
+		return New(ctx, obj, h, rt, binds)
 	}
 }
 
 // New builds the plugin from validated args.
-func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.Runtime) (*Coscheduling, error) {
+func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.Runtime, binds *BindSlots) (*Coscheduling, error) {
 	args, err := decodeArgs(obj)
 	if err != nil {
 		return nil, err
@@ -85,7 +89,7 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", Name, err)
 	}
-	pl := &Coscheduling{h: h, rt: rt, gangs: gangs, m: gangs.Manager}
+	pl := &Coscheduling{h: h, rt: rt, gangs: gangs, m: gangs.Manager, binds: binds}
 	pl.m.Timeout = time.Duration(args.DefaultScheduleTimeoutSeconds) * time.Second
 	pl.m.ReserveAfter = time.Duration(args.ReservationAfterSeconds) * time.Second
 	pl.m.Consolidation = gang.Consolidation{
@@ -255,8 +259,8 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 		return nil, nil
 	}
 	// A new plan first lets the members released before it start binding:
-	// run-ahead binds nothing sooner and holds memory (runtime.BindBacklog).
-	if waited := pl.gangs.Binds.WaitForBacklog(ctx, runtime.BindBacklog, runtime.BacklogMaxWait); waited > time.Millisecond {
+	// run-ahead binds nothing sooner and holds memory (BindBacklog).
+	if waited := pl.binds.WaitForBacklog(ctx, BindBacklog, BacklogMaxWait); waited > time.Millisecond {
 		klog.FromContext(ctx).V(5).Info("Plan waited for released members to start binding", "pod", klog.KObj(pod), "waited", waited)
 	}
 	cs.planning = &planning{nodes: nodes}
@@ -391,7 +395,7 @@ func (pl *Coscheduling) Reserve(ctx context.Context, state fwk.CycleState, pod *
 // Unreserve runs when a member is rejected, times out in Permit or fails to
 // bind. Before the quorum that tears the whole gang down, once.
 func (pl *Coscheduling) Unreserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
-	pl.gangs.Binds.Release(pod.UID)
+	pl.binds.Release(pod.UID)
 	if ref, ok := pl.gangs.RefOf(pod); ok {
 		pl.m.MemberUnreserved(ref, pod.UID, pod.Name)
 	}
@@ -448,7 +452,7 @@ func (pl *Coscheduling) PreBindPreFlight(ctx context.Context, state fwk.CycleSta
 	return &fwk.PreBindPreFlightResult{AllowParallel: true}, nil
 }
 
-// PreBind waits for a bind slot (runtime.GangBindConcurrency): a gang
+// PreBind waits for a bind slot (GangBindConcurrency): a gang
 // released together binds through a bounded number of requests in flight,
 // not a new API connection per request over the HTTP/2 stream limit. It
 // sees plain pods too: PreBindPreFlight runs only under the
@@ -457,7 +461,7 @@ func (pl *Coscheduling) PreBind(ctx context.Context, state fwk.CycleState, pod *
 	if cs := readState(state); cs == nil || cs.spec == nil {
 		return nil
 	}
-	if err := pl.gangs.Binds.Acquire(ctx, pod.UID); err != nil {
+	if err := pl.binds.Acquire(ctx, pod.UID); err != nil {
 		return fwk.AsStatus(fmt.Errorf("waiting to bind: %w", err))
 	}
 	return nil
@@ -465,7 +469,7 @@ func (pl *Coscheduling) PreBind(ctx context.Context, state fwk.CycleState, pod *
 
 // PostBind frees the member's bind slot.
 func (pl *Coscheduling) PostBind(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) {
-	pl.gangs.Binds.Release(pod.UID)
+	pl.binds.Release(pod.UID)
 }
 
 // EventsToRegister lists the cluster events that can make a rejected member

@@ -31,7 +31,7 @@ import (
 var coschedulingFilterFirst = plugintest.Plugin{
 	Name: Name, Extensions: []string{"Filter"},
 	New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
-		return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, ScheduledEvents: "PerGang"}, h, rt)
+		return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, ScheduledEvents: "PerGang"}, h, rt, NewBindSlots(GangBindConcurrency))
 	},
 }
 
@@ -624,8 +624,8 @@ func TestPreBindBoundsGangBinds(t *testing.T) {
 	}
 	// Without the NominatedNodeNameForExpectation gate the framework calls
 	// PreBind whatever PreBindPreFlight said.
-	if st := pl.PreBind(ctx, state, plain, "n0"); !st.IsSuccess() || pl.gangs.Binds.InFlight() != 0 {
-		t.Fatalf("plain pod: PreBind %v with %d binds in flight, want success and no slot taken", st, pl.gangs.Binds.InFlight())
+	if st := pl.PreBind(ctx, state, plain, "n0"); !st.IsSuccess() || pl.binds.InFlight() != 0 {
+		t.Fatalf("plain pod: PreBind %v with %d binds in flight, want success and no slot taken", st, pl.binds.InFlight())
 	}
 
 	for i, pod := range gangPods {
@@ -636,13 +636,13 @@ func TestPreBindBoundsGangBinds(t *testing.T) {
 		if st := pl.PreBind(ctx, state, pod, "n0"); !st.IsSuccess() {
 			t.Fatalf("member: PreBind %v", st)
 		}
-		if got := pl.gangs.Binds.InFlight(); got != i+1 {
+		if got := pl.binds.InFlight(); got != i+1 {
 			t.Fatalf("binds in flight %d, want %d", got, i+1)
 		}
 	}
 	pl.PostBind(ctx, nil, gangPods[0], "n0")
 	pl.Unreserve(ctx, nil, gangPods[1], "n0")
-	if got := pl.gangs.Binds.InFlight(); got != 0 {
+	if got := pl.binds.InFlight(); got != 0 {
 		t.Fatalf("binds in flight %d after PostBind and Unreserve, want 0", got)
 	}
 }
@@ -807,7 +807,7 @@ func TestFragmentationScore(t *testing.T) {
 		return plugintest.Plugin{
 			Name: Name, Extensions: []string{"QueueSort", "PreFilter", "Filter"},
 			New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
-				return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: seconds, ScheduledEvents: "PerGang"}, h, rt)
+				return New(ctx, &config.CoschedulingArgs{DefaultScheduleTimeoutSeconds: 60, ReservationAfterSeconds: 30, FragmentationHalfLifeSeconds: seconds, ScheduledEvents: "PerGang"}, h, rt, NewBindSlots(GangBindConcurrency))
 			},
 		}
 	}

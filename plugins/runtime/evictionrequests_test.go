@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
+	"github.com/phalanx-sched/phalanx/internal/eviction"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
-	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
 
 // movedGang is a running gang of three whose pods name a responder (a
@@ -73,7 +73,7 @@ func TestEvictionRequests(t *testing.T) {
 				return p.DeletionTimestamp == nil
 			}
 			requests := func() int {
-				list, err := e.Client.LifecycleV1alpha1().EvictionRequests("default").List(e.Ctx, metav1.ListOptions{LabelSelector: runtime.EvictionGroupLabel})
+				list, err := e.Client.LifecycleV1alpha1().EvictionRequests("default").List(e.Ctx, metav1.ListOptions{LabelSelector: eviction.GroupLabel})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -96,7 +96,7 @@ func TestEvictionRequests(t *testing.T) {
 			}
 			list, _ := e.Client.LifecycleV1alpha1().EvictionRequests("default").List(e.Ctx, metav1.ListOptions{})
 			for _, r := range list.Items {
-				if r.Spec.Requester != runtime.EvictionRequester || r.Spec.Target.Pod == nil || r.Spec.Target.Pod.UID == "" {
+				if r.Spec.Requester != eviction.Requester || r.Spec.Target.Pod == nil || r.Spec.Target.Pod.UID == "" {
 					t.Fatalf("request %s: requester %q, target %v", r.Name, r.Spec.Requester, r.Spec.Target.Pod)
 				}
 			}

@@ -29,6 +29,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
+	"github.com/phalanx-sched/phalanx/internal/eviction"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -77,9 +78,6 @@ type Gangs struct {
 	// Devices is the DRA device view plans allocate from; nil without DRA.
 	Devices *devices.Devices
 
-	// Binds bounds gang members' binds in flight.
-	Binds *BindSlots
-
 	mu sync.Mutex
 	// turnedAway: plain pods a phalanx plugin rejected; woken on Changed.
 	turnedAway map[types.UID]*v1.Pod
@@ -97,8 +95,8 @@ type Gangs struct {
 	memberAnnotations map[gang.Ref]map[string]string
 	sweeperOnce       sync.Once
 	workloadOnce      sync.Once
-	// evictionRequests: how consolidation's moved gangs are asked to leave.
-	evictionRequests *evictionRequests
+	// evictor deletes evicted gangs, or asks consolidation's moved gangs to leave.
+	evictor *eviction.Evictor
 	// order caches the queue sort's keys.
 	order orderKeys
 	// failedWakes paces the wakes of gangs whose plans failed.
@@ -133,7 +131,6 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		implicit:          map[string]bool{},
 		startup:           map[gang.Ref]startupVerdict{},
 		memberAnnotations: map[gang.Ref]map[string]string{},
-		Binds:             NewBindSlots(GangBindConcurrency),
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.Devices = newDevices(fw)
@@ -195,7 +192,9 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	// The upstream Workload API, where served (beta in 1.37 but off by
 	// default): looked for now and every WorkloadAPIRecheck.
 	g.workloadAPI = newWorkloadAPI(g)
-	g.evictionRequests = newEvictionRequests(g)
+	// Consolidation's own args (Coscheduling's), as the manager reads them.
+	g.evictor = eviction.New(g.fw.Client, g.fw.Events, g.pods, r.clients.Served, r.clock,
+		func() time.Duration { return g.Manager.Consolidation.EvictionGrace })
 	g.workloadAPI.check(ctx)
 	go g.workloadAPI.run(ctx)
 	r.Leader.OnLead(g.ensureAllImplicit)
@@ -917,27 +916,9 @@ func (g *Gangs) Resumed(ref gang.Ref) { g.wakeLead(metrics.WokenResumed, ref) }
 // plans failed for it, are woken.
 func (g *Gangs) HoldsFreed() { go g.wakeFailed() }
 
-// Evict deletes pods — always every pod of a whole gang — and says why on
-// each. It deletes rather than evicts through the Eviction API: a
-// PodDisruptionBudget refusing one member would leave a partial gang. A gang
-// moved by consolidation whose pods name responders is first asked to leave
-// through EvictionRequests (evictionRequests), with a deadline.
+// Evict deletes pods — always every pod of a whole gang (eviction.Evictor).
 func (g *Gangs) Evict(ctx context.Context, pods []*v1.Pod, reason, message string) {
-	if g.evictionRequests.request(ctx, pods, reason, message) {
-		return
-	}
-	g.deletePods(ctx, pods, reason, message)
-}
-
-func (g *Gangs) deletePods(ctx context.Context, pods []*v1.Pod, reason, message string) {
-	for _, p := range pods {
-		g.fw.Events.Eventf(p, nil, v1.EventTypeNormal, reason, "Evicting", "%s", message)
-		uid := p.UID
-		err := g.fw.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
-		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			klog.FromContext(ctx).Error(err, "Evicting pod", "pod", klog.KObj(p), "reason", reason)
-		}
-	}
+	g.evictor.Evict(ctx, pods, reason, message)
 }
 
 // TrackWorkload sets how long the GPU pod shapes seen keep half their
@@ -980,7 +961,7 @@ const retryFailedAfter = 20 * time.Second
 func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 	g.wakeOverdueLeads()
 	g.forgetGone()
-	g.evictionRequests.sweep(ctx)
+	g.evictor.Sweep(ctx)
 	_, cost := g.Lifecycle.FailedGangs()
 	for _, ref := range g.Lifecycle.FailedBefore(max(retryFailedAfter, cost)) {
 		g.wakeOne(metrics.WokenFailedRetry, ref)
