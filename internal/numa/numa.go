@@ -2,9 +2,10 @@
 // NodeResourceTopology (topology.node.k8s.io/v1alpha2) object, and predicts
 // whether the kubelet's Topology Manager will admit a pod on that node.
 //
-// It is pure logic: no informers, no scheduler framework. The caller keeps the
-// per-zone usage it has assumed but the NRT object does not show yet
-// ("charged") and passes it to Fit, Copies and Score.
+// It is pure logic, no scheduler framework; the caller passes the per-zone
+// usage it has assumed but the NRT object does not show yet ("charged") to
+// Fit, Copies and Score. Live (live.go) is the process's view that keeps
+// those charges and the parsed objects an informer hands it.
 //
 // The model follows the kubelet:
 //   - Only the single-numa-node and restricted policies reject pods; none and

@@ -1,84 +1,17 @@
 package runtime
 
 import (
-	"fmt"
-	"sync"
-	"time"
-
 	nrtv1alpha2 "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/apis/topology/v1alpha2"
 	nrtclientset "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
 	nrtinformers "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/informers/externalversions"
-	v1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/numa"
-	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
-// reconcileGrace: an NRT update published this long after the scheduler
-// charged a pod is taken to include that pod (the kubelet admitted it and the
-// agent published); earlier updates may not, so the charge stays.
-const reconcileGrace = 5 * time.Second
-
-// NUMA is the NUMA view of the process: each node's zones from its
-// NodeResourceTopology object, and the per-zone usage the scheduler assumed
-// that the objects do not show yet.
-type NUMA struct {
-	rt *Runtime
-	// zones holds a *nodeZones per node that publishes an NRT object.
-	zones cache.Store
-	// synced closes once zones holds every object: only scheduling cycles
-	// read them, so the first list may run beside kube-scheduler's.
-	synced <-chan struct{}
-	nodes  corelisters.NodeLister
-
-	mu sync.Mutex
-	// charges: node -> pod -> per-zone usage the NRT does not show yet.
-	charges map[string]map[types.UID]zoneCharge
-	// unaligned: nodes that enforce alignment without publishing zones,
-	// already reported (once per node, not per pod).
-	unaligned map[string]bool
-}
-
-// nodeZones is what the NRT informer keeps of a node's object: its parse,
-// made once as the object arrives, not the object: nothing else reads the
-// object, and its Go form (a quantity per amount, strings per zone) is the
-// larger of the two.
-type nodeZones struct {
-	name string
-	// resourceVersion lets the informer tell an update from a resync, as
-	// it does for objects.
-	resourceVersion string
-	node            *numa.Node
-	err             error
-}
-
-// GetObjectMeta lets the informer's store key and compare the parse (by
-// meta.Accessor); it is a fresh copy, so setters change nothing.
-func (z *nodeZones) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Name: z.name, ResourceVersion: z.resourceVersion}
-}
-
-// parseNRT is the NRT informer's transform. Tombstones and parses already
-// made pass through as they are.
-func parseNRT(obj any) (any, error) {
-	nrt, ok := obj.(*nrtv1alpha2.NodeResourceTopology)
-	if !ok {
-		return obj, nil
-	}
-	node, err := numa.FromNRT(nrt)
-	return &nodeZones{name: nrt.Name, resourceVersion: nrt.ResourceVersion, node: node, err: err}, nil
-}
-
-type zoneCharge struct {
-	zones map[string]resources.List
-	at    time.Time
-}
+// NUMA is the NUMA view of the process (numa.Live), fed by the runtime's
+// informers.
+type NUMA = numa.Live
 
 func newNUMA(r *Runtime) (*NUMA, error) {
 	fw := r.ports()
@@ -95,22 +28,21 @@ func newNUMA(r *Runtime) (*NUMA, error) {
 	}
 	factory := nrtinformers.NewSharedInformerFactory(client, 0)
 	inf := factory.Topology().V1alpha2().NodeResourceTopologies()
-	if err := inf.Informer().SetTransform(parseNRT); err != nil {
+	if err := inf.Informer().SetTransform(numa.ParseNRT); err != nil {
 		return nil, err
 	}
-	n := &NUMA{rt: r, zones: inf.Informer().GetStore(), nodes: fw.Informers.Core().V1().Nodes().Lister(),
-		charges: map[string]map[types.UID]zoneCharge{}, unaligned: map[string]bool{}}
+	n := numa.NewLive(r.clock, inf.Informer().GetStore(), fw.Informers.Core().V1().Nodes().Lister(), r.Changed)
 	// Objects created or changed at any time are picked up.
 	if _, err := inf.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    n.reconcile,
-		UpdateFunc: func(_, obj any) { n.reconcile(obj) },
-		DeleteFunc: n.onDelete,
+		AddFunc:    n.Reconcile,
+		UpdateFunc: func(_, obj any) { n.Reconcile(obj) },
+		DeleteFunc: n.OnDelete,
 	}); err != nil {
 		return nil, err
 	}
-	r.addPodHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: n.onPodDelete})
+	r.addPodHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: n.OnPodDelete})
 	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		DeleteFunc: n.onNodeDelete,
+		DeleteFunc: n.OnNodeDelete,
 	}); err != nil {
 		return nil, err
 	}
@@ -120,146 +52,6 @@ func newNUMA(r *Runtime) (*NUMA, error) {
 	if err != nil {
 		return nil, err
 	}
-	n.synced = synced
+	n.Listed(synced, r.ctx.Done())
 	return n, nil
 }
-
-// reconcile drops charges that a fresh NRT object already accounts for. New
-// zone data may let gangs fit that failed to plan: that is a change.
-func (n *NUMA) reconcile(obj any) {
-	z, ok := obj.(*nodeZones)
-	if !ok {
-		return
-	}
-	n.mu.Lock()
-	for uid, c := range n.charges[z.name] {
-		if n.rt.clock.Since(c.at) > reconcileGrace {
-			delete(n.charges[z.name], uid)
-		}
-	}
-	if n.unaligned[z.name] {
-		delete(n.unaligned, z.name)
-		metrics.NodesWithoutTopology.Set(float64(len(n.unaligned)))
-	}
-	n.mu.Unlock()
-	n.rt.Changed()
-}
-
-func (n *NUMA) onDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if _, ok := obj.(*nodeZones); ok {
-		n.rt.Changed()
-	}
-}
-
-func (n *NUMA) onPodDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if pod, ok := obj.(*v1.Pod); ok && pod.Spec.NodeName != "" {
-		n.mu.Lock()
-		delete(n.charges[pod.Spec.NodeName], pod.UID)
-		n.mu.Unlock()
-	}
-}
-
-func (n *NUMA) onNodeDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if node, ok := obj.(*v1.Node); ok {
-		n.mu.Lock()
-		delete(n.charges, node.Name)
-		if n.unaligned[node.Name] {
-			delete(n.unaligned, node.Name)
-			metrics.NodesWithoutTopology.Set(float64(len(n.unaligned)))
-		}
-		n.mu.Unlock()
-	}
-}
-
-// Zones returns the node's parsed topology (nil without an NRT object) and
-// what the scheduler charged on it beyond the object. Until the first list
-// is in, it waits for it.
-func (n *NUMA) Zones(node string) (*numa.Node, map[string]resources.List, error) {
-	select {
-	case <-n.synced:
-	case <-n.rt.ctx.Done():
-		return nil, nil, fmt.Errorf("the NodeResourceTopology objects were not listed: the scheduler is stopping")
-	}
-	obj, ok, _ := n.zones.GetByKey(node)
-	if !ok {
-		return nil, nil, nil
-	}
-	z := obj.(*nodeZones)
-	if z.err != nil {
-		return nil, nil, z.err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	charged := map[string]resources.List{}
-	for _, c := range n.charges[node] {
-		for zone, l := range c.zones {
-			if charged[zone] == nil {
-				charged[zone] = resources.List{}
-			}
-			charged[zone].Add(l)
-		}
-	}
-	return z.node, charged, nil
-}
-
-// LabelledPolicy returns the Topology Manager policy a node's label says the
-// kubelet enforces ("" when the node has no such label or the node is
-// unknown). Operators set the label where they configure the kubelet.
-func (n *NUMA) LabelledPolicy(node string) (numa.Policy, error) {
-	obj, err := n.nodes.Get(node)
-	if err != nil {
-		return "", nil
-	}
-	raw := obj.Labels[phalanxv1alpha1.TopologyManagerPolicyLabel]
-	if raw == "" {
-		return "", nil
-	}
-	p, err := numa.ParsePolicy(raw)
-	if err != nil {
-		return "", fmt.Errorf("node label %s=%q: %w", phalanxv1alpha1.TopologyManagerPolicyLabel, raw, err)
-	}
-	return p, nil
-}
-
-// Charge records the zones a pod will use on node until the NRT shows them.
-func (n *NUMA) Charge(node string, uid types.UID, zones map[string]resources.List) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.charges[node] == nil {
-		n.charges[node] = map[types.UID]zoneCharge{}
-	}
-	n.charges[node][uid] = zoneCharge{zones: zones, at: n.rt.clock.Now()}
-}
-
-// Uncharge gives a pod's zones back.
-func (n *NUMA) Uncharge(node string, uid types.UID) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	delete(n.charges[node], uid)
-}
-
-// ReportUnaligned records, once per node, that the node enforces alignment
-// without publishing zones; it returns true the first time, so the caller
-// says so once (an event), not for every pod.
-func (n *NUMA) ReportUnaligned(node string) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.unaligned[node] {
-		return false
-	}
-	n.unaligned[node] = true
-	metrics.NodesWithoutTopology.Set(float64(len(n.unaligned)))
-	return true
-}
-
-// Node returns the Node object, for events.
-func (n *NUMA) Node(name string) (*v1.Node, error) { return n.nodes.Get(name) }
