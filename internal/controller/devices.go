@@ -136,15 +136,6 @@ func (u *QueueStatusUpdater) demand(p *v1.Pod) resources.List {
 	return resources.PodRequests(p)
 }
 
-// nodeTotal is a node's allocatable plus the devices its slices publish.
-func (u *QueueStatusUpdater) nodeTotal(n *v1.Node) resources.List {
-	allocatable := resources.FromResourceList(n.Status.Allocatable)
-	if u.slices == nil {
-		return allocatable
-	}
-	return u.slices.Total(n.Name, allocatable)
-}
-
 // deviceHandlers watch what changes pods' device demand and nodes' device
 // totals: a claim that appears or goes recharges the pods that use it; a
 // slice recounts its node; a class recounts everything at the next sync.
@@ -156,9 +147,8 @@ func (u *QueueStatusUpdater) deviceHandlers(ctx context.Context) []watchHandler 
 	}
 	setSlice := func(obj any) {
 		if sl, ok := obj.(*resourceapi.ResourceSlice); ok {
-			for _, node := range u.slices.Set(ctx, sl) {
-				u.setNodeByName(ctx, node)
-			}
+			u.feed(ctx).SetSlice(ctx, sl)
+			u.poke()
 		}
 	}
 	classChanged := func(any) {
@@ -177,9 +167,8 @@ func (u *QueueStatusUpdater) deviceHandlers(ctx context.Context) []watchHandler 
 			UpdateFunc: func(_, obj any) { setSlice(obj) },
 			DeleteFunc: func(obj any) {
 				if sl, ok := unwrap(obj).(*resourceapi.ResourceSlice); ok {
-					if node := u.slices.Delete(sl); node != "" {
-						u.setNodeByName(ctx, node)
-					}
+					u.feed(ctx).DeleteSlice(sl)
+					u.poke()
 				}
 			},
 		}},
@@ -198,18 +187,10 @@ func (u *QueueStatusUpdater) recountDevices(ctx context.Context) error {
 	if err := u.Cache.List(ctx, &slices); err != nil {
 		return err
 	}
+	feed := u.feed(ctx)
 	for i := range slices.Items {
-		for _, node := range u.slices.Set(ctx, &slices.Items[i]) {
-			u.setNodeByName(ctx, node)
-		}
+		feed.SetSlice(ctx, &slices.Items[i])
 	}
 	u.recharge(ctx)
 	return nil
-}
-
-func (u *QueueStatusUpdater) setNodeByName(ctx context.Context, name string) {
-	n := &v1.Node{}
-	if err := u.Cache.Get(ctx, types.NamespacedName{Name: name}, n); err == nil {
-		u.setNode(n)
-	}
 }

@@ -144,7 +144,7 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 			UpdateFunc: func(_, obj any) { u.chargePod(ctx, obj) },
 			DeleteFunc: func(obj any) {
 				if p, ok := unwrap(obj).(*v1.Pod); ok {
-					u.acct.DeletePod(p.UID)
+					u.feed(ctx).DeletePod(p.UID)
 					u.poke()
 				}
 			},
@@ -154,7 +154,7 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 			UpdateFunc: func(_, obj any) { u.setNode(obj) },
 			DeleteFunc: func(obj any) {
 				if n, ok := unwrap(obj).(*v1.Node); ok {
-					u.acct.DeleteNode(n.Name)
+					u.feed(ctx).DeleteNode(n.Name)
 					u.poke()
 				}
 			},
@@ -164,7 +164,7 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 			UpdateFunc: func(_, obj any) { u.setQueue(obj) },
 			DeleteFunc: func(obj any) {
 				if q, ok := unwrap(obj).(*phalanxv1alpha1.Queue); ok {
-					u.acct.DeleteQueue(q.Name)
+					u.feed(ctx).DeleteQueue(q.Name)
 					u.poke()
 				}
 			},
@@ -390,11 +390,7 @@ func (u *QueueStatusUpdater) chargePod(ctx context.Context, obj any) {
 	if !ok {
 		return
 	}
-	if ch, ok := queue.ChargeOf(p, u.queueOf(ctx, p), u.demand(p), false); ok {
-		u.acct.SetPod(p.UID, ch)
-	} else {
-		u.acct.DeletePod(p.UID)
-	}
+	u.feed(ctx).ChargePod(p, u.queueOf(ctx, p), u.demand(p), false)
 	u.poke()
 }
 
@@ -408,18 +404,25 @@ func (u *QueueStatusUpdater) recharge(ctx context.Context, opts ...client.ListOp
 	}
 }
 
+// feed is the accounting feed the scheduler uses too (queue.Feed), over
+// this updater's cache and slices.
+func (u *QueueStatusUpdater) feed(ctx context.Context) *queue.Feed {
+	return queue.NewFeed(u.acct, u.slices, func(name string) (*v1.Node, error) {
+		n := &v1.Node{}
+		return n, u.Cache.Get(ctx, types.NamespacedName{Name: name}, n)
+	})
+}
+
 func (u *QueueStatusUpdater) setNode(obj any) {
 	if n, ok := obj.(*v1.Node); ok {
-		u.acct.SetNode(n.Name, u.nodeTotal(n), !n.Spec.Unschedulable)
+		u.feed(context.Background()).SetNode(n)
 		u.poke()
 	}
 }
 
 func (u *QueueStatusUpdater) setQueue(obj any) {
 	if q, ok := obj.(*phalanxv1alpha1.Queue); ok {
-		u.acct.SetQueue(queue.FromAPI(q))
-		// A restarted controller goes on from the recent usage it wrote.
-		u.acct.SeedRecent(q.Name, resources.FromResourceList(q.Status.RecentUsage))
+		u.feed(context.Background()).SetQueue(q)
 		u.poke()
 	}
 }

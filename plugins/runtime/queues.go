@@ -35,10 +35,8 @@ const orderingMaxAgeDecaying = time.Second
 // scheduler's pod and node informers and the Queue informer, the resolution
 // of a pod's queue, and the gangs waiting for queue admission.
 type Queues struct {
-	// slices count the devices each node's ResourceSlices publish (nil
-	// without a DRA manager).
-	slices *devices.NodeSlices
-	nodes  corelisters.NodeLister
+	// feed turns nodes, slices, queues and pods into cache's accounting.
+	feed *queue.Feed
 
 	rt         *Runtime
 	gangs      *Gangs
@@ -92,6 +90,13 @@ func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
 		blockedPod: map[string]*v1.Pod{},
 	}
 	q.cache.DecayUsage(opts.UsageHalfLife, r.clock)
+	// Devices published in ResourceSlices count in the cluster total as
+	// their classes' queue resources (without a DRA manager, none).
+	var slices *devices.NodeSlices
+	if gangs.Devices != nil {
+		slices = devices.NewNodeSlices(gangs.Devices)
+	}
+	q.feed = queue.NewFeed(q.cache, slices, fw.Informers.Core().V1().Nodes().Lister().Get)
 	r.addPodHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    q.onPod,
 		UpdateFunc: func(_, newObj any) { q.onPod(newObj) },
@@ -203,9 +208,7 @@ func (q *Queues) QueueOfGang(spec *gang.Spec, member *v1.Pod) string {
 func (q *Queues) charge(pod *v1.Pod) {
 	ref, isMember := q.gangs.RefOf(pod)
 	reserved := isMember && q.gangs.Lifecycle.IsPlaced(ref, pod.UID)
-	if ch, ok := queue.ChargeOf(pod, q.QueueOf(pod), q.gangs.Manager.Demand(pod), reserved); ok {
-		q.cache.SetPod(pod.UID, ch)
-	} else if q.cache.DeletePod(pod.UID) {
+	if q.feed.ChargePod(pod, q.QueueOf(pod), q.gangs.Manager.Demand(pod), reserved) {
 		q.gaveBack() // a finished pod gave its queue's share back
 	}
 }
@@ -221,7 +224,7 @@ func (q *Queues) onPodDelete(obj any) {
 		obj = tomb.Obj
 	}
 	if pod, ok := obj.(*v1.Pod); ok {
-		if q.cache.DeletePod(pod.UID) {
+		if q.feed.DeletePod(pod.UID) {
 			q.gaveBack()
 		}
 		// A gang whose last member is gone waits for nothing (the informer's
@@ -254,7 +257,7 @@ func (q *Queues) recharge(namespace string, ref *gang.Ref) {
 
 func (q *Queues) onNode(obj any) {
 	if n, ok := obj.(*v1.Node); ok {
-		q.cache.SetNode(n.Name, q.nodeTotal(n), !n.Spec.Unschedulable)
+		q.feed.SetNode(n)
 	}
 }
 
@@ -263,16 +266,13 @@ func (q *Queues) onNodeDelete(obj any) {
 		obj = tomb.Obj
 	}
 	if n, ok := obj.(*v1.Node); ok {
-		q.cache.DeleteNode(n.Name)
+		q.feed.DeleteNode(n.Name)
 	}
 }
 
 func (q *Queues) onQueue(obj any) {
 	if o, ok := obj.(*phalanxv1alpha1.Queue); ok {
-		q.cache.SetQueue(queue.FromAPI(o))
-		// After a restart, decayed fair share goes on from the recent
-		// usage phalanx-controller last wrote.
-		q.cache.SeedRecent(o.Name, resources.FromResourceList(o.Status.RecentUsage))
+		q.feed.SetQueue(o)
 		q.wakeBlocked()
 	}
 }
@@ -282,7 +282,7 @@ func (q *Queues) onQueueDelete(obj any) {
 		obj = tomb.Obj
 	}
 	if o, ok := obj.(*phalanxv1alpha1.Queue); ok {
-		q.cache.DeleteQueue(o.Name)
+		q.feed.DeleteQueue(o.Name)
 		q.mu.Lock()
 		q.gone = append(q.gone, o.Name)
 		q.mu.Unlock()

@@ -1,17 +1,10 @@
 package runtime
 
 import (
-	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
-
-	"github.com/phalanx-sched/phalanx/internal/devices"
-	"github.com/phalanx-sched/phalanx/internal/resources"
 )
-
-// Devices published in ResourceSlices count in the cluster total as their
-// classes' queue resources, so that queues have a deserved share of them.
 
 // watchSlices keeps each slice's device count and the node totals current.
 func (q *Queues) watchSlices(fw *FrameworkPorts) error {
@@ -19,13 +12,9 @@ func (q *Queues) watchSlices(fw *FrameworkPorts) error {
 	if d == nil {
 		return nil
 	}
-	q.slices = devices.NewNodeSlices(d)
-	q.nodes = fw.Informers.Core().V1().Nodes().Lister()
 	set := func(obj any) {
 		if sl, ok := obj.(*resourceapi.ResourceSlice); ok {
-			for _, node := range q.slices.Set(q.rt.ctx, sl) {
-				q.setNodeByName(node)
-			}
+			q.feed.SetSlice(q.rt.ctx, sl)
 		}
 	}
 	remove := func(obj any) {
@@ -33,9 +22,7 @@ func (q *Queues) watchSlices(fw *FrameworkPorts) error {
 			obj = tomb.Obj
 		}
 		if sl, ok := obj.(*resourceapi.ResourceSlice); ok {
-			if node := q.slices.Delete(sl); node != "" {
-				q.setNodeByName(node)
-			}
+			q.feed.DeleteSlice(sl)
 		}
 	}
 	slices := fw.Informers.Resource().V1().ResourceSlices()
@@ -87,22 +74,4 @@ func (q *Queues) watchSlices(fw *FrameworkPorts) error {
 		},
 	})
 	return err
-}
-
-// nodeTotal is a node's allocatable plus the devices its slices publish.
-func (q *Queues) nodeTotal(n *v1.Node) resources.List {
-	allocatable := resources.FromResourceList(n.Status.Allocatable)
-	if q.slices == nil {
-		return allocatable
-	}
-	return q.slices.Total(n.Name, allocatable)
-}
-
-func (q *Queues) setNodeByName(name string) {
-	if q.nodes == nil {
-		return
-	}
-	if n, err := q.nodes.Get(name); err == nil {
-		q.onNode(n)
-	}
 }
