@@ -103,7 +103,7 @@ func NewManager(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		UsageHalfLife: o.UsageHalfLife,
 		// The upstream Workload API (beta in 1.37 but off by default) is
 		// watched while the API server serves it, as in the scheduler.
-		Served:             func(gv, resource string) (bool, error) { return served.Resource(cfg, gv, resource) },
+		Served:             served.For(cfg),
 		WorkloadAPIRecheck: o.WorkloadAPIRecheck,
 		DRA:                dra,
 		Positions:          positions}); err != nil {

@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -25,6 +24,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/internal/served"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
@@ -207,12 +207,13 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 		return err
 	}
 	if u.Served != nil {
-		u.followWorkloadAPI(ctx)
+		follower := &served.Follower{Served: u.Served, Apply: u.followWorkload}
+		follower.Check(ctx)
 		recheck := u.WorkloadAPIRecheck
 		if recheck <= 0 {
 			recheck = 30 * time.Second
 		}
-		go wait.UntilWithContext(ctx, u.followWorkloadAPI, recheck)
+		go follower.Run(ctx, recheck)
 	}
 	return nil
 }
@@ -230,28 +231,12 @@ func (u *QueueStatusUpdater) addHandlers(ctx context.Context, handlers []watchHa
 	return nil
 }
 
-// followWorkloadAPI starts watching the Workload API when the API server
-// serves it, and stops when it no longer does; the pods of its PodGroups are
+// followWorkload moves from watching what was served of the Workload API to
+// what is served now (served.Follower); the pods of its PodGroups are
 // charged again either way (their queue may come from the PodGroup).
-func (u *QueueStatusUpdater) followWorkloadAPI(ctx context.Context) {
+func (u *QueueStatusUpdater) followWorkload(ctx context.Context, prev, want served.WorkloadAPI) bool {
 	logger := log.FromContext(ctx)
-	gv := schedulingv1beta1.SchemeGroupVersion.String()
-	podGroups, err := u.Served(gv, "podgroups")
-	if err != nil {
-		logger.V(1).Info("Could not tell whether the Workload API is served; keeping what was found before", "err", err)
-		return
-	}
-	switch {
-	case podGroups && !u.upstream.Load():
-		workloads, _ := u.Served(gv, "workloads")
-		if err := u.addHandlers(ctx, u.workloadAPIHandlers(ctx, workloads)); err != nil {
-			logger.Error(err, "Watching the Workload API; retrying")
-			return
-		}
-		u.workloads.Store(workloads)
-		u.upstream.Store(true)
-		logger.Info("Counting the Workload API's PodGroups in queues", "workloads", workloads)
-	case !podGroups && u.upstream.Load():
+	if prev.PodGroups {
 		u.upstream.Store(false)
 		for _, obj := range []client.Object{&schedulingv1beta1.PodGroup{}, &schedulingv1beta1.Workload{}} {
 			if err := u.Cache.RemoveInformer(ctx, obj); err != nil {
@@ -259,11 +244,21 @@ func (u *QueueStatusUpdater) followWorkloadAPI(ctx context.Context) {
 			}
 		}
 		u.workloads.Store(false)
-		logger.Info("The API server no longer serves the Workload API; its pods count in their own or their namespace's queue")
-	default:
-		return
+		if !want.PodGroups {
+			logger.Info("The API server no longer serves the Workload API; its pods count in their own or their namespace's queue")
+		}
+	}
+	if want.PodGroups {
+		if err := u.addHandlers(ctx, u.workloadAPIHandlers(ctx, want.Workloads)); err != nil {
+			logger.Error(err, "Watching the Workload API; retrying")
+			return false
+		}
+		u.workloads.Store(want.Workloads)
+		u.upstream.Store(true)
+		logger.Info("Counting the Workload API's PodGroups in queues", "workloads", want.Workloads)
 	}
 	u.recharge(ctx)
+	return true
 }
 
 // workloadAPIHandlers recharge pods whose upstream PodGroup (or its

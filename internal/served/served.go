@@ -33,3 +33,8 @@ func Resource(cfg *rest.Config, groupVersion, resource string) (bool, error) {
 	}
 	return false, nil
 }
+
+// For is Resource on the API server of cfg.
+func For(cfg *rest.Config) Func {
+	return func(groupVersion, resource string) (bool, error) { return Resource(cfg, groupVersion, resource) }
+}

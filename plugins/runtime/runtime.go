@@ -173,8 +173,7 @@ func (r *Runtime) init(fw FrameworkPorts) error {
 		if r.crdCfg == nil {
 			return fmt.Errorf("no client config to discover the API server's resources")
 		}
-		cfg := r.crdCfg
-		r.clients.Served = func(gv, resource string) (bool, error) { return Served(cfg, gv, resource) }
+		r.clients.Served = served.For(r.crdCfg)
 	}
 	_, err := fw.Informers.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnAdd(obj, false) }) },
@@ -359,12 +358,6 @@ func CRDConfig(cfg *rest.Config) *rest.Config {
 	c.ContentType = "application/json"
 	c.AcceptContentTypes = "application/json"
 	return c
-}
-
-// Served reports whether the API server serves the resource in groupVersion
-// (served.Resource).
-func Served(cfg *rest.Config, groupVersion, resource string) (bool, error) {
-	return served.Resource(cfg, groupVersion, resource)
 }
 
 // DeferSyncs makes the parts built from now on start their informers and

@@ -2,16 +2,14 @@ package runtime
 
 import (
 	"context"
-	"sync"
 	"time"
 
-	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/internal/served"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
@@ -24,73 +22,54 @@ var WorkloadAPIRecheck = 30 * time.Second
 // parentIndex indexes upstream PodGroups by their CompositePodGroup.
 const parentIndex = "phalanx.parent"
 
-// workloadAPIServed is what the API server serves of the Workload API.
-type workloadAPIServed struct {
-	podGroups, workloads, composites bool
-}
-
 // workloadAPI reads the Workload API while the API server serves it: its
 // informers (PodGroups, and Workloads and CompositePodGroups where served)
 // run from the first look that finds it until a look that finds something
-// else. They are the runtime's own (not the scheduler's shared factory), so
-// they can stop.
+// else (served.Follower). They are the runtime's own (not the scheduler's
+// shared factory), so they can stop.
 type workloadAPI struct {
-	g *Gangs
-
-	mu      sync.Mutex
-	current workloadAPIServed
-	// stop ends the informers; nil while the API is not read.
+	g        *Gangs
+	follower *served.Follower
+	// stop ends the informers; nil while the API is not read. Only apply,
+	// under the follower's lock, touches it.
 	stop context.CancelFunc
 }
 
-func newWorkloadAPI(g *Gangs) *workloadAPI { return &workloadAPI{g: g} }
-
-// run looks again every WorkloadAPIRecheck until ctx ends.
-func (w *workloadAPI) run(ctx context.Context) {
-	wait.UntilWithContext(ctx, w.check, WorkloadAPIRecheck)
+func newWorkloadAPI(g *Gangs) *workloadAPI {
+	w := &workloadAPI{g: g}
+	w.follower = &served.Follower{Served: g.rt.clients.Served, Apply: w.apply}
+	return w
 }
 
+// run looks again every WorkloadAPIRecheck until ctx ends.
+func (w *workloadAPI) run(ctx context.Context) { w.follower.Run(ctx, WorkloadAPIRecheck) }
+
 // check starts, restarts or stops reading the Workload API to match what
-// the API server serves now. A discovery error changes nothing.
-func (w *workloadAPI) check(ctx context.Context) {
+// the API server serves now.
+func (w *workloadAPI) check(ctx context.Context) { w.follower.Check(ctx) }
+
+// apply stops what is read and starts reading what is served now.
+func (w *workloadAPI) apply(ctx context.Context, _, want served.WorkloadAPI) bool {
 	logger := klog.FromContext(ctx)
-	served := w.g.rt.clients.Served
-	beta := schedulingv1beta1.SchemeGroupVersion.String()
-	var want workloadAPIServed
-	var err error
-	if want.podGroups, err = served(beta, "podgroups"); err != nil {
-		logger.V(2).Info("Could not tell whether the Workload API is served; keeping what was found before", "err", err)
-		return
-	}
-	if want.podGroups {
-		want.workloads, _ = served(beta, "workloads")
-		want.composites, _ = served(schedulingv1alpha3.SchemeGroupVersion.String(), "compositepodgroups")
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if want == w.current && (w.stop != nil) == want.podGroups {
-		return
-	}
 	if w.stop != nil {
 		w.stop()
 		w.stop = nil
 		w.g.upstream.Store(nil)
 		w.g.composites.Store(nil)
-		w.current = workloadAPIServed{}
 	}
-	if !want.podGroups {
+	if !want.PodGroups {
 		logger.Info("The API server no longer serves the Workload API; pods naming its PodGroups wait until it does again")
-		return
+		return true
 	}
-	if err := w.startLocked(ctx, want); err != nil {
+	if err := w.start(ctx, want); err != nil {
 		logger.Error(err, "Reading the Workload API; retrying", "retryIn", WorkloadAPIRecheck)
-		return
+		return false
 	}
-	w.current = want
-	logger.Info("Reading gangs from the Workload API (scheduling.k8s.io/v1beta1 PodGroups)", "workloads", want.workloads, "compositePodGroups", want.composites)
+	logger.Info("Reading gangs from the Workload API (scheduling.k8s.io/v1beta1 PodGroups)", "workloads", want.Workloads, "compositePodGroups", want.Composites)
+	return true
 }
 
-func (w *workloadAPI) startLocked(ctx context.Context, want workloadAPIServed) error {
+func (w *workloadAPI) start(ctx context.Context, want served.WorkloadAPI) error {
 	fw := w.g.fw
 	ictx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(fw.Client, 0, informers.WithTransform(trimManagedFields))
@@ -100,12 +79,12 @@ func (w *workloadAPI) startLocked(ctx context.Context, want workloadAPIServed) e
 		return err
 	}
 	up := &workload.Upstream{PodGroups: pgInformer.Lister()}
-	if want.workloads {
+	if want.Workloads {
 		up.Workloads = factory.Scheduling().V1beta1().Workloads().Lister()
 	}
 	var comp *workload.Composites
 	var cpgInformer cache.SharedIndexInformer
-	if want.composites {
+	if want.Composites {
 		inf := factory.Scheduling().V1alpha3().CompositePodGroups()
 		cpgInformer = inf.Informer()
 		indexer := pgInformer.Informer().GetIndexer()
