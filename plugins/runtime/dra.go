@@ -117,9 +117,9 @@ func (w claimWriter) UpdateClaimStatus(ctx context.Context, claim *resourceapi.R
 // first plan left a gang unplanned for 20 s).
 func (g *Gangs) watchDevices(fw *FrameworkPorts) error {
 	changed := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { g.wakeFailed() },
-		UpdateFunc: func(any, any) { g.wakeFailed() },
-		DeleteFunc: func(any) { g.wakeFailed() },
+		AddFunc:    func(any) { g.wakes.CapacityChanged() },
+		UpdateFunc: func(any, any) { g.wakes.CapacityChanged() },
+		DeleteFunc: func(any) { g.wakes.CapacityChanged() },
 	}
 	for _, inf := range []cache.SharedIndexInformer{
 		fw.Informers.Resource().V1().ResourceSlices().Informer(),
@@ -134,10 +134,10 @@ func (g *Gangs) watchDevices(fw *FrameworkPorts) error {
 			o, _ := oldObj.(*resourceapi.ResourceClaim)
 			n, _ := newObj.(*resourceapi.ResourceClaim)
 			if o != nil && n != nil && o.Status.Allocation != nil && n.Status.Allocation == nil {
-				g.wakeFailed()
+				g.wakes.CapacityChanged()
 			}
 		},
-		DeleteFunc: func(any) { g.wakeFailed() },
+		DeleteFunc: func(any) { g.wakes.CapacityChanged() },
 	})
 	return err
 }

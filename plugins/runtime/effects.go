@@ -27,7 +27,7 @@ func (e effects) Wake(ref gang.Ref) { e.g.Wake(ref) }
 
 // WakeOne goes through one member: woken whole before a plan, members keep
 // the place they entered the queue at, behind the pods then ahead of them.
-func (e effects) WakeOne(ref gang.Ref, why string) { e.g.wakeOne(why, ref) }
+func (e effects) WakeOne(ref gang.Ref, why string) { e.g.wakes.WakeOne(why, ref) }
 
 func (e effects) Activate(pod *v1.Pod) {
 	e.g.rt.Activate(gang.WakeRetryAfter, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})

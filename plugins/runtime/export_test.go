@@ -17,15 +17,16 @@ import (
 func (g *Gangs) sizes() map[string]int {
 	g.mu.Lock()
 	out := map[string]int{
-		"gangs.turnedAway":  len(g.turnedAway),
-		"gangs.podEvents":   len(g.podEvents),
-		"gangs.implicit":    len(g.implicit),
-		"gangs.startup":     len(g.startup),
-		"gangs.quorumPods":  len(g.quorum.pods),
-		"gangs.quorumWoken": len(g.quorum.woken),
-		"gangs.quorumLeads": len(g.quorum.leads),
+		"gangs.podEvents": len(g.podEvents),
+		"gangs.implicit":  len(g.implicit),
+		"gangs.startup":   len(g.startup),
 	}
 	g.mu.Unlock()
+	for k, n := range g.wakes.Sizes() {
+		if k != "gone" {
+			out["gangs."+k] = n
+		}
+	}
 	g.order.mu.Lock()
 	out["gangs.order"] = len(g.order.keys)
 	g.order.mu.Unlock()
@@ -91,7 +92,7 @@ func (g *Gangs) PodDeleted(obj any) {
 }
 
 // WakeFailed runs the change signal's wakes in the caller's goroutine.
-func (g *Gangs) WakeFailed() { g.wakeFailed() }
+func (g *Gangs) WakeFailed() { g.wakes.CapacityChanged() }
 
 // Sweep runs one sweep in the caller's goroutine.
 func (g *Gangs) Sweep() { g.sweep(g.rt.ctx, time.Minute) }
@@ -100,10 +101,12 @@ func (g *Gangs) Sweep() { g.sweep(g.rt.ctx, time.Minute) }
 func (g *Gangs) PodLister() corelisters.PodLister { return g.pods }
 
 // WakeOne is wakeOne, for the tests of package runtime_test.
-func (g *Gangs) WakeOne(ref gang.Ref) { g.wakeOne(metrics.WokenFailedRetry, ref) }
+func (g *Gangs) WakeOne(ref gang.Ref) { g.wakes.WakeOne(metrics.WokenFailedRetry, ref) }
 
 // RetryStaleFailure is retryStaleFailure, for the tests of package runtime_test.
-func (g *Gangs) RetryStaleFailure(pod *v1.Pod, gone any) bool { return g.retryStaleFailure(pod, gone) }
+func (g *Gangs) RetryStaleFailure(pod *v1.Pod, gone any) bool {
+	return g.wakes.RetryStaleFailure(pod, gone)
+}
 
 // MarkLeading is what Coscheduling's PreFilter calls on each cycle: the
 // scheduling loop has started.

@@ -32,6 +32,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/eviction"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
+	"github.com/phalanx-sched/phalanx/internal/requeue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
@@ -44,8 +45,6 @@ const GangPlugin = "Coscheduling"
 const (
 	gangIndex      = "phalanx.gang"
 	dependsOnIndex = "phalanx.dependsOn"
-	// maxTurnedAway bounds the memory of plain pods kept for waking.
-	maxTurnedAway = 10000
 )
 
 // Gangs is the gang directory and lifecycle of the process: which gang a pod
@@ -79,10 +78,8 @@ type Gangs struct {
 	Devices *devices.Devices
 
 	mu sync.Mutex
-	// turnedAway: plain pods a phalanx plugin rejected; woken on Changed.
-	turnedAway map[types.UID]*v1.Pod
-	// quorum: what a member completing its gang's quorum wakes.
-	quorum quorumWaiters
+	// wakes decides when waiting pods and gangs go back to the queue.
+	wakes *requeue.Waker
 	// podEvents dedups per-pod events.
 	podEvents map[types.UID]string
 	// implicit: API writes in flight (an implicit gang's PodGroup, a stale
@@ -99,11 +96,6 @@ type Gangs struct {
 	evictor *eviction.Evictor
 	// order caches the queue sort's keys.
 	order orderKeys
-	// failedWakes paces the wakes of gangs whose plans failed.
-	failedWakes failedWakes
-	// gone: bound pods that left lately (goneBound).
-	gone       map[types.UID]goneAt
-	staleWakes staleWakes
 }
 
 func newGangs(r *Runtime) (*Gangs, error) {
@@ -123,16 +115,18 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	g := &Gangs{
 		rt: r, fw: fw, pgClient: pgClient,
 		pods:              fw.Informers.Core().V1().Pods().Lister(),
-		turnedAway:        map[types.UID]*v1.Pod{},
-		quorum:            newQuorumWaiters(),
 		podEvents:         map[types.UID]string{},
-		gone:              map[types.UID]goneAt{},
-		staleWakes:        staleWakes{pods: map[string]*v1.Pod{}},
 		implicit:          map[string]bool{},
 		startup:           map[gang.Ref]startupVerdict{},
 		memberAnnotations: map[gang.Ref]map[string]string{},
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
+	g.wakes = requeue.New(requeue.Ports{Directory: directory{g}, Lifecycle: g.Lifecycle, Clock: r.clock,
+		Activate: r.Activate, AwaitQueue: r.awaitQueue, LoopStarted: r.Leader.LoopStarted,
+		QueueRefused: func(ref gang.Ref) bool {
+			q := r.queues.Load()
+			return q != nil && q.blockedGang(ref)
+		}})
 	g.Devices = newDevices(fw)
 	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, g.Devices)
 	// Off until a Coscheduling profile sets its half-life (TrackWorkload).
@@ -162,9 +156,9 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	// the scheduling queue's own node event may retry a member before this
 	// handler ran, while the failure still stood.
 	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { g.wakeFailed() },
+		AddFunc:    func(any) { g.wakes.CapacityChanged() },
 		UpdateFunc: g.onNodeUpdate,
-		DeleteFunc: func(any) { g.wakeFailed() },
+		DeleteFunc: func(any) { g.wakes.CapacityChanged() },
 	}); err != nil {
 		return nil, err
 	}
@@ -396,7 +390,7 @@ func (g *Gangs) onPodAdd(obj any) {
 	// complete it. Coscheduling's hint does not see bound pods arrive
 	// (EventsToRegister says why). The binds of a gang being placed find
 	// no such siblings and wake nothing.
-	if ref, ok := g.RefOf(pod); ok && g.turnedAwayForQuorum(ref) {
+	if ref, ok := g.RefOf(pod); ok && g.wakes.TurnedAwayForQuorum(ref) {
 		g.quorumMayBeMet(ref)
 	}
 }
@@ -454,7 +448,7 @@ func (g *Gangs) claimsNamed(pod *v1.Pod) {
 		return
 	}
 	g.Lifecycle.Changed()
-	g.inBackground("claims/"+ref.String(), func() { g.wakeOne(metrics.WokenClaimsNamed, ref) })
+	g.inBackground("claims/"+ref.String(), func() { g.wakes.WakeOne(metrics.WokenClaimsNamed, ref) })
 }
 
 // memberArrived runs when a pending member is added or loses its last
@@ -471,7 +465,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 		// A started gang of sub-groups: members of a sub-group that waited
 		// for the rest of it may plan it now.
 		if spec, err := g.Spec(ref); err == nil && spec.SubGroups != nil && g.Lifecycle.Phase(ref) == gang.PhaseStarted {
-			g.inBackground("wake/"+ref.String(), func() { g.wake(metrics.WokenSubGroup, ref) })
+			g.inBackground("wake/"+ref.String(), func() { g.wakes.Wake(metrics.WokenSubGroup, ref) })
 		}
 		return
 	}
@@ -488,7 +482,7 @@ func (g *Gangs) quorumMayBeMet(ref gang.Ref) {
 	}
 	count, quorum := g.CountMembers(spec), gang.Quorum(spec)
 	if count.Ready < quorum {
-		g.quorumShort(ref)
+		g.wakes.QuorumShort(ref)
 		if c, ok := g.Status.Get(ref); ok && c.Reason == gang.ReasonMembersPending {
 			g.Status.Set(spec, g.MembersShort(spec, count, quorum))
 		}
@@ -499,10 +493,10 @@ func (g *Gangs) quorumMayBeMet(ref gang.Ref) {
 	// its adds sees the quorum; one wake at a time per gang is enough.
 	g.inBackground("wake/"+ref.String(), func() {
 		if _, failed := g.Lifecycle.Failed(ref); failed {
-			g.wakeOne(metrics.WokenQuorum, ref)
+			g.wakes.WakeOne(metrics.WokenQuorum, ref)
 			return
 		}
-		g.wakeAtQuorum(ref)
+		g.wakes.WakeAtQuorum(ref)
 	})
 }
 
@@ -621,8 +615,8 @@ func (g *Gangs) onPodDelete(obj any) {
 		rep := g.Lifecycle.Representative(ref)
 		g.Lifecycle.MemberDeleted(ref, pod.UID)
 		g.Lifecycle.ForgetIfEmpty(ref)
-		if l, ok := g.leadOf(ref); ok && (l.uid == pod.UID || rep == pod.UID) {
-			g.wake(metrics.WokenLeadDeleted, ref)
+		if l, ok := g.wakes.LeadOf(ref); ok && (l.UID == pod.UID || rep == pod.UID) {
+			g.wakes.Wake(metrics.WokenLeadDeleted, ref)
 		}
 	}
 	if pod.Spec.NodeName != "" {
@@ -636,18 +630,15 @@ func (g *Gangs) onPodDelete(obj any) {
 		// Counted from after the bump: a plan that began before it is the
 		// paced wake's (or the in-flight activation's) to retry. Recorded
 		// before the wakes, so the queue's event for the pod finds it.
-		g.goneBound(pod.UID, g.Lifecycle.Changed())
-		g.wakeChanged()
+		g.wakes.GoneBound(pod.UID, g.Lifecycle.Changed())
+		g.wakes.Changed()
 		for _, ref := range g.Lifecycle.ReservationsOn(pod.Spec.NodeName) {
-			g.wakeOne(metrics.WokenRoomFreed, ref)
+			g.wakes.WakeOne(metrics.WokenRoomFreed, ref)
 		}
 	}
 	g.order.forget(pod.UID)
+	g.wakes.ForgetPod(ref, member, pod.UID)
 	g.mu.Lock()
-	if member {
-		g.forgetQuorumWaiterLocked(ref, pod.UID)
-	}
-	delete(g.turnedAway, pod.UID)
 	delete(g.podEvents, pod.UID)
 	g.mu.Unlock()
 }
@@ -662,7 +653,7 @@ func (g *Gangs) onNodeUpdate(oldObj, newObj any) {
 		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) ||
 		!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
 		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) {
-		g.wakeFailed()
+		g.wakes.CapacityChanged()
 	}
 }
 
@@ -688,7 +679,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 		if root, ok := g.compositeOf(spec.Ref); ok {
 			// A sub-group of a composite gang: the gang is the composite's.
 			g.order.changed()
-			g.wake(metrics.WokenGroupChanged, root)
+			g.wakes.Wake(metrics.WokenGroupChanged, root)
 			return
 		}
 	}
@@ -706,7 +697,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 		}
 	}
 	refs := append([]gang.Ref{spec.Ref}, g.Dependents(spec.Ref)...)
-	g.wake(metrics.WokenGroupChanged, refs...)
+	g.wakes.Wake(metrics.WokenGroupChanged, refs...)
 }
 
 func (g *Gangs) onGroupDelete(spec *gang.Spec) {
@@ -723,8 +714,8 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.forgetImplicit(spec.Ref)
 	g.mu.Lock()
 	delete(g.memberAnnotations, spec.Ref)
-	g.forgetQuorumLocked(spec.Ref) // all woken below
 	g.mu.Unlock()
+	g.wakes.ForgetGang(spec.Ref) // all woken below
 	// An implicit gang's PodGroup deleted while members remain is made again.
 	members := g.Members(spec.Ref)
 	slices.SortFunc(members, gang.CompareMembers)
@@ -734,7 +725,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	if q := g.rt.queues.Load(); q != nil {
 		q.Unblock(spec.Ref, nil)
 	}
-	g.wake(metrics.WokenGroupChanged, spec.Ref)
+	g.wakes.Wake(metrics.WokenGroupChanged, spec.Ref)
 	g.rt.Changed()
 }
 
@@ -755,89 +746,15 @@ func sameInputs(old, cur *gang.Spec) bool {
 	return reflect.DeepEqual(&o, &c)
 }
 
-// wake moves the pending members of the gangs back to the active queue,
-// those asleep behind a lead too.
-func (g *Gangs) wake(reason string, refs ...gang.Ref) {
-	g.mu.Lock()
-	for _, ref := range refs {
-		delete(g.quorum.leads, ref)
-		delete(g.quorum.pods, ref)
-	}
-	g.mu.Unlock()
-	pods := map[string]*v1.Pod{}
-	for _, ref := range refs {
-		for _, m := range g.Members(ref) {
-			if m.Spec.NodeName == "" && m.DeletionTimestamp == nil {
-				pods[m.Namespace+"/"+m.Name] = m
-			}
-		}
-	}
-	g.rt.Activate(reason, pods)
-}
-
 // Wake moves the pending members of the gangs back to the active queue.
-func (g *Gangs) Wake(refs ...gang.Ref) { g.wake(metrics.WokenPlanned, refs...) }
-
-// wakeOne moves a gang back to the active queue through one member: the
-// one that stands for its failed plan, or a lead (wakeLead) when none does;
-// its plan wakes the others. Woken whole, a 128-member gang that reserved
-// nodes re-entered the queue whole each time a pod on them finished.
-func (g *Gangs) wakeOne(reason string, ref gang.Ref) {
-	rep := g.Lifecycle.Representative(ref)
-	if rep == "" {
-		g.wakeLead(reason, ref)
-		return
-	}
-	for _, m := range g.Members(ref) {
-		if m.UID == rep {
-			g.rt.Activate(reason, map[string]*v1.Pod{m.Namespace + "/" + m.Name: m})
-			return
-		}
-	}
-	g.wake(reason, ref)
-}
-
-// wakeFailed voids cached plan failures, wakes the plain pods phalanx
-// plugins turned away, and wakes the gangs that failed to plan (paced:
-// failedWakes).
-func (g *Gangs) wakeFailed() {
-	g.Lifecycle.Changed()
-	g.wakeChanged()
-}
-
-// wakeChanged wakes what a capacity change may let through, once the
-// lifecycle's version has moved: turned-away plain pods at once, failed
-// gangs paced.
-func (g *Gangs) wakeChanged() {
-	g.mu.Lock()
-	away := g.turnedAway
-	g.turnedAway = map[types.UID]*v1.Pod{}
-	g.mu.Unlock()
-	g.activate(metrics.WokenTurnedAway, away)
-	g.wakeFailedGangs()
-}
-
-// activate moves the pods back to the active queue.
-func (g *Gangs) activate(reason string, pods map[types.UID]*v1.Pod) {
-	if len(pods) == 0 {
-		return
-	}
-	byKey := make(map[string]*v1.Pod, len(pods))
-	for _, p := range pods {
-		byKey[p.Namespace+"/"+p.Name] = p
-	}
-	g.rt.Activate(reason, byKey)
-}
+func (g *Gangs) Wake(refs ...gang.Ref) { g.wakes.Wake(metrics.WokenPlanned, refs...) }
 
 // TurnedAway remembers a plain pod a phalanx plugin rejected for a reason
 // that changes without an event the scheduling queue sees, so Changed wakes it.
-func (g *Gangs) TurnedAway(pod *v1.Pod) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.turnedAway) < maxTurnedAway {
-		g.turnedAway[pod.UID] = pod
-	}
-}
+func (g *Gangs) TurnedAway(pod *v1.Pod) { g.wakes.TurnedAway(pod) }
+
+// Refused runs when a member's cycle ends without a node (requeue.Waker.Refused).
+func (g *Gangs) Refused(pod *v1.Pod) { g.wakes.Refused(pod) }
 
 // PodEvent records a warning on a pod, once per distinct message.
 func (g *Gangs) PodEvent(pod *v1.Pod, reason, msg string) {
@@ -909,12 +826,12 @@ func (g *Gangs) unplacedNote(ref gang.Ref, reserved []types.UID) string {
 
 // Resumed implements gang.ResumeListener: a gang paused after a timed-out
 // plan may plan again, through one member (wakeLead).
-func (g *Gangs) Resumed(ref gang.Ref) { g.wakeLead(metrics.WokenResumed, ref) }
+func (g *Gangs) Resumed(ref gang.Ref) { g.wakes.WakeLead(metrics.WokenResumed, ref) }
 
 // HoldsFreed implements gang.FreedListener: capacity a plan or reservation
 // held was given up, so the pods its hold turned away, and the gangs whose
 // plans failed for it, are woken.
-func (g *Gangs) HoldsFreed() { go g.wakeFailed() }
+func (g *Gangs) HoldsFreed() { go g.wakes.CapacityChanged() }
 
 // Evict deletes pods — always every pod of a whole gang (eviction.Evictor).
 func (g *Gangs) Evict(ctx context.Context, pods []*v1.Pod, reason, message string) {
@@ -959,12 +876,12 @@ func (g *Gangs) StartSweeper(defaultTimeout, every time.Duration) {
 const retryFailedAfter = 20 * time.Second
 
 func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
-	g.wakeOverdueLeads()
-	g.forgetGone()
+	g.wakes.WakeOverdueLeads()
+	g.wakes.ForgetGone()
 	g.evictor.Sweep(ctx)
 	_, cost := g.Lifecycle.FailedGangs()
 	for _, ref := range g.Lifecycle.FailedBefore(max(retryFailedAfter, cost)) {
-		g.wakeOne(metrics.WokenFailedRetry, ref)
+		g.wakes.WakeOne(metrics.WokenFailedRetry, ref)
 		g.Lifecycle.Retry(ref)
 	}
 	for _, ref := range g.Lifecycle.Stranded(defaultTimeout) {
@@ -1011,3 +928,11 @@ func trackPending(_ gang.Ref, old, cur *status.Condition) {
 
 // queueLabel is the label that names a queue on pods, groups and namespaces.
 const queueLabel = phalanxv1alpha1.QueueLabel
+
+// directory is the gang directory as the waker reads it.
+type directory struct{ g *Gangs }
+
+func (d directory) Members(ref gang.Ref) []*v1.Pod     { return d.g.Members(ref) }
+func (d directory) Pending(ref gang.Ref) []*v1.Pod     { return d.g.Pending(ref) }
+func (d directory) RefOf(pod *v1.Pod) (gang.Ref, bool) { return d.g.RefOf(pod) }
+func (d directory) Exists(ref gang.Ref) bool           { _, err := d.g.Spec(ref); return err == nil }

@@ -18,6 +18,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/queue"
+	"github.com/phalanx-sched/phalanx/internal/requeue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxlisters "github.com/phalanx-sched/phalanx/pkg/generated/listers/scheduling/v1alpha1"
@@ -409,7 +410,7 @@ func (q *Queues) Block(ref gang.Ref, pod *v1.Pod) {
 	if !ref.IsZero() {
 		newly = !q.blocked[ref]
 		q.blocked[ref] = true
-	} else if len(q.blockedPod) < maxTurnedAway {
+	} else if len(q.blockedPod) < requeue.MaxTurnedAway {
 		key := pod.Namespace + "/" + pod.Name
 		newly = q.blockedPod[key] == nil
 		q.blockedPod[key] = pod
@@ -525,7 +526,7 @@ func (q *Queues) wakeBlocked() {
 	q.mu.Unlock()
 	gang.SortRefs(refs)
 	for _, ref := range refs {
-		q.gangs.wakeLead(metrics.WokenQueueAdmission, ref)
+		q.gangs.wakes.WakeLead(metrics.WokenQueueAdmission, ref)
 	}
 	q.rt.Activate(metrics.WokenQueueAdmission, pods)
 }

@@ -11,6 +11,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/requeue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
@@ -154,7 +155,7 @@ func TestQuorumSleepersWoken(t *testing.T) {
 		}},
 		{"the lead deleted", func(_ *plugintest.Env, gangs *runtime.Gangs, _ gang.Ref, lead *v1.Pod) { gangs.PodDeleted(lead) }},
 		{"the lead overdue", func(e *plugintest.Env, gangs *runtime.Gangs, _ gang.Ref, _ *v1.Pod) {
-			e.Clock.Step(runtime.LeadWait - time.Second)
+			e.Clock.Step(requeue.LeadWait - time.Second)
 			gangs.Sweep()
 			if woken := e.Activated(); slices.Contains(woken, "default/g-1") {
 				e.T.Fatalf("a sweep before LeadWait woke %v", woken)
@@ -213,7 +214,7 @@ func TestResumeWakesLead(t *testing.T) {
 	if gangs.SkipFailedGang(pods[0]) || !gangs.SkipFailedGang(pods[1]) || !gangs.SkipFailedGang(pods[2]) {
 		t.Fatal("after the pause queue events must move the lead only")
 	}
-	e.Clock.Step(runtime.LeadWait)
+	e.Clock.Step(requeue.LeadWait)
 	gangs.Sweep()
 	if woken := e.Activated(); !slices.Equal(woken, []string{"default/g-1"}) {
 		t.Fatalf("the lead overdue woke %v, want the lead passed on to default/g-1 only", woken)
@@ -256,7 +257,7 @@ func TestQueueRefusedGangWakesLead(t *testing.T) {
 	}
 
 	gangs.Refused(pods[0]) // by its queue, again
-	e.Clock.Step(runtime.LeadWait)
+	e.Clock.Step(requeue.LeadWait)
 	gangs.Sweep()
 	if woken := e.Activated(); len(woken) > 0 {
 		t.Fatalf("the lead refused by its queue, and overdue, woke %v", woken)

@@ -41,17 +41,17 @@ func (g *Gangs) Ready(pod *v1.Pod) (string, bool) {
 		}
 		return msg, false
 	}
-	g.mayWaitForQuorum(ref, pod)
+	g.wakes.Offered(ref, pod)
 	members := g.CountMembers(spec)
 	if members.Ready >= gang.Quorum(spec) {
-		if !g.quorumMet(ref, pod.UID) {
+		if !g.wakes.QuorumMet(ref, pod.UID) {
 			return "waiting behind the member that leads the gang's plan; the plan wakes the others", false
 		}
 		return "", true
 	}
 	// Short: the next quorum wakes a lead anew (this pod, if it led, is
 	// turned away).
-	g.quorumShort(ref)
+	g.wakes.QuorumShort(ref)
 	cond := g.MembersShort(spec, members, gang.Quorum(spec))
 	// A member the informer shows late must not put a gang that already
 	// started (or is being placed) back to MembersPending.
@@ -109,11 +109,11 @@ func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
 	// refused because that room was held for a gang ahead ("held for gangs
 	// ahead of it") may fit, or reserve, when they look again. Nothing
 	// else wakes them: no capacity was freed and no pod left.
-	go g.wakeFailed()
+	go g.wakes.CapacityChanged()
 	if spec.SubGroups != nil {
 		// Members of other sub-groups waited for this plan: theirs are
 		// planned next.
-		g.wake(metrics.WokenSubGroup, spec.Ref)
+		g.wakes.Wake(metrics.WokenSubGroup, spec.Ref)
 	}
 }
 
@@ -140,7 +140,7 @@ func (g *Gangs) SkipFailedGang(pod *v1.Pod) bool {
 	// (Resumed); moved by every pod that finishes meanwhile, each member
 	// was refused again, a status write each.
 	_, paused := g.Lifecycle.Paused(ref)
-	return paused || g.Lifecycle.Representative(ref) != "" || g.asleep(ref, pod.UID)
+	return paused || g.Lifecycle.Representative(ref) != "" || g.wakes.Asleep(ref, pod.UID)
 }
 
 // CapacityHint is the queueing hint of the events that free capacity:
@@ -148,7 +148,7 @@ func (g *Gangs) SkipFailedGang(pod *v1.Pod) bool {
 // failure missed the room a pod freed is woken apart: retryStaleFailure).
 func (g *Gangs) CapacityHint(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
 	if g.SkipFailedGang(pod) {
-		g.retryStaleFailure(pod, oldObj)
+		g.wakes.RetryStaleFailure(pod, oldObj)
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil
@@ -185,5 +185,5 @@ func (g *Gangs) dependencyStarted(pod *v1.Pod) {
 			pending[m.UID] = m
 		}
 	}
-	g.activate(metrics.WokenDependencyRunning, pending)
+	g.wakes.WakePods(metrics.WokenDependencyRunning, pending)
 }

@@ -507,7 +507,7 @@ func (r *Runtime) awaitQueue() {
 // woken. It is the one change signal of the plugins.
 func (r *Runtime) Changed() {
 	if gangs := r.gangs.Load(); gangs != nil {
-		gangs.wakeFailed()
+		gangs.wakes.CapacityChanged()
 	}
 }
 

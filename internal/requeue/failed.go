@@ -1,4 +1,4 @@
-package runtime
+package requeue
 
 import (
 	"time"
@@ -32,35 +32,35 @@ type failedWakes struct {
 
 // wakeFailedGangs wakes the gangs whose plans failed (their representative
 // members), now or, within the pace, once at its end. The lifecycle is read
-// outside g.mu: the two locks are never held together.
-func (g *Gangs) wakeFailedGangs() {
-	now := g.rt.clock.Now()
-	g.mu.Lock()
-	if g.failedWakes.pending {
-		g.mu.Unlock()
+// outside w.mu: the two locks are never held together.
+func (w *Waker) wakeFailedGangs() {
+	now := w.Clock.Now()
+	w.mu.Lock()
+	if w.failedWakes.pending {
+		w.mu.Unlock()
 		return
 	}
-	g.failedWakes.pending = true
-	wait := g.failedWakes.next.Sub(now)
-	g.mu.Unlock()
+	w.failedWakes.pending = true
+	wait := w.failedWakes.next.Sub(now)
+	w.mu.Unlock()
 	if wait > 0 {
-		g.rt.clock.AfterFunc(wait, func() {
-			go g.wakeFailedGangsNow() // a fake clock calls back under its lock
+		w.Clock.AfterFunc(wait, func() {
+			go w.wakeFailedGangsNow() // a fake clock calls back under its lock
 		})
 		return
 	}
-	g.wakeFailedGangsNow()
+	w.wakeFailedGangsNow()
 }
 
 // wakeFailedGangsNow wakes them and sets when the next wake may come.
-func (g *Gangs) wakeFailedGangsNow() {
-	refs, cost := g.Lifecycle.FailedGangs()
-	g.mu.Lock()
-	g.failedWakes.next = g.rt.clock.Now().Add(min(cost, MaxFailedWakeInterval))
-	g.failedWakes.pending = false
-	g.mu.Unlock()
+func (w *Waker) wakeFailedGangsNow() {
+	refs, cost := w.Lifecycle.FailedGangs()
+	w.mu.Lock()
+	w.failedWakes.next = w.Clock.Now().Add(min(cost, MaxFailedWakeInterval))
+	w.failedWakes.pending = false
+	w.mu.Unlock()
 	for _, ref := range refs {
-		g.wakeOne(metrics.WokenFailedRetry, ref)
+		w.WakeOne(metrics.WokenFailedRetry, ref)
 	}
 }
 
@@ -77,17 +77,17 @@ const maxGone = 100_000
 // may plan from a snapshot that still holds the pod, fail, and skip the
 // scheduling queue's event for it (paced gangs ignore capacity events),
 // the last one that would wake it. retryStaleFailure finds those.
-func (g *Gangs) goneBound(uid types.UID, v uint64) {
-	now := g.rt.clock.Now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if len(g.gone) >= maxGone {
-		g.forgetGoneLocked(now)
-		if len(g.gone) >= maxGone {
-			clear(g.gone)
+func (w *Waker) GoneBound(uid types.UID, v uint64) {
+	now := w.Clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.gone) >= maxGone {
+		w.forgetGoneLocked(now)
+		if len(w.gone) >= maxGone {
+			clear(w.gone)
 		}
 	}
-	g.gone[uid] = goneAt{version: v, at: now}
+	w.gone[uid] = goneAt{version: v, at: now}
 }
 
 // goneAt is when a pod left: the capacity version, and the time (to forget it).
@@ -97,17 +97,17 @@ type goneAt struct {
 }
 
 // forgetGone drops the pods that left longer than goneKept ago.
-func (g *Gangs) forgetGone() {
-	now := g.rt.clock.Now()
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.forgetGoneLocked(now)
+func (w *Waker) ForgetGone() {
+	now := w.Clock.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.forgetGoneLocked(now)
 }
 
-func (g *Gangs) forgetGoneLocked(now time.Time) {
-	for uid, a := range g.gone {
+func (w *Waker) forgetGoneLocked(now time.Time) {
+	for uid, a := range w.gone {
 		if now.Sub(a.at) > goneKept {
-			delete(g.gone, uid)
+			delete(w.gone, uid)
 		}
 	}
 }
@@ -116,26 +116,26 @@ func (g *Gangs) forgetGoneLocked(now time.Time) {
 // scheduler's cache has just counted, was gone before pod's gang last
 // failed to plan, pod standing for the gang: that plan may not have seen
 // the room it freed. If so, pod is woken to plan again (wakeStale).
-func (g *Gangs) retryStaleFailure(pod *v1.Pod, obj any) bool {
+func (w *Waker) RetryStaleFailure(pod *v1.Pod, obj any) bool {
 	left, ok := obj.(*v1.Pod)
 	if !ok || left.Spec.NodeName == "" {
 		return false
 	}
-	g.mu.Lock()
-	a, ok := g.gone[left.UID]
-	g.mu.Unlock()
+	w.mu.Lock()
+	a, ok := w.gone[left.UID]
+	w.mu.Unlock()
 	if !ok {
 		// The cache counted it first: the runtime's wake comes after.
 		return false
 	}
-	ref, ok := g.RefOf(pod)
-	if !ok || !g.Lifecycle.FailedSince(ref, pod.UID, a.version) {
+	ref, ok := w.Directory.RefOf(pod)
+	if !ok || !w.Lifecycle.FailedSince(ref, pod.UID, a.version) {
 		return false
 	}
-	if _, paused := g.Lifecycle.Paused(ref); paused {
+	if _, paused := w.Lifecycle.Paused(ref); paused {
 		return false
 	}
-	g.wakeStale(pod)
+	w.wakeStale(pod)
 	return true
 }
 
@@ -146,35 +146,35 @@ func (g *Gangs) retryStaleFailure(pod *v1.Pod, obj any) bool {
 // of the pass nor the backoff queue's, decides which gang goes first.
 // Until then the pass sees the failure stand, and skips the gang's other
 // members.
-func (g *Gangs) wakeStale(pod *v1.Pod) {
-	g.mu.Lock()
-	g.staleWakes.pods[pod.Namespace+"/"+pod.Name] = pod
-	start := !g.staleWakes.running
-	g.staleWakes.running = true
-	g.mu.Unlock()
+func (w *Waker) wakeStale(pod *v1.Pod) {
+	w.mu.Lock()
+	w.staleWakes.pods[pod.Namespace+"/"+pod.Name] = pod
+	start := !w.staleWakes.running
+	w.staleWakes.running = true
+	w.mu.Unlock()
 	if start {
-		go g.flushStaleWakes()
+		go w.flushStaleWakes()
 	}
 }
 
-func (g *Gangs) flushStaleWakes() {
-	g.rt.awaitQueue()
+func (w *Waker) flushStaleWakes() {
+	w.AwaitQueue()
 	for {
-		g.mu.Lock()
-		pods := g.staleWakes.pods
+		w.mu.Lock()
+		pods := w.staleWakes.pods
 		if len(pods) == 0 {
-			g.staleWakes.running = false
-			g.mu.Unlock()
+			w.staleWakes.running = false
+			w.mu.Unlock()
 			return
 		}
-		g.staleWakes.pods = map[string]*v1.Pod{}
-		g.mu.Unlock()
+		w.staleWakes.pods = map[string]*v1.Pod{}
+		w.mu.Unlock()
 		for _, pod := range pods {
-			if ref, ok := g.RefOf(pod); ok {
-				g.Lifecycle.Retry(ref)
+			if ref, ok := w.Directory.RefOf(pod); ok {
+				w.Lifecycle.Retry(ref)
 			}
 		}
-		g.rt.Activate(metrics.WokenStaleFailure, pods)
+		w.Activate(metrics.WokenStaleFailure, pods)
 	}
 }
 

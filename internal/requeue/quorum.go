@@ -1,4 +1,4 @@
-package runtime
+package requeue
 
 import (
 	"maps"
@@ -32,19 +32,20 @@ type quorumWaiters struct {
 	// woken: gangs whose quorum woke them.
 	woken map[gang.Ref]bool
 	// leads: gangs woken through one member, the others asleep in pods
-	// until the gang is woken whole (g.wake): by its plan, by the lead's
+	// until the gang is woken whole (Wake): by its plan, by the lead's
 	// refusal for any other reason (Refused), by the lead's or the
 	// representative's deletion, or after LeadWait (sweep).
-	leads map[gang.Ref]lead
+	leads map[gang.Ref]Lead
 }
 
-type lead struct {
-	uid   types.UID
-	since time.Time
+// Lead is the member a gang's sleepers wait behind, and since when.
+type Lead struct {
+	UID   types.UID
+	Since time.Time
 }
 
 func newQuorumWaiters() quorumWaiters {
-	return quorumWaiters{pods: map[gang.Ref]map[types.UID]*v1.Pod{}, woken: map[gang.Ref]bool{}, leads: map[gang.Ref]lead{}}
+	return quorumWaiters{pods: map[gang.Ref]map[types.UID]*v1.Pod{}, woken: map[gang.Ref]bool{}, leads: map[gang.Ref]Lead{}}
 }
 
 // mayWaitForQuorum records the pod before PreEnqueue counts its gang's
@@ -52,21 +53,21 @@ func newQuorumWaiters() quorumWaiters {
 // member: either the count sees that member in the informer's index, or its
 // wake sees this pod here (and the scheduling queue, which runs PreEnqueue
 // under its lock, moves the pod once it is turned away).
-func (g *Gangs) mayWaitForQuorum(ref gang.Ref, pod *v1.Pod) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.quorum.pods[ref] == nil {
-		g.quorum.pods[ref] = map[types.UID]*v1.Pod{}
+func (w *Waker) Offered(ref gang.Ref, pod *v1.Pod) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.quorum.pods[ref] == nil {
+		w.quorum.pods[ref] = map[types.UID]*v1.Pod{}
 	}
-	g.quorum.pods[ref][pod.UID] = pod
+	w.quorum.pods[ref][pod.UID] = pod
 }
 
 // turnedAwayForQuorum reports whether PreEnqueue turned members of the gang
 // away for lack of members, and they still wait.
-func (g *Gangs) turnedAwayForQuorum(ref gang.Ref) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.quorum.pods[ref]) > 0 && !g.quorum.woken[ref]
+func (w *Waker) TurnedAwayForQuorum(ref gang.Ref) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.quorum.pods[ref]) > 0 && !w.quorum.woken[ref]
 }
 
 // quorumMet decides for a member of a gang whose quorum exists whether
@@ -84,87 +85,87 @@ func (g *Gangs) turnedAwayForQuorum(ref gang.Ref) bool {
 // node event, so kube-scheduler's start, which lists every node after the
 // pods, cost nodes × sleepers hint checks (12 s before readiness with one
 // 1,024-member gang on 4,096 nodes, against 0.8 s for stock).
-func (g *Gangs) quorumMet(ref gang.Ref, uid types.UID) bool {
-	unplanned := g.Lifecycle.Untouched(ref)
-	rep := g.Lifecycle.Representative(ref)
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.quorum.woken[ref] {
-		g.quorum.woken[ref] = true
-		g.forgetQuorumWaiterLocked(ref, uid)
-		if g.rt.Leader.LoopStarted() {
-			g.quorum.leads[ref] = lead{uid: uid, since: g.rt.clock.Now()}
+func (w *Waker) QuorumMet(ref gang.Ref, uid types.UID) bool {
+	unplanned := w.Lifecycle.Untouched(ref)
+	rep := w.Lifecycle.Representative(ref)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.quorum.woken[ref] {
+		w.quorum.woken[ref] = true
+		w.forgetQuorumWaiterLocked(ref, uid)
+		if w.LoopStarted() {
+			w.quorum.leads[ref] = Lead{UID: uid, Since: w.Clock.Now()}
 		}
 		return true
 	}
-	if l, led := g.quorum.leads[ref]; led && unplanned && l.uid != uid && rep != uid {
+	if l, led := w.quorum.leads[ref]; led && unplanned && l.UID != uid && rep != uid {
 		return false // asleep in quorum.pods (mayWaitForQuorum)
 	}
-	g.forgetQuorumWaiterLocked(ref, uid)
+	w.forgetQuorumWaiterLocked(ref, uid)
 	return true
 }
 
-func (g *Gangs) forgetQuorumWaiterLocked(ref gang.Ref, uid types.UID) {
-	if m := g.quorum.pods[ref]; m != nil {
+func (w *Waker) forgetQuorumWaiterLocked(ref gang.Ref, uid types.UID) {
+	if m := w.quorum.pods[ref]; m != nil {
 		delete(m, uid)
 		if len(m) == 0 {
-			delete(g.quorum.pods, ref)
+			delete(w.quorum.pods, ref)
 		}
 	}
 }
 
 // quorumShort: the gang is short of members again; the next member that
 // completes it wakes a lead again.
-func (g *Gangs) quorumShort(ref gang.Ref) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.quorum.woken, ref)
-	delete(g.quorum.leads, ref)
+func (w *Waker) QuorumShort(ref gang.Ref) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.quorum.woken, ref)
+	delete(w.quorum.leads, ref)
 }
 
 // forgetQuorumLocked drops the gang's records (its group object is gone).
-func (g *Gangs) forgetQuorumLocked(ref gang.Ref) {
-	delete(g.quorum.pods, ref)
-	delete(g.quorum.woken, ref)
-	delete(g.quorum.leads, ref)
+func (w *Waker) forgetQuorumLocked(ref gang.Ref) {
+	delete(w.quorum.pods, ref)
+	delete(w.quorum.woken, ref)
+	delete(w.quorum.leads, ref)
 }
 
 // wakeAtQuorum moves the gang's lead to the active queue the first time,
 // then, once the gang was woken whole, the members PreEnqueue turned away
 // since.
-func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
-	g.mu.Lock()
-	first := !g.quorum.woken[ref]
-	g.quorum.woken[ref] = true
-	waiting := g.quorum.pods[ref]
+func (w *Waker) WakeAtQuorum(ref gang.Ref) {
+	w.mu.Lock()
+	first := !w.quorum.woken[ref]
+	w.quorum.woken[ref] = true
+	waiting := w.quorum.pods[ref]
 	var wake map[types.UID]*v1.Pod
 	whole := false
-	switch _, asleep := g.quorum.leads[ref]; {
-	case first && (len(waiting) == 0 || !g.rt.Leader.LoopStarted()):
+	switch _, asleep := w.quorum.leads[ref]; {
+	case first && (len(waiting) == 0 || !w.LoopStarted()):
 		// None was turned away for the quorum (the completing member
 		// passed, or they were never offered), or the loop has not
 		// started (quorumMet): wake every pending member.
 		whole = true
 	case first:
-		l := g.leadLocked(ref)
+		l := w.leadLocked(ref)
 		wake = map[types.UID]*v1.Pod{l.UID: l}
 	case !asleep:
 		wake = waiting
-		delete(g.quorum.pods, ref)
+		delete(w.quorum.pods, ref)
 	}
-	g.mu.Unlock()
-	if _, err := g.Spec(ref); err != nil {
+	w.mu.Unlock()
+	if !w.Directory.Exists(ref) {
 		// Its group object is gone, and its delete handler may have run
 		// before the marks above: drop it.
-		g.mu.Lock()
-		g.forgetQuorumLocked(ref)
-		g.mu.Unlock()
+		w.mu.Lock()
+		w.forgetQuorumLocked(ref)
+		w.mu.Unlock()
 	}
 	if whole {
-		g.wake(metrics.WokenQuorum, ref)
+		w.Wake(metrics.WokenQuorum, ref)
 		return
 	}
-	g.activate(metrics.WokenQuorum, wake)
+	w.WakePods(metrics.WokenQuorum, wake)
 }
 
 // wakeLead moves the gang's oldest pending member to the active queue; the
@@ -179,50 +180,50 @@ func (g *Gangs) wakeAtQuorum(ref gang.Ref) {
 // woken by a plan enter the queue as a planned gang's, at its front
 // (gang.Compare). Before the scheduling loop has run, none sleeps
 // (quorumMet).
-func (g *Gangs) wakeLead(reason string, ref gang.Ref) {
-	pending := g.Pending(ref)
-	if len(pending) < 2 || !g.rt.Leader.LoopStarted() {
-		g.wake(reason, ref)
+func (w *Waker) WakeLead(reason string, ref gang.Ref) {
+	pending := w.Directory.Pending(ref)
+	if len(pending) < 2 || !w.LoopStarted() {
+		w.Wake(reason, ref)
 		return
 	}
 	asleep := make(map[types.UID]*v1.Pod, len(pending))
 	for _, m := range pending {
 		asleep[m.UID] = m
 	}
-	g.mu.Lock()
-	g.quorum.woken[ref] = true
-	g.quorum.pods[ref] = asleep
-	l := g.leadLocked(ref)
-	g.mu.Unlock()
-	g.activate(reason, map[types.UID]*v1.Pod{l.UID: l})
+	w.mu.Lock()
+	w.quorum.woken[ref] = true
+	w.quorum.pods[ref] = asleep
+	l := w.leadLocked(ref)
+	w.mu.Unlock()
+	w.WakePods(reason, map[types.UID]*v1.Pod{l.UID: l})
 }
 
 // leadLocked makes the oldest of the gang's sleepers its lead, no longer
 // asleep, and returns it; there is at least one.
-func (g *Gangs) leadLocked(ref gang.Ref) *v1.Pod {
-	l := gang.Oldest(slices.Collect(maps.Values(g.quorum.pods[ref])))
-	g.quorum.leads[ref] = lead{uid: l.UID, since: g.rt.clock.Now()}
-	g.forgetQuorumWaiterLocked(ref, l.UID)
+func (w *Waker) leadLocked(ref gang.Ref) *v1.Pod {
+	l := gang.Oldest(slices.Collect(maps.Values(w.quorum.pods[ref])))
+	w.quorum.leads[ref] = Lead{UID: l.UID, Since: w.Clock.Now()}
+	w.forgetQuorumWaiterLocked(ref, l.UID)
 	return l
 }
 
 // asleep reports whether the member sleeps behind its gang's lead: the
 // scheduling queue's events do not move it (SkipFailedGang).
-func (g *Gangs) asleep(ref gang.Ref, uid types.UID) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.quorum.leads[ref]; !ok {
+func (w *Waker) Asleep(ref gang.Ref, uid types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.quorum.leads[ref]; !ok {
 		return false
 	}
-	_, ok := g.quorum.pods[ref][uid]
+	_, ok := w.quorum.pods[ref][uid]
 	return ok
 }
 
 // leadOf returns the gang's lead while members sleep behind it.
-func (g *Gangs) leadOf(ref gang.Ref) (lead, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	l, ok := g.quorum.leads[ref]
+func (w *Waker) LeadOf(ref gang.Ref) (Lead, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l, ok := w.quorum.leads[ref]
 	return l, ok
 }
 
@@ -237,21 +238,20 @@ func (g *Gangs) leadOf(ref gang.Ref) (lead, bool) {
 // PodScheduled condition saying why (users and the Workload API's status
 // read every member's), then stays out of the queue until the member that
 // stands for the gang plans it (SkipFailedGang).
-func (g *Gangs) Refused(pod *v1.Pod) {
-	ref, ok := g.RefOf(pod)
+func (w *Waker) Refused(pod *v1.Pod) {
+	ref, ok := w.Directory.RefOf(pod)
 	if !ok {
 		return
 	}
-	if _, ok := g.leadOf(ref); ok && !g.queueRefused(ref) {
-		g.wake(metrics.WokenLeadRefused, ref)
+	if _, ok := w.LeadOf(ref); ok && !w.queueRefused(ref) {
+		w.Wake(metrics.WokenLeadRefused, ref)
 	}
 }
 
 // queueRefused reports whether the gang's queue refused it admission and
 // has not admitted it since.
-func (g *Gangs) queueRefused(ref gang.Ref) bool {
-	q := g.rt.queues.Load()
-	return q != nil && q.blockedGang(ref)
+func (w *Waker) queueRefused(ref gang.Ref) bool {
+	return w.QueueRefused != nil && w.QueueRefused(ref)
 }
 
 // wakeOverdueLeads passes the lead on in the gangs whose lead has stood for
@@ -259,20 +259,20 @@ func (g *Gangs) queueRefused(ref gang.Ref) bool {
 // it out of the scheduling loop (another plugin's PreEnqueue, a gate), or it
 // waits its turn in a long queue. A lead its queue refused was tried; it is
 // retried as the queue's share moves.
-func (g *Gangs) wakeOverdueLeads() {
-	now := g.rt.clock.Now()
+func (w *Waker) WakeOverdueLeads() {
+	now := w.Clock.Now()
 	var overdue []gang.Ref
-	g.mu.Lock()
-	for ref, l := range g.quorum.leads {
-		if now.Sub(l.since) >= LeadWait {
+	w.mu.Lock()
+	for ref, l := range w.quorum.leads {
+		if now.Sub(l.Since) >= LeadWait {
 			overdue = append(overdue, ref)
 		}
 	}
-	g.mu.Unlock()
+	w.mu.Unlock()
 	gang.SortRefs(overdue)
 	for _, ref := range overdue {
-		if g.Lifecycle.Representative(ref) == "" && !g.queueRefused(ref) {
-			g.passLead(ref)
+		if w.Lifecycle.Representative(ref) == "" && !w.queueRefused(ref) {
+			w.passLead(ref)
 		}
 	}
 }
@@ -281,14 +281,14 @@ func (g *Gangs) wakeOverdueLeads() {
 // where it is. Woken whole, a gang whose lead merely waited its turn in a
 // long queue put every member into the queue ahead of its plan, where
 // they kept their places after it.
-func (g *Gangs) passLead(ref gang.Ref) {
-	g.mu.Lock()
-	if len(g.quorum.pods[ref]) == 0 {
-		g.mu.Unlock()
-		g.wake(metrics.WokenLeadOverdue, ref)
+func (w *Waker) passLead(ref gang.Ref) {
+	w.mu.Lock()
+	if len(w.quorum.pods[ref]) == 0 {
+		w.mu.Unlock()
+		w.Wake(metrics.WokenLeadOverdue, ref)
 		return
 	}
-	l := g.leadLocked(ref)
-	g.mu.Unlock()
-	g.activate(metrics.WokenLeadOverdue, map[types.UID]*v1.Pod{l.UID: l})
+	l := w.leadLocked(ref)
+	w.mu.Unlock()
+	w.WakePods(metrics.WokenLeadOverdue, map[types.UID]*v1.Pod{l.UID: l})
 }
