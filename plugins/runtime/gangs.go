@@ -31,6 +31,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/eviction"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/informersync"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/requeue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -177,8 +178,8 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	if _, err := pgInformer.Informer().AddEventHandler(g.groupEvents); err != nil {
 		return nil, err
 	}
-	if err := r.syncPart("PodGroups", factory.Start, func(stop <-chan struct{}) []string {
-		return unsynced(factory.WaitForCacheSync(stop))
+	if err := r.syncs.Part("PodGroups", factory.Start, func(stop <-chan struct{}) []string {
+		return informersync.Unsynced(factory.WaitForCacheSync(stop))
 	}); err != nil {
 		return nil, err
 	}
@@ -192,20 +193,9 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	g.workloadAPI.check(ctx)
 	go g.workloadAPI.run(ctx)
 	r.Leader.OnLead(g.ensureAllImplicit)
-	r.afterSync(g.clearStaleHeld) // held annotations of an earlier incarnation
+	r.syncs.After(g.clearStaleHeld) // held annotations of an earlier incarnation
 	go g.Status.Run(ctx)
 	return g, nil
-}
-
-func unsynced[K comparable](m map[K]bool) []string {
-	var out []string
-	for k, ok := range m {
-		if !ok {
-			out = append(out, fmt.Sprint(k))
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 // --- identity ------------------------------------------------------------

@@ -6,6 +6,7 @@ import (
 	nrtinformers "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/informers/externalversions"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/phalanx-sched/phalanx/internal/informersync"
 	"github.com/phalanx-sched/phalanx/internal/numa"
 )
 
@@ -46,8 +47,8 @@ func newNUMA(r *Runtime) (*NUMA, error) {
 	}); err != nil {
 		return nil, err
 	}
-	synced, err := r.syncCyclePart("NodeResourceTopologies", factory.Start, func(stop <-chan struct{}) []string {
-		return unsynced(factory.WaitForCacheSync(stop))
+	synced, err := r.syncs.CyclePart("NodeResourceTopologies", factory.Start, func(stop <-chan struct{}) []string {
+		return informersync.Unsynced(factory.WaitForCacheSync(stop))
 	})
 	if err != nil {
 		return nil, err

@@ -16,6 +16,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/informersync"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/requeue"
@@ -137,12 +138,12 @@ func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := r.syncPart("Queues", factory.Start, func(stop <-chan struct{}) []string {
-		return unsynced(factory.WaitForCacheSync(stop))
+	if err := r.syncs.Part("Queues", factory.Start, func(stop <-chan struct{}) []string {
+		return informersync.Unsynced(factory.WaitForCacheSync(stop))
 	}); err != nil {
 		return nil, err
 	}
-	r.afterSync(func() { q.ensureDefaultQueue(ctx) })
+	r.syncs.After(func() { q.ensureDefaultQueue(ctx) })
 	if opts.UsageHalfLife > 0 {
 		go q.wakeAsUsageDecays(ctx)
 	}

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,15 +25,13 @@ import (
 	nrtclientset "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
+	"github.com/phalanx-sched/phalanx/internal/informersync"
 	"github.com/phalanx-sched/phalanx/internal/leadership"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/served"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxinformers "github.com/phalanx-sched/phalanx/pkg/generated/informers/externalversions"
 )
-
-// SyncTimeout bounds the wait for an informer's first list at start.
-const SyncTimeout = time.Minute
 
 // Clients are the runtime's clients of the custom resources, and how it
 // asks the API server what it serves. Nil fields are made from the
@@ -93,35 +90,8 @@ type Runtime struct {
 	hmu         sync.Mutex
 	podHandlers []cache.ResourceEventHandler
 
-	// syncs are the informer syncs left for AwaitSyncs (DeferSyncs).
-	smu    sync.Mutex
-	defers bool
-	syncs  []pendingSync
-	// cycleSyncs are the cycle-only syncs AwaitSyncs left to AwaitCycleSyncs.
-	cycleSyncs []pendingSync
-}
-
-// pendingSync is a part's informer sync, started and not yet waited for, or
-// a step to run once every part synced.
-type pendingSync struct {
-	what  string
-	wait  func(<-chan struct{}) []string
-	after func()
-	// synced is set for a part that only scheduling cycles read: it closes
-	// once the part synced, and AwaitCycleSyncs, not AwaitSyncs, waits.
-	synced chan struct{}
-}
-
-// await waits, up to SyncTimeout, for the part's first list, then closes
-// synced for its readers.
-func (p pendingSync) await(ctx context.Context) error {
-	if err := waitSynced(ctx, p.what, p.wait); err != nil {
-		return err
-	}
-	if p.synced != nil {
-		close(p.synced)
-	}
-	return nil
+	// syncs start the parts' informers and wait for their first lists.
+	syncs *informersync.Syncs
 }
 
 // New returns an empty runtime whose background work runs until ctx ends or
@@ -137,6 +107,7 @@ func NewWithClients(ctx context.Context, clk clock.WithDelayedExecution, clients
 	}
 	r := &Runtime{clock: clk, clients: clients}
 	r.ctx, r.cancel = context.WithCancel(ctx)
+	r.syncs = informersync.New(r.ctx)
 	r.Leader = leadership.New(r.ctx, func() kubernetes.Interface {
 		if fw := r.ports(); r.clients.Kube == nil && fw != nil {
 			return fw.Client
@@ -362,125 +333,16 @@ func CRDConfig(cfg *rest.Config) *rest.Config {
 
 // DeferSyncs makes the parts built from now on start their informers and
 // leave the wait for AwaitSyncs, so that the first lists of every part run
-// together: one after another they delayed the scheduler's start by their
-// sum (the NRTs of 4,096 nodes alone take half a second).
-func (r *Runtime) DeferSyncs() {
-	r.smu.Lock()
-	r.defers = true
-	r.smu.Unlock()
-}
+// together (informersync.Syncs.Defer).
+func (r *Runtime) DeferSyncs() { r.syncs.Defer() }
 
-// AwaitSyncs waits, up to SyncTimeout each, for the informers the parts started
-// since DeferSyncs, then runs the parts' post-sync steps (afterSync) in
-// order; parts built later sync at once again. The scheduler's own
-// informers must not start before it returns: their events reach the
-// parts' handlers, which read the parts' listers.
-// Parts that only scheduling cycles read are left to AwaitCycleSyncs.
-func (r *Runtime) AwaitSyncs(ctx context.Context) error {
-	r.smu.Lock()
-	pending := r.syncs
-	r.syncs, r.defers = nil, false
-	for _, p := range pending {
-		if p.synced != nil {
-			r.cycleSyncs = append(r.cycleSyncs, p)
-		}
-	}
-	r.smu.Unlock()
-	for _, p := range pending {
-		if p.wait != nil && p.synced == nil {
-			if err := p.await(ctx); err != nil {
-				return err
-			}
-		}
-	}
-	for _, p := range pending {
-		if p.after != nil {
-			p.after()
-		}
-	}
-	return nil
-}
+// AwaitSyncs waits for the informers the parts started since DeferSyncs,
+// then runs their post-sync steps; the scheduler's own informers must not
+// start before it returns. Parts only cycles read are left to AwaitCycleSyncs.
+func (r *Runtime) AwaitSyncs(ctx context.Context) error { return r.syncs.Await(ctx) }
 
-// AwaitCycleSyncs waits, up to SyncTimeout each, for the parts that only
-// scheduling cycles read (syncCyclePart), which AwaitSyncs left out: their
-// first lists may run beside kube-scheduler's own, since no cycle runs
-// before those synced, and their readers wait for them.
-func (r *Runtime) AwaitCycleSyncs(ctx context.Context) error {
-	r.smu.Lock()
-	pending := r.cycleSyncs
-	r.cycleSyncs = nil
-	r.smu.Unlock()
-	for _, p := range pending {
-		if err := p.await(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// syncPart starts a part's informers and waits, up to SyncTimeout, for their
-// first list; after DeferSyncs, AwaitSyncs waits.
-func (r *Runtime) syncPart(what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) error {
-	return r.startSync(pendingSync{what: what, wait: wait}, start)
-}
-
-// syncCyclePart is syncPart for a part that only scheduling cycles read (no
-// event handler reads it): after DeferSyncs, AwaitCycleSyncs waits. The
-// returned channel closes once the part synced; its readers wait on it.
-func (r *Runtime) syncCyclePart(what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) (<-chan struct{}, error) {
-	synced := make(chan struct{})
-	if err := r.startSync(pendingSync{what: what, wait: wait, synced: synced}, start); err != nil {
-		return nil, err
-	}
-	return synced, nil
-}
-
-// startSync starts a part's informers and waits for them, or leaves the
-// wait for AwaitSyncs after DeferSyncs.
-func (r *Runtime) startSync(p pendingSync, start func(<-chan struct{})) error {
-	start(r.ctx.Done())
-	if r.deferred(p) {
-		return nil
-	}
-	return p.await(r.ctx)
-}
-
-// afterSync runs a part's step that reads its synced listers: now, or after
-// DeferSyncs in AwaitSyncs once every part synced.
-func (r *Runtime) afterSync(step func()) {
-	if !r.deferred(pendingSync{after: step}) {
-		step()
-	}
-}
-
-// deferred queues p for AwaitSyncs when syncs are deferred.
-func (r *Runtime) deferred(p pendingSync) bool {
-	r.smu.Lock()
-	defer r.smu.Unlock()
-	if r.defers {
-		r.syncs = append(r.syncs, p)
-	}
-	return r.defers
-}
-
-// startAndSync starts informers and waits, up to SyncTimeout, for their
-// first list.
-func startAndSync(ctx context.Context, what string, start func(<-chan struct{}), wait func(<-chan struct{}) []string) error {
-	start(ctx.Done())
-	return waitSynced(ctx, what, wait)
-}
-
-// waitSynced waits, up to SyncTimeout, for started informers' first list;
-// the error names what did not sync.
-func waitSynced(ctx context.Context, what string, wait func(<-chan struct{}) []string) error {
-	syncCtx, cancel := context.WithTimeout(ctx, SyncTimeout)
-	defer cancel()
-	if failed := wait(syncCtx.Done()); len(failed) > 0 {
-		return fmt.Errorf("%s: informers for %v did not sync within %v (check the scheduler's RBAC and the API server)", what, failed, SyncTimeout)
-	}
-	klog.FromContext(ctx).V(2).Info("Informers synced", "for", what)
-	return nil
-}
+// AwaitCycleSyncs waits for the parts that only scheduling cycles read.
+func (r *Runtime) AwaitCycleSyncs(ctx context.Context) error { return r.syncs.AwaitCycle(ctx) }
 
 // Activate moves pods back to the scheduling queue, past any backoff.
 func (r *Runtime) Activate(reason string, pods map[string]*v1.Pod) {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/klog/v2"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/informersync"
 	"github.com/phalanx-sched/phalanx/internal/topology"
 )
 
@@ -49,8 +50,8 @@ func newTopology(r *Runtime, name string, useHyperNodes bool) (*Topology, error)
 	if _, err := inf.Informer().AddEventHandler(changed); err != nil {
 		return nil, err
 	}
-	if err := r.syncPart("NetworkTopologies", factory.Start, func(stop <-chan struct{}) []string {
-		return unsynced(factory.WaitForCacheSync(stop))
+	if err := r.syncs.Part("NetworkTopologies", factory.Start, func(stop <-chan struct{}) []string {
+		return informersync.Unsynced(factory.WaitForCacheSync(stop))
 	}); err != nil {
 		return nil, err
 	}
@@ -58,8 +59,8 @@ func newTopology(r *Runtime, name string, useHyperNodes bool) (*Topology, error)
 		if _, err := hyperInformer.AddEventHandler(changed); err != nil {
 			return nil, err
 		}
-		if err := r.syncPart("HyperNodes", dyn.Start, func(stop <-chan struct{}) []string {
-			return unsynced(dyn.WaitForCacheSync(stop))
+		if err := r.syncs.Part("HyperNodes", dyn.Start, func(stop <-chan struct{}) []string {
+			return informersync.Unsynced(dyn.WaitForCacheSync(stop))
 		}); err != nil {
 			return nil, err
 		}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/internal/informersync"
 	"github.com/phalanx-sched/phalanx/internal/served"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
@@ -114,8 +115,8 @@ func (w *workloadAPI) start(ctx context.Context, want served.WorkloadAPI) error 
 	// they must then find it.
 	w.g.upstream.Store(up)
 	w.g.composites.Store(comp)
-	err := startAndSync(ictx, "the Workload API", factory.Start, func(stop <-chan struct{}) []string {
-		return unsynced(factory.WaitForCacheSync(stop))
+	err := informersync.StartAndWait(ictx, "the Workload API", factory.Start, func(stop <-chan struct{}) []string {
+		return informersync.Unsynced(factory.WaitForCacheSync(stop))
 	})
 	if err != nil {
 		w.g.upstream.Store(nil)
