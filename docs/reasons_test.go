@@ -18,8 +18,8 @@ import (
 
 // reasonDirs hold the code that writes the PodGroup's Scheduled condition
 // (and the pod events of the same reasons): the gang lifecycle, the plugins'
-// runtime and adapters, and the controller.
-var reasonDirs = []string{"../internal/gang", "../plugins", "../internal/controller"}
+// status writer, the plugins and adapters, and the controller.
+var reasonDirs = []string{"../internal/gang", "../internal/status", "../plugins", "../internal/controller"}
 
 // goFiles calls fn for every non-test, non-generated Go file under the roots.
 func goFiles(t *testing.T, roots []string, fn func(path string, f *ast.File)) {

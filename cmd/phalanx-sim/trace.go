@@ -18,24 +18,37 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/sim"
 )
 
-func runTrace(ctx context.Context, args []string) error {
+// traceFlags are the trace command's flags.
+type traceFlags struct {
+	nodes, jobs, queues, schedulers, kubeScheduler string
+	htmlPath, logFile, config, details, profileDir string
+	speed, runTimeLimit                            float64
+	timeout                                        time.Duration
+	scaleTimers                                    bool
+	gen                                            sim.GenOptions
+	generate, noRun                                bool
+	gangMix, genQueues, out                        string
+}
+
+func parseTraceFlags(args []string) *traceFlags {
+	f := &traceFlags{gen: sim.DefaultGenOptions}
 	fs := flag.NewFlagSet("trace", flag.ExitOnError)
-	nodes := fs.String("nodes", "", "node CSV (docs/simulator.md)")
-	jobs := fs.String("jobs", "", "job CSV")
-	queues := fs.String("queues", "", "queue CSV (optional; queues named by jobs get weight 1)")
-	speed := fs.Float64("speed", 100, "time compression: trace seconds per second of the replay")
-	timeout := fs.Duration("timeout", 0, "bound each replay (default: twice the compressed horizon plus a minute)")
-	schedulers := fs.String("schedulers", "phalanx,phalanx-no-fgd,stock,upstream-gang", "schedulers to replay with, in turns")
-	kubeScheduler := fs.String("kube-scheduler", "bin/kube-scheduler", "upstream kube-scheduler binary for stock and upstream-gang (make bench-bins builds it); without it only phalanx runs")
-	htmlPath := fs.String("html", "report/trace.html", "write the HTML report here (\"\": none)")
-	logFile := fs.String("log", "", "write the control plane's log to this file")
-	scaleTimers := fs.Bool("scale-timers", true, "divide phalanx's reservation, minimum-runtime and half-life timers by -speed, so they keep their meaning in trace time")
-	config := fs.String("config", "", "phalanx's KubeSchedulerConfiguration for phalanx and phalanx-no-fgd (default: manifests/scheduler-config.yaml); with -scale-timers it must set the three scaled timers")
-	details := fs.String("details", "", "write each replay's per-job table (the demo's text report) into this directory")
-	profileDir := fs.String("profile-dir", "", "write a CPU profile of the whole replay (control plane, kwok and the in-process phalanx) and a goroutine dump every 2 s of the run into this directory (what the scheduling loop was doing while jobs waited)")
-	runTimeLimit := fs.Float64("run-time-limit", 0, "give each pod activeDeadlineSeconds of this many times its run time (e.g. 1.5), as jobs with time limits declare; phalanx backfills reservations with such pods; 0: none")
-	gen := sim.DefaultGenOptions
-	generate := fs.Bool("generate", false, "generate the trace from the openb shapes (examples/trace) instead of reading -nodes/-jobs")
+	fs.StringVar(&f.nodes, "nodes", "", "node CSV (docs/simulator.md)")
+	fs.StringVar(&f.jobs, "jobs", "", "job CSV")
+	fs.StringVar(&f.queues, "queues", "", "queue CSV (optional; queues named by jobs get weight 1)")
+	fs.Float64Var(&f.speed, "speed", 100, "time compression: trace seconds per second of the replay")
+	fs.DurationVar(&f.timeout, "timeout", 0, "bound each replay (default: twice the compressed horizon plus a minute)")
+	fs.StringVar(&f.schedulers, "schedulers", "phalanx,phalanx-no-fgd,stock,upstream-gang", "schedulers to replay with, in turns")
+	fs.StringVar(&f.kubeScheduler, "kube-scheduler", "bin/kube-scheduler", "upstream kube-scheduler binary for stock and upstream-gang (make bench-bins builds it); without it only phalanx runs")
+	fs.StringVar(&f.htmlPath, "html", "report/trace.html", "write the HTML report here (\"\": none)")
+	fs.StringVar(&f.logFile, "log", "", "write the control plane's log to this file")
+	fs.BoolVar(&f.scaleTimers, "scale-timers", true, "divide phalanx's reservation, minimum-runtime and half-life timers by -speed, so they keep their meaning in trace time")
+	fs.StringVar(&f.config, "config", "", "phalanx's KubeSchedulerConfiguration for phalanx and phalanx-no-fgd (default: manifests/scheduler-config.yaml); with -scale-timers it must set the three scaled timers")
+	fs.StringVar(&f.details, "details", "", "write each replay's per-job table (the demo's text report) into this directory")
+	fs.StringVar(&f.profileDir, "profile-dir", "", "write a CPU profile of the whole replay (control plane, kwok and the in-process phalanx) and a goroutine dump every 2 s of the run into this directory (what the scheduling loop was doing while jobs waited)")
+	fs.Float64Var(&f.runTimeLimit, "run-time-limit", 0, "give each pod activeDeadlineSeconds of this many times its run time (e.g. 1.5), as jobs with time limits declare; phalanx backfills reservations with such pods; 0: none")
+	gen := &f.gen
+	fs.BoolVar(&f.generate, "generate", false, "generate the trace from the openb shapes (examples/trace) instead of reading -nodes/-jobs")
 	fs.Int64Var(&gen.Seed, "seed", gen.Seed, "generator seed")
 	fs.Float64Var(&gen.Load, "load", gen.Load, "generator: offered GPU load")
 	fs.IntVar(&gen.Nodes, "node-count", gen.Nodes, "generator: nodes")
@@ -48,74 +61,34 @@ func runTrace(ctx context.Context, args []string) error {
 	fs.IntVar(&gen.Cliques, "cliques", 0, fmt.Sprintf("generator: a GB200 NVL72-class cluster of this many NVLink cliques of %d nodes × %d GPUs, under spines (instead of -node-count openb nodes in leaves); 0: off", sim.CliqueNodes, sim.GB200Node.GPUs))
 	fs.IntVar(&gen.SpineCliques, "spine-cliques", gen.SpineCliques, "generator, with -cliques: NVLink cliques per spine")
 	fs.Float64Var(&gen.SubGroupShare, "subgroup-share", gen.SubGroupShare, "generator, with -cliques: fraction of multi-node gangs (more GPUs than a node) made tensor-parallel: the gang inside one spine, sub-groups each inside one nvlink-clique")
-	gangMix := fs.String("gang-mix", "", "generator: gang sizes and their weights, size:weight,… (default 1:0.6,2:0.15,4:0.15,8:0.1; size 1 is a single pod)")
-	genQueues := fs.String("gen-queues", "", "generator: the queues jobs are drawn into, name:weight,… (default team-a:1,team-b:2)")
-	out := fs.String("out", "report/trace", "generator: write nodes.csv, jobs.csv and queues.csv here")
-	noRun := fs.Bool("no-run", false, "generator: write the CSVs and stop")
+	fs.StringVar(&f.gangMix, "gang-mix", "", "generator: gang sizes and their weights, size:weight,… (default 1:0.6,2:0.15,4:0.15,8:0.1; size 1 is a single pod)")
+	fs.StringVar(&f.genQueues, "gen-queues", "", "generator: the queues jobs are drawn into, name:weight,… (default team-a:1,team-b:2)")
+	fs.StringVar(&f.out, "out", "report/trace", "generator: write nodes.csv, jobs.csv and queues.csv here")
+	fs.BoolVar(&f.noRun, "no-run", false, "generator: write the CSVs and stop")
 	_ = fs.Parse(args)
+	return f
+}
 
-	var t *sim.Trace
-	var err error
-	if *gangMix != "" {
-		if gen.GangMix, err = parseGangMix(*gangMix); err != nil {
-			return fmt.Errorf("-gang-mix: %w", err)
-		}
+func runTrace(ctx context.Context, args []string) error {
+	f := parseTraceFlags(args)
+	t, err := f.loadTrace()
+	if err != nil || t == nil {
+		return err
 	}
-	if *genQueues != "" {
-		if gen.Queues, err = parseQueues(*genQueues); err != nil {
-			return fmt.Errorf("-gen-queues: %w", err)
-		}
-	}
-	if *generate {
-		sh, err := sim.OpenbShapes()
-		if err != nil {
-			return err
-		}
-		if t, err = sim.Generate(sh, gen); err != nil {
-			return err
-		}
-		if err := t.WriteFiles(*out); err != nil {
-			return err
-		}
-		fmt.Printf("phalanx-sim trace: generated %d nodes (%d GPUs), %d jobs, offered load %.2f, horizon %.0fs (seed %d) into %s\n",
-			len(t.Nodes), t.GPUs(), len(t.Jobs), t.OfferedLoad(), t.Horizon(), gen.Seed, *out)
-		if *noRun {
-			return nil
-		}
-	} else {
-		if *nodes == "" || *jobs == "" {
-			return fmt.Errorf("trace: -nodes and -jobs are required (or -generate)")
-		}
-		if t, err = sim.ReadTraceFiles(*nodes, *jobs, *queues); err != nil {
-			return err
-		}
-	}
-	var names []string
-	for _, n := range strings.Split(*schedulers, ",") {
-		if n = strings.TrimSpace(n); n == "" {
-			continue
-		}
-		if n != sim.TracePhalanx && n != sim.TracePhalanxNoFGD && n != sim.TracePhalanxConsolidate {
-			if _, err := os.Stat(*kubeScheduler); err != nil {
-				fmt.Printf("phalanx-sim trace: skipping %s: no kube-scheduler binary (%v); make bench-bins builds it\n", n, err)
-				continue
-			}
-		}
-		names = append(names, n)
-	}
-	if len(names) == 0 {
-		return fmt.Errorf("trace: no scheduler to run")
+	names, err := f.schedulerNames()
+	if err != nil {
+		return err
 	}
 	var phalanxConfig []byte
-	if *config != "" {
-		if phalanxConfig, err = os.ReadFile(*config); err != nil {
+	if f.config != "" {
+		if phalanxConfig, err = os.ReadFile(f.config); err != nil {
 			return err
 		}
 	}
-	logw, closeLog := quietLogs(*logFile)
+	logw, closeLog := quietLogs(f.logFile)
 	defer closeLog()
-	if *profileDir != "" {
-		stop, err := profileReplay(ctx, *profileDir)
+	if f.profileDir != "" {
+		stop, err := profileReplay(ctx, f.profileDir)
 		if err != nil {
 			return err
 		}
@@ -123,35 +96,103 @@ func runTrace(ctx context.Context, args []string) error {
 	}
 	start := time.Now()
 	runs, err := sim.ReplayTrace(ctx, t, names, sim.ReplayOptions{
-		Options: sim.Options{Log: logw, Progress: os.Stdout, SchedulerConfig: phalanxConfig, RunTimeLimit: *runTimeLimit},
-		Speed:   *speed, Timeout: *timeout, KubeScheduler: *kubeScheduler, ScaleTimers: *scaleTimers,
+		Options: sim.Options{Log: logw, Progress: os.Stdout, SchedulerConfig: phalanxConfig, RunTimeLimit: f.runTimeLimit},
+		Speed:   f.speed, Timeout: f.timeout, KubeScheduler: f.kubeScheduler, ScaleTimers: f.scaleTimers,
 	})
 	sim.WriteTraceText(os.Stdout, runs)
-	if *details != "" {
-		if err := os.MkdirAll(*details, 0o755); err != nil {
+	if f.details != "" {
+		if err := writeTraceDetails(f.details, runs); err != nil {
 			return err
 		}
-		for _, tr := range runs {
-			f, err := os.Create(filepath.Join(*details, tr.Scheduler+"-jobs.txt"))
-			if err != nil {
-				return err
-			}
-			tr.Result.WriteText(f)
-			f.Close()
-		}
-		if err := writePhalanxMetrics(filepath.Join(*details, "phalanx-metrics.txt")); err != nil {
-			return err
-		}
-		fmt.Printf("per-job details: %s/<scheduler>-jobs.txt; the in-process phalanx's own metrics at the end: %s/phalanx-metrics.txt\n", *details, *details)
 	}
-	if *htmlPath != "" && len(runs) > 0 {
-		if werr := writeTraceHTML(*htmlPath, runs); werr != nil {
+	if f.htmlPath != "" && len(runs) > 0 {
+		if werr := writeTraceHTML(f.htmlPath, runs); werr != nil {
 			return werr
 		}
-		fmt.Printf("\nHTML report: %s\n", *htmlPath)
+		fmt.Printf("\nHTML report: %s\n", f.htmlPath)
 	}
 	fmt.Printf("trace took %s\n", time.Since(start).Round(time.Second))
 	return err
+}
+
+// loadTrace generates or reads the trace; nil without error under -no-run.
+func (f *traceFlags) loadTrace() (*sim.Trace, error) {
+	var t *sim.Trace
+	var err error
+	if f.gangMix != "" {
+		if f.gen.GangMix, err = parseGangMix(f.gangMix); err != nil {
+			return nil, fmt.Errorf("-gang-mix: %w", err)
+		}
+	}
+	if f.genQueues != "" {
+		if f.gen.Queues, err = parseQueues(f.genQueues); err != nil {
+			return nil, fmt.Errorf("-gen-queues: %w", err)
+		}
+	}
+	if !f.generate {
+		if f.nodes == "" || f.jobs == "" {
+			return nil, fmt.Errorf("trace: -nodes and -jobs are required (or -generate)")
+		}
+		return sim.ReadTraceFiles(f.nodes, f.jobs, f.queues)
+	}
+	sh, err := sim.OpenbShapes()
+	if err != nil {
+		return nil, err
+	}
+	if t, err = sim.Generate(sh, f.gen); err != nil {
+		return nil, err
+	}
+	if err := t.WriteFiles(f.out); err != nil {
+		return nil, err
+	}
+	fmt.Printf("phalanx-sim trace: generated %d nodes (%d GPUs), %d jobs, offered load %.2f, horizon %.0fs (seed %d) into %s\n",
+		len(t.Nodes), t.GPUs(), len(t.Jobs), t.OfferedLoad(), t.Horizon(), f.gen.Seed, f.out)
+	if f.noRun {
+		return nil, nil
+	}
+	return t, nil
+}
+
+// schedulerNames are the -schedulers that can run: the upstream ones need
+// the kube-scheduler binary.
+func (f *traceFlags) schedulerNames() ([]string, error) {
+	var names []string
+	for _, n := range strings.Split(f.schedulers, ",") {
+		if n = strings.TrimSpace(n); n == "" {
+			continue
+		}
+		if n != sim.TracePhalanx && n != sim.TracePhalanxNoFGD && n != sim.TracePhalanxConsolidate {
+			if _, err := os.Stat(f.kubeScheduler); err != nil {
+				fmt.Printf("phalanx-sim trace: skipping %s: no kube-scheduler binary (%v); make bench-bins builds it\n", n, err)
+				continue
+			}
+		}
+		names = append(names, n)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("trace: no scheduler to run")
+	}
+	return names, nil
+}
+
+// writeTraceDetails writes each run's per-job table and phalanx's metrics into dir.
+func writeTraceDetails(dir string, runs []sim.TraceRun) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, tr := range runs {
+		f, err := os.Create(filepath.Join(dir, tr.Scheduler+"-jobs.txt"))
+		if err != nil {
+			return err
+		}
+		tr.Result.WriteText(f)
+		f.Close()
+	}
+	if err := writePhalanxMetrics(filepath.Join(dir, "phalanx-metrics.txt")); err != nil {
+		return err
+	}
+	fmt.Printf("per-job details: %s/<scheduler>-jobs.txt; the in-process phalanx's own metrics at the end: %s/phalanx-metrics.txt\n", dir, dir)
+	return nil
 }
 
 func writeTraceHTML(path string, runs []sim.TraceRun) error {

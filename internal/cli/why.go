@@ -73,34 +73,10 @@ func why(ctx context.Context, c *clients, target string) (*Why, error) {
 	if err != nil {
 		return nil, err
 	}
-	find := func(gangName, gangKind string) *JobRow {
-		for i := range rows {
-			if rows[i].Gang == gangName && (gangKind == "" || rows[i].Kind == gangKind) {
-				return &rows[i]
-			}
-		}
-		return nil
-	}
 	out := &Why{Target: ns + "/" + target}
-	var pod *corev1.Pod
-	switch {
-	case kind == "podgroup" || kind == "gang" || kind == "podgroups" || kind == "pg":
-		out.Gang = find(name, "")
-	case kind == "pod" || kind == "pods" || kind == "po":
-		p, err := c.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return nil, err
-		}
-		pod = p
-	case kind == "":
-		if out.Gang = find(name, ""); out.Gang == nil {
-			p, err := c.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err == nil {
-				pod = p
-			} else if !apierrors.IsNotFound(err) {
-				return nil, err
-			}
-		}
+	pod, err := whyTarget(ctx, c, ns, kind, name, rows, out)
+	if err != nil {
+		return nil, err
 	}
 	pods, err := c.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -116,79 +92,134 @@ func why(ctx context.Context, c *clients, target string) (*Why, error) {
 		}
 	}
 	if out.Gang == nil && pod != nil {
-		ref, err := workload.GangOf(pod)
-		switch {
-		case err != nil:
-			out.WaitsFor = "the pod's gang annotations are invalid: " + err.Error()
-		case ref.Source == workload.SourceNone:
-			out.WaitsFor = "the pod is in no gang; " + podReason(pod)
-			out.Members = []MemberRow{member(pod)}
-		default:
-			kind := "PodGroup"
-			if ref.Source == workload.SourceWorkloadAPI {
-				kind = "Workload"
-			}
-			if out.Gang = find(ref.Name, kind); out.Gang == nil {
-				out.WaitsFor = fmt.Sprintf("the pod names gang %s, whose group object does not exist (yet): the scheduler keeps its pods waiting until it does", ref.Name)
-			}
-		}
+		podGang(out, pod, rows)
 	}
 	if out.Gang == nil && out.WaitsFor == "" {
 		return nil, fmt.Errorf("no gang, pod or owner %q in namespace %s", target, ns)
 	}
 	objects := map[string]bool{}
 	if g := out.Gang; g != nil {
-		objects[g.Gang] = true
-		out.WaitsFor = waitsFor(g)
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if ref, err := workload.GangOf(p); err == nil && ref.Name == g.Gang {
-				out.Members = append(out.Members, member(p))
-				objects[p.Name] = true
-			}
-		}
-		if g.State == "Pending" || g.State == "Scheduling" {
-			var waiting *corev1.Pod
-			for i := range pods.Items {
-				p := &pods.Items[i]
-				if ref, err := workload.GangOf(p); err == nil && ref.Name == g.Gang && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
-					waiting = p
-					break
-				}
-			}
-			if waiting != nil {
-				cl, err := closest(ctx, c, waiting, g.required, int(g.Min-g.Bound))
-				if err != nil {
-					out.ClosestNote = "closest placement not shown: " + explain(err).Error()
-				}
-				out.Closest = cl
-			}
-		}
+		gangDetails(ctx, c, out, pods.Items, objects)
 	} else if pod != nil {
 		objects[pod.Name] = true
 	}
-	events, err := c.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-	if err == nil {
-		for _, e := range events.Items {
-			if !objects[e.InvolvedObject.Name] {
-				continue
-			}
-			at := e.LastTimestamp.Time
-			if at.IsZero() {
-				at = e.EventTime.Time
-			}
-			if at.IsZero() {
-				at = e.CreationTimestamp.Time
-			}
-			out.Events = append(out.Events, EventRow{Age: time.Since(at).Round(time.Second).String(), Type: e.Type,
-				Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Reason: e.Reason, Message: e.Message, at: at})
-		}
-		sort.Slice(out.Events, func(i, j int) bool { return out.Events[i].at.After(out.Events[j].at) })
-		if len(out.Events) > 10 {
-			out.Events = out.Events[:10]
+	out.Events = recentEvents(ctx, c, ns, objects)
+	return out, nil
+}
+
+// findGang is the gang row of that name (and kind, unless "").
+func findGang(rows []JobRow, gangName, gangKind string) *JobRow {
+	for i := range rows {
+		if rows[i].Gang == gangName && (gangKind == "" || rows[i].Kind == gangKind) {
+			return &rows[i]
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// whyTarget finds what kind/name names: a gang (out.Gang) or a pod. A bare
+// name is a gang's first, then a pod's; neither is no error.
+func whyTarget(ctx context.Context, c *clients, ns, kind, name string, rows []JobRow, out *Why) (*corev1.Pod, error) {
+	switch {
+	case kind == "podgroup" || kind == "gang" || kind == "podgroups" || kind == "pg":
+		out.Gang = findGang(rows, name, "")
+	case kind == "pod" || kind == "pods" || kind == "po":
+		return c.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+	case kind == "":
+		if out.Gang = findGang(rows, name, ""); out.Gang == nil {
+			p, err := c.kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			switch {
+			case err == nil:
+				return p, nil
+			case !apierrors.IsNotFound(err):
+				return nil, err
+			}
+		}
+	}
+	return nil, nil
+}
+
+// podGang sets the gang of a pod, or says why it has none.
+func podGang(out *Why, pod *corev1.Pod, rows []JobRow) {
+	ref, err := workload.GangOf(pod)
+	switch {
+	case err != nil:
+		out.WaitsFor = "the pod's gang annotations are invalid: " + err.Error()
+	case ref.Source == workload.SourceNone:
+		out.WaitsFor = "the pod is in no gang; " + podReason(pod)
+		out.Members = []MemberRow{member(pod)}
+	default:
+		kind := "PodGroup"
+		if ref.Source == workload.SourceWorkloadAPI {
+			kind = "Workload"
+		}
+		if out.Gang = findGang(rows, ref.Name, kind); out.Gang == nil {
+			out.WaitsFor = fmt.Sprintf("the pod names gang %s, whose group object does not exist (yet): the scheduler keeps its pods waiting until it does", ref.Name)
+		}
+	}
+}
+
+// gangDetails fills in what out.Gang waits for, its members and, while it
+// waits, where it comes closest to fitting; objects gets the names whose
+// events belong to it.
+func gangDetails(ctx context.Context, c *clients, out *Why, pods []corev1.Pod, objects map[string]bool) {
+	g := out.Gang
+	objects[g.Gang] = true
+	out.WaitsFor = waitsFor(g)
+	for i := range pods {
+		p := &pods[i]
+		if ref, err := workload.GangOf(p); err == nil && ref.Name == g.Gang {
+			out.Members = append(out.Members, member(p))
+			objects[p.Name] = true
+		}
+	}
+	if g.State != "Pending" && g.State != "Scheduling" {
+		return
+	}
+	var waiting *corev1.Pod
+	for i := range pods {
+		p := &pods[i]
+		if ref, err := workload.GangOf(p); err == nil && ref.Name == g.Gang && p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
+			waiting = p
+			break
+		}
+	}
+	if waiting != nil {
+		cl, err := closest(ctx, c, waiting, g.required, int(g.Min-g.Bound))
+		if err != nil {
+			out.ClosestNote = "closest placement not shown: " + explain(err).Error()
+		}
+		out.Closest = cl
+	}
+}
+
+// recentEvents are the ten latest events of the objects; none when events
+// cannot be read.
+func recentEvents(ctx context.Context, c *clients, ns string, objects map[string]bool) []EventRow {
+	events, err := c.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	var out []EventRow
+	for _, e := range events.Items {
+		if !objects[e.InvolvedObject.Name] {
+			continue
+		}
+		at := e.LastTimestamp.Time
+		if at.IsZero() {
+			at = e.EventTime.Time
+		}
+		if at.IsZero() {
+			at = e.CreationTimestamp.Time
+		}
+		out = append(out, EventRow{Age: time.Since(at).Round(time.Second).String(), Type: e.Type,
+			Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Reason: e.Reason, Message: e.Message, at: at})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].at.After(out[j].at) })
+	if len(out) > 10 {
+		out = out[:10]
+	}
+	return out
 }
 
 func waitsFor(g *JobRow) string {

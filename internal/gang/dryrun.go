@@ -82,35 +82,17 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	case q.Limiter != nil:
 		across = q.Limiter
 	}
-	perCopy := make([]map[string]int, len(req.Nodes))
-	zoneCap := make([]map[string]int, len(req.Nodes))
-	byName := make(map[string]int, len(req.Nodes))
-	for i := range req.Nodes {
-		n := &req.Nodes[i]
-		byName[n.Name] = i
-		perCopy[i] = n.Limit
-		if across != nil {
-			zoneCap[i] = make(map[string]int, len(groups))
-			for _, g := range groups {
-				if l, ok := n.Limit[g.Key]; ok {
-					zoneCap[i][g.Key] = across.Limit(g.Rep, n.Name, int(min(n.Free.Copies(g.Request, math.MaxInt32), n.FreePods)))
-					if zoneCap[i][g.Key] < l {
-						n.Limit = withLimit(n.Limit, g.Key, zoneCap[i][g.Key])
-					}
-				}
-			}
-		}
-	}
+	lim := newCopyLimits(req, groups, across)
 	demand := Demand(groups)
 	_, shapes := Shapes(groups)
 	total := resources.List{}
 	for _, w := range q.Assumed {
-		if need, ok := m.placeAssumed(req, a.view.Nodes, byName, w); ok && w[0].Namespace == a.Pod.Namespace {
+		if need, ok := m.placeAssumed(req, a.view.Nodes, lim.byName, w); ok && w[0].Namespace == a.Pod.Namespace {
 			total.Add(need)
 		}
 	}
 	if Members(groups) == 1 {
-		return singleCopies(req, groups[0], zoneCap, total, demand, q)
+		return singleCopies(req, groups[0], lim.zoneCap, total, demand, q)
 	}
 	withMemo(req.Nodes)
 	var ans Answer
@@ -130,23 +112,66 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 		}
 		ans.Copies++
 		total.Add(demand)
-		for node, byShape := range plan.Slots {
-			i := byName[node]
-			n := &req.Nodes[i]
-			n.Free = n.Free.Clone()
-			for shape, c := range byShape {
-				n.Free.AddScaled(shapes[shape], -int64(c))
-				n.FreePods -= int64(c)
-				if zoneCap[i] != nil {
-					zoneCap[i][shape] -= c
-					if l := min(perCopy[i][shape], zoneCap[i][shape]); l != n.Limit[shape] {
-						n.Limit = withLimit(n.Limit, shape, l)
-					}
+		lim.take(req, plan, shapes)
+	}
+	return ans
+}
+
+// copyLimits are a dry run's per-node member limits: one copy's own
+// (perCopy) and, under limiters that count over all copies (NUMA zones,
+// devices), what is left for further copies (zoneCap; nil without them).
+type copyLimits struct {
+	perCopy, zoneCap []map[string]int
+	byName           map[string]int
+}
+
+// newCopyLimits records the request's limits and lowers each to what the
+// limiters across copies allow.
+func newCopyLimits(req Request, groups []ShapeGroup, across Limiter) copyLimits {
+	lim := copyLimits{
+		perCopy: make([]map[string]int, len(req.Nodes)),
+		zoneCap: make([]map[string]int, len(req.Nodes)),
+		byName:  make(map[string]int, len(req.Nodes)),
+	}
+	for i := range req.Nodes {
+		n := &req.Nodes[i]
+		lim.byName[n.Name] = i
+		lim.perCopy[i] = n.Limit
+		if across == nil {
+			continue
+		}
+		zc := make(map[string]int, len(groups))
+		lim.zoneCap[i] = zc
+		for _, g := range groups {
+			if l, ok := n.Limit[g.Key]; ok {
+				zc[g.Key] = across.Limit(g.Rep, n.Name, int(min(n.Free.Copies(g.Request, math.MaxInt32), n.FreePods)))
+				if zc[g.Key] < l {
+					n.Limit = withLimit(n.Limit, g.Key, zc[g.Key])
 				}
 			}
 		}
 	}
-	return ans
+	return lim
+}
+
+// take removes a placed copy from the request's nodes: their free room, and
+// what the limiters across copies leave.
+func (lim copyLimits) take(req Request, plan *Plan, shapes map[string]resources.List) {
+	for node, byShape := range plan.Slots {
+		i := lim.byName[node]
+		n := &req.Nodes[i]
+		n.Free = n.Free.Clone()
+		for shape, c := range byShape {
+			n.Free.AddScaled(shapes[shape], -int64(c))
+			n.FreePods -= int64(c)
+			if lim.zoneCap[i] != nil {
+				lim.zoneCap[i][shape] -= c
+				if l := min(lim.perCopy[i][shape], lim.zoneCap[i][shape]); l != n.Limit[shape] {
+					n.Limit = withLimit(n.Limit, shape, l)
+				}
+			}
+		}
+	}
 }
 
 // singleCopies counts copies of a one-member gang: each node's room, summed

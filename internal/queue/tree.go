@@ -62,8 +62,41 @@ type Tree struct {
 // queue name; the result does not depend on the input order. Build never
 // panics and always returns a non-nil Tree.
 func Build(queues []Queue) (*Tree, []QueueError) {
-	var errs []QueueError
-	count := map[string]int{}
+	b := &treeBuilder{status: map[string]resolution{}}
+	names, defs := b.collect(queues)
+	b.checkOwn(names, defs)
+	b.onCycle = findCycles(names, b.norm, b.bad)
+	t := b.link(names)
+	sort.SliceStable(b.errs, func(i, j int) bool { return b.errs[i].Queue < b.errs[j].Queue })
+	return t, b.errs
+}
+
+// treeBuilder is Build's state: the queues by name and what is wrong with
+// them, in the order it is found.
+type treeBuilder struct {
+	errs  []QueueError
+	count map[string]int
+	norm  map[string]Queue
+	// bad holds queues rejected on their own (duplicate or bad spec); their
+	// parent link is not followed.
+	bad     map[string]bool
+	onCycle map[string]bool
+	status  map[string]resolution
+}
+
+// resolution is Build's verdict on a queue, as resolve finds it.
+type resolution int
+
+const (
+	unresolved resolution = iota
+	resolvedValid
+	resolvedInvalid
+)
+
+// collect counts the queues by name and returns the names, sorted, with a
+// definition of each.
+func (b *treeBuilder) collect(queues []Queue) ([]string, map[string]Queue) {
+	b.count = map[string]int{}
 	defs := map[string]Queue{}
 	emptyNames := 0
 	for _, q := range queues {
@@ -71,87 +104,84 @@ func Build(queues []Queue) (*Tree, []QueueError) {
 			emptyNames++
 			continue
 		}
-		count[q.Name]++
+		b.count[q.Name]++
 		defs[q.Name] = q
 	}
 	if emptyNames > 0 {
-		errs = append(errs, QueueError{Reason: "a queue needs a name"})
+		b.errs = append(b.errs, QueueError{Reason: "a queue needs a name"})
 	}
-	names := make([]string, 0, len(count))
-	for n := range count {
+	names := make([]string, 0, len(b.count))
+	for n := range b.count {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	return names, defs
+}
 
-	// bad holds queues rejected on their own (duplicate or bad spec); their
-	// parent link is not followed.
-	bad := map[string]bool{}
-	norm := map[string]Queue{}
+// checkOwn normalises each queue and rejects those wrong on their own.
+func (b *treeBuilder) checkOwn(names []string, defs map[string]Queue) {
+	b.bad, b.norm = map[string]bool{}, map[string]Queue{}
 	for _, n := range names {
-		if count[n] > 1 {
-			errs = append(errs, QueueError{n, fmt.Sprintf("defined %d times; every definition is left out", count[n])})
-			bad[n] = true
+		if b.count[n] > 1 {
+			b.errs = append(b.errs, QueueError{n, fmt.Sprintf("defined %d times; every definition is left out", b.count[n])})
+			b.bad[n] = true
 			continue
 		}
 		q := normalize(defs[n])
 		own := ownProblems(q)
 		for _, p := range own {
-			errs = append(errs, QueueError{n, p})
+			b.errs = append(b.errs, QueueError{n, p})
 		}
 		if len(own) > 0 {
-			bad[n] = true
+			b.bad[n] = true
 		}
-		norm[n] = q
+		b.norm[n] = q
 	}
+}
 
-	onCycle := findCycles(names, norm, bad)
-
-	const (
-		unknown = iota
-		valid
-		invalid
-	)
-	status := map[string]int{}
-	var resolve func(n string) bool
-	resolve = func(n string) bool {
-		switch status[n] {
-		case valid:
-			return true
-		case invalid:
-			return false
-		}
-		status[n] = invalid
-		if bad[n] {
-			return false
-		}
-		q := norm[n]
-		switch {
-		case onCycle[n]:
-			errs = append(errs, QueueError{n, "parent chain forms a cycle: " + cyclePath(n, norm)})
-			return false
-		case q.Parent == "":
-		case count[q.Parent] == 0:
-			errs = append(errs, QueueError{n, fmt.Sprintf("parent %q does not exist", q.Parent)})
-			return false
-		case !resolve(q.Parent):
-			errs = append(errs, QueueError{n, fmt.Sprintf("parent %q is invalid, so this queue is left out too", q.Parent)})
-			return false
-		default:
-			if p := guaranteeAboveAncestors(q, norm); len(p) > 0 {
-				for _, s := range p {
-					errs = append(errs, QueueError{n, s})
-				}
-				return false
-			}
-		}
-		status[n] = valid
+// resolve reports whether queue n and all its ancestors are valid, noting
+// why not the first time it is asked.
+func (b *treeBuilder) resolve(n string) bool {
+	switch b.status[n] {
+	case resolvedValid:
 		return true
+	case resolvedInvalid:
+		return false
 	}
+	b.status[n] = resolvedInvalid
+	if b.bad[n] {
+		return false
+	}
+	q := b.norm[n]
+	switch {
+	case b.onCycle[n]:
+		b.errs = append(b.errs, QueueError{n, "parent chain forms a cycle: " + cyclePath(n, b.norm)})
+		return false
+	case q.Parent == "":
+	case b.count[q.Parent] == 0:
+		b.errs = append(b.errs, QueueError{n, fmt.Sprintf("parent %q does not exist", q.Parent)})
+		return false
+	case !b.resolve(q.Parent):
+		b.errs = append(b.errs, QueueError{n, fmt.Sprintf("parent %q is invalid, so this queue is left out too", q.Parent)})
+		return false
+	default:
+		if p := guaranteeAboveAncestors(q, b.norm); len(p) > 0 {
+			for _, s := range p {
+				b.errs = append(b.errs, QueueError{n, s})
+			}
+			return false
+		}
+	}
+	b.status[n] = resolvedValid
+	return true
+}
 
+// link builds the tree of the valid queues.
+func (b *treeBuilder) link(names []string) *Tree {
 	t := &Tree{nodes: map[string]*node{}}
 	for _, n := range names {
-		if resolve(n) {
-			t.nodes[n] = &node{q: norm[n]}
+		if b.resolve(n) {
+			t.nodes[n] = &node{q: b.norm[n]}
 			t.names = append(t.names, n)
 		}
 	}
@@ -164,8 +194,7 @@ func Build(queues []Queue) (*Tree, []QueueError) {
 			p.children = append(p.children, n)
 		}
 	}
-	sort.SliceStable(errs, func(i, j int) bool { return errs[i].Queue < errs[j].Queue })
-	return t, errs
+	return t
 }
 
 func normalize(q Queue) Queue {

@@ -157,101 +157,20 @@ func (c *Cluster) RunPod(ctx context.Context, r PodRun) (*PodProcess, error) {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		return nil, err
 	}
-	uid, gid := int64(0), int64(0)
-	for _, sc := range []*corev1.SecurityContext{podLevel(r.Spec.SecurityContext), ctr.SecurityContext} {
-		if sc == nil {
-			continue
-		}
-		if sc.RunAsUser != nil {
-			uid = *sc.RunAsUser
-		}
-		if sc.RunAsGroup != nil {
-			gid = *sc.RunAsGroup
-		}
-	}
 	readOnly := ctr.SecurityContext != nil && ptr.Deref(ctr.SecurityContext.ReadOnlyRootFilesystem, false)
-
-	args := []string{
-		"--unshare-user", "--uid", strconv.FormatInt(uid, 10), "--gid", strconv.FormatInt(gid, 10),
-		"--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
-		// A pod's hostname is its name (leader election identities use it).
-		"--unshare-uts", "--hostname", r.Name,
-		"--cap-drop", "ALL",
-		// The image's root: empty but for what is bound below.
-		"--tmpfs", "/",
-		"--proc", "/proc", "--dev", "/dev",
-		// The host's shared libraries, read-only (the binaries under test may
-		// be linked against libc; the image's are static).
-		"--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
-		"--dir", "/tmp",
+	args := sandboxArgs(r, ctr)
+	mounts, err := volumeArgs(r, ctr, dir, readOnly)
+	if err != nil {
+		return nil, err
 	}
-	for inImage, local := range r.Images {
-		args = append(args, "--ro-bind", local, inImage)
-	}
-
-	// Volumes, mounted where the container says.
-	volumes := map[string]corev1.Volume{}
-	for _, v := range r.Spec.Volumes {
-		volumes[v.Name] = v
-	}
-	for _, m := range ctr.VolumeMounts {
-		v, ok := volumes[m.Name]
-		if !ok {
-			return nil, fmt.Errorf("%s: volumeMount %s names no volume", r.Name, m.Name)
-		}
-		var src string
-		switch {
-		case v.ConfigMap != nil:
-			data, ok := r.ConfigMaps[v.ConfigMap.Name]
-			if !ok {
-				return nil, fmt.Errorf("%s: volume %s: ConfigMap %s not given", r.Name, v.Name, v.ConfigMap.Name)
-			}
-			src = filepath.Join(dir, "volumes", v.Name)
-			if err := os.MkdirAll(src, 0o755); err != nil {
-				return nil, err
-			}
-			for k, val := range data {
-				if err := os.WriteFile(filepath.Join(src, k), []byte(val), 0o644); err != nil {
-					return nil, err
-				}
-			}
-		case v.HostPath != nil:
-			if src, ok = r.HostPaths[v.HostPath.Path]; !ok {
-				return nil, fmt.Errorf("%s: hostPath %s not given", r.Name, v.HostPath.Path)
-			}
-		default:
-			return nil, fmt.Errorf("%s: volume %s: only configMap and hostPath volumes are supported", r.Name, v.Name)
-		}
-		bind := "--bind"
-		if m.ReadOnly || readOnly {
-			bind = "--ro-bind"
-		}
-		args = append(args, bind, src, m.MountPath)
-	}
-
+	args = append(args, mounts...)
 	env := []string{"PATH=/usr/bin:/bin"}
 	if r.Spec.ServiceAccountName != "" && ptr.Deref(r.Spec.AutomountServiceAccountToken, true) {
-		host, port, ca, err := c.APIServerEndpoint()
+		saArgs, saEnv, err := c.serviceAccountArgs(ctx, r, dir)
 		if err != nil {
 			return nil, err
 		}
-		token := r.ServiceAccountToken
-		if token == "" {
-			if token, err = c.ServiceAccountToken(ctx, r.Namespace, r.Spec.ServiceAccountName); err != nil {
-				return nil, err
-			}
-		}
-		sa := filepath.Join(dir, "serviceaccount")
-		if err := os.MkdirAll(sa, 0o755); err != nil {
-			return nil, err
-		}
-		for name, content := range map[string][]byte{"token": []byte(token), "ca.crt": ca, "namespace": []byte(r.Namespace)} {
-			if err := os.WriteFile(filepath.Join(sa, name), content, 0o644); err != nil {
-				return nil, err
-			}
-		}
-		args = append(args, "--ro-bind", sa, serviceAccountDir)
-		env = append(env, "KUBERNETES_SERVICE_HOST="+host, "KUBERNETES_SERVICE_PORT="+strconv.Itoa(port))
+		args, env = append(args, saArgs...), append(env, saEnv...)
 	}
 	for _, e := range ctr.Env {
 		if e.ValueFrom != nil {
@@ -272,6 +191,136 @@ func (c *Cluster) RunPod(ctx context.Context, r PodRun) (*PodProcess, error) {
 	args = append(args, ctr.Args...)
 	args = append(args, r.ExtraArgs...)
 
+	p, err := c.startPod(r, args)
+	if err != nil {
+		return nil, err
+	}
+	if ctr.ReadinessProbe != nil && ctr.ReadinessProbe.HTTPGet != nil {
+		if err := p.waitReady(ctx, ctr.ReadinessProbe.HTTPGet, r.Ports); err != nil {
+			return p, err
+		}
+	}
+	return p, nil
+}
+
+// sandboxArgs are bubblewrap's arguments for the container's user, its
+// namespaces and the image's root filesystem.
+func sandboxArgs(r PodRun, ctr corev1.Container) []string {
+	uid, gid := int64(0), int64(0)
+	for _, sc := range []*corev1.SecurityContext{podLevel(r.Spec.SecurityContext), ctr.SecurityContext} {
+		if sc == nil {
+			continue
+		}
+		if sc.RunAsUser != nil {
+			uid = *sc.RunAsUser
+		}
+		if sc.RunAsGroup != nil {
+			gid = *sc.RunAsGroup
+		}
+	}
+	args := []string{
+		"--unshare-user", "--uid", strconv.FormatInt(uid, 10), "--gid", strconv.FormatInt(gid, 10),
+		"--unshare-pid", "--unshare-ipc", "--die-with-parent", "--new-session",
+		// A pod's hostname is its name (leader election identities use it).
+		"--unshare-uts", "--hostname", r.Name,
+		"--cap-drop", "ALL",
+		// The image's root: empty but for what is bound below.
+		"--tmpfs", "/",
+		"--proc", "/proc", "--dev", "/dev",
+		// The host's shared libraries, read-only (the binaries under test may
+		// be linked against libc; the image's are static).
+		"--ro-bind", "/usr", "/usr", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+		"--dir", "/tmp",
+	}
+	for inImage, local := range r.Images {
+		args = append(args, "--ro-bind", local, inImage)
+	}
+	return args
+}
+
+// volumeArgs binds the container's volumes where it mounts them; a
+// ConfigMap's data is written under dir.
+func volumeArgs(r PodRun, ctr corev1.Container, dir string, readOnly bool) ([]string, error) {
+	volumes := map[string]corev1.Volume{}
+	for _, v := range r.Spec.Volumes {
+		volumes[v.Name] = v
+	}
+	var args []string
+	for _, m := range ctr.VolumeMounts {
+		v, ok := volumes[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("%s: volumeMount %s names no volume", r.Name, m.Name)
+		}
+		var src string
+		switch {
+		case v.ConfigMap != nil:
+			data, ok := r.ConfigMaps[v.ConfigMap.Name]
+			if !ok {
+				return nil, fmt.Errorf("%s: volume %s: ConfigMap %s not given", r.Name, v.Name, v.ConfigMap.Name)
+			}
+			src = filepath.Join(dir, "volumes", v.Name)
+			if err := writeFiles(src, data); err != nil {
+				return nil, err
+			}
+		case v.HostPath != nil:
+			if src, ok = r.HostPaths[v.HostPath.Path]; !ok {
+				return nil, fmt.Errorf("%s: hostPath %s not given", r.Name, v.HostPath.Path)
+			}
+		default:
+			return nil, fmt.Errorf("%s: volume %s: only configMap and hostPath volumes are supported", r.Name, v.Name)
+		}
+		bind := "--bind"
+		if m.ReadOnly || readOnly {
+			bind = "--ro-bind"
+		}
+		args = append(args, bind, src, m.MountPath)
+	}
+	return args, nil
+}
+
+// writeFiles creates dir with a file per entry of data.
+func writeFiles(dir string, data map[string]string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for k, val := range data {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(val), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// serviceAccountArgs mounts the pod's ServiceAccount token where client-go's
+// in-cluster config reads it, and returns the environment naming the API
+// server.
+func (c *Cluster) serviceAccountArgs(ctx context.Context, r PodRun, dir string) (args, env []string, err error) {
+	host, port, ca, err := c.APIServerEndpoint()
+	if err != nil {
+		return nil, nil, err
+	}
+	token := r.ServiceAccountToken
+	if token == "" {
+		if token, err = c.ServiceAccountToken(ctx, r.Namespace, r.Spec.ServiceAccountName); err != nil {
+			return nil, nil, err
+		}
+	}
+	sa := filepath.Join(dir, "serviceaccount")
+	if err := os.MkdirAll(sa, 0o755); err != nil {
+		return nil, nil, err
+	}
+	for name, content := range map[string][]byte{"token": []byte(token), "ca.crt": ca, "namespace": []byte(r.Namespace)} {
+		if err := os.WriteFile(filepath.Join(sa, name), content, 0o644); err != nil {
+			return nil, nil, err
+		}
+	}
+	return []string{"--ro-bind", sa, serviceAccountDir},
+		[]string{"KUBERNETES_SERVICE_HOST=" + host, "KUBERNETES_SERVICE_PORT=" + strconv.Itoa(port)}, nil
+}
+
+// startPod starts bubblewrap with args, logging to the cluster's directory;
+// the process stops with the cluster.
+func (c *Cluster) startPod(r PodRun, args []string) (*PodProcess, error) {
 	logFile, err := os.Create(filepath.Join(c.Dir, r.Name+".log"))
 	if err != nil {
 		return nil, err
@@ -298,11 +347,6 @@ func (c *Cluster) RunPod(ctx context.Context, r PodRun) (*PodProcess, error) {
 	c.onStop(func() { _ = p.Stop() })
 	for cp, hp := range r.Ports {
 		p.Addr[cp] = net.JoinHostPort("127.0.0.1", strconv.Itoa(hp))
-	}
-	if ctr.ReadinessProbe != nil && ctr.ReadinessProbe.HTTPGet != nil {
-		if err := p.waitReady(ctx, ctr.ReadinessProbe.HTTPGet, r.Ports); err != nil {
-			return p, err
-		}
 	}
 	return p, nil
 }

@@ -125,6 +125,39 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 	t.Cleanup(cancel)
 	ctx = klog.NewContext(ctx, klog.Background())
 
+	e := newFakes(ctx, t, objs)
+	watches := newWatchGate()
+	for _, c := range []fakeClient{e.Client, e.PG, e.Phalanx, e.NRT} {
+		watches.install(c, objs.OnList)
+	}
+	e.RT = runtime.NewWithClients(ctx, e.Clock, runtime.Clients{
+		PodGroups: e.PG, Phalanx: e.Phalanx, NRT: e.NRT, Served: served(objs),
+	})
+	if objs.DeferSyncs {
+		e.RT.DeferSyncs()
+	}
+	informerFactory := informers.NewSharedInformerFactory(e.Client, 0)
+	fw, err := e.newFramework(informerFactory, objs, plugins)
+	if err != nil {
+		t.Fatalf("building the framework: %v", err)
+	}
+	e.FW = fw
+	if err := e.RT.AwaitSyncs(ctx); err != nil {
+		t.Fatalf("syncing the runtime's informers: %v", err)
+	}
+	// As the binary does: the scheduler's informers start while the parts
+	// that only cycles read finish their lists.
+	informerFactory.Start(ctx.Done())
+	if err := e.RT.AwaitCycleSyncs(ctx); err != nil {
+		t.Fatalf("syncing the runtime's cycle-only informers: %v", err)
+	}
+	informerFactory.WaitForCacheSync(ctx.Done())
+	e.Eventually("every informer watching", watches.ready)
+	return e
+}
+
+// newFakes is an Env whose fake clientsets hold the objects.
+func newFakes(ctx context.Context, t testing.TB, objs Objects) *Env {
 	var coreObjs []k8sruntime.Object
 	for _, n := range objs.Nodes {
 		coreObjs = append(coreObjs, n)
@@ -156,7 +189,7 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 	for _, n := range objs.NRTs {
 		nrtObjs = append(nrtObjs, n)
 	}
-	e := &Env{
+	return &Env{
 		T: t, Ctx: ctx, Clock: testingclock.NewFakeClock(time.Unix(1_000_000, 0)),
 		Client:    fake.NewClientset(coreObjs...),
 		PG:        pgfake.NewSimpleClientset(pgObjs...),
@@ -165,30 +198,51 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 		Plugins:   map[string]fwk.Plugin{},
 		activator: &activator{},
 	}
-	watches := newWatchGate()
-	for _, c := range []fakeClient{e.Client, e.PG, e.Phalanx, e.NRT} {
-		watches.install(c, objs.OnList)
+}
+
+// served says which API groups the env serves: the custom resources are
+// installed; the Workload API and EvictionRequests as objs asks, and
+// Volcano's HyperNodes not.
+func served(objs Objects) func(gv, resource string) (bool, error) {
+	return func(gv, resource string) (bool, error) {
+		switch gv {
+		case pgv1alpha1.SchemeGroupVersion.String(), phalanxv1alpha1.SchemeGroupVersion.String(), nrtv1alpha2.SchemeGroupVersion.String():
+			return true, nil
+		case schedulingv1beta1.SchemeGroupVersion.String():
+			return len(objs.UpstreamPodGroups) > 0 && (resource == "podgroups" || resource == "workloads" && len(objs.Workloads) > 0), nil
+		case "lifecycle.k8s.io/v1alpha1":
+			return objs.EvictionRequests && resource == "evictionrequests", nil
+		}
+		return false, nil
 	}
-	e.RT = runtime.NewWithClients(ctx, e.Clock, runtime.Clients{
-		PodGroups: e.PG, Phalanx: e.Phalanx, NRT: e.NRT,
-		Served: func(gv, resource string) (bool, error) {
-			// The custom resources are installed; the Workload API and
-			// Volcano's HyperNodes are not.
-			switch gv {
-			case pgv1alpha1.SchemeGroupVersion.String(), phalanxv1alpha1.SchemeGroupVersion.String(), nrtv1alpha2.SchemeGroupVersion.String():
-				return true, nil
-			case schedulingv1beta1.SchemeGroupVersion.String():
-				return len(objs.UpstreamPodGroups) > 0 && (resource == "podgroups" || resource == "workloads" && len(objs.Workloads) > 0), nil
-			case "lifecycle.k8s.io/v1alpha1":
-				return objs.EvictionRequests && resource == "evictionrequests", nil
-			}
-			return false, nil
-		},
-	})
-	if objs.DeferSyncs {
-		e.RT.DeferSyncs()
+}
+
+// newFramework builds the framework of the plugins, over the snapshot of
+// the objects' nodes and bound pods.
+func (e *Env) newFramework(informerFactory informers.SharedInformerFactory, objs Objects, plugins []Plugin) (framework.Framework, error) {
+	fns := e.registerPlugins(plugins)
+	var bound []*v1.Pod
+	for _, p := range objs.Pods {
+		if p.Spec.NodeName != "" {
+			bound = append(bound, p)
+		}
 	}
-	informerFactory := informers.NewSharedInformerFactory(e.Client, 0)
+	snapshot := cache.NewSnapshot(bound, objs.Nodes)
+	return tf.NewFramework(e.Ctx, fns, "phalanx-scheduler",
+		frameworkruntime.WithClientSet(e.Client),
+		frameworkruntime.WithInformerFactory(informerFactory),
+		frameworkruntime.WithSnapshotSharedLister(snapshot),
+		frameworkruntime.WithEventRecorder(events.NewFakeRecorder(1000)),
+		frameworkruntime.WithPodActivator(e.activator),
+		frameworkruntime.WithPodNominator(noNominations{}),
+		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
+	)
+}
+
+// registerPlugins registers the plugins in the profile, with the default
+// binder, and the default queue sort unless a plugin sorts. Each plugin
+// built is kept in e.Plugins.
+func (e *Env) registerPlugins(plugins []Plugin) []tf.RegisterPluginFunc {
 	var mu sync.Mutex
 	var fns []tf.RegisterPluginFunc
 	sorts := false
@@ -221,38 +275,7 @@ func New(t testing.TB, objs Objects, plugins ...Plugin) *Env {
 	if !sorts {
 		fns = append(fns, tf.RegisterQueueSortPlugin(queuesort.Name, queuesort.New))
 	}
-	var bound []*v1.Pod
-	for _, p := range objs.Pods {
-		if p.Spec.NodeName != "" {
-			bound = append(bound, p)
-		}
-	}
-	snapshot := cache.NewSnapshot(bound, objs.Nodes)
-	fw, err := tf.NewFramework(ctx, fns, "phalanx-scheduler",
-		frameworkruntime.WithClientSet(e.Client),
-		frameworkruntime.WithInformerFactory(informerFactory),
-		frameworkruntime.WithSnapshotSharedLister(snapshot),
-		frameworkruntime.WithEventRecorder(events.NewFakeRecorder(1000)),
-		frameworkruntime.WithPodActivator(e.activator),
-		frameworkruntime.WithPodNominator(noNominations{}),
-		frameworkruntime.WithWaitingPods(frameworkruntime.NewWaitingPodsMap()),
-	)
-	if err != nil {
-		t.Fatalf("building the framework: %v", err)
-	}
-	e.FW = fw
-	if err := e.RT.AwaitSyncs(ctx); err != nil {
-		t.Fatalf("syncing the runtime's informers: %v", err)
-	}
-	// As the binary does: the scheduler's informers start while the parts
-	// that only cycles read finish their lists.
-	informerFactory.Start(ctx.Done())
-	if err := e.RT.AwaitCycleSyncs(ctx); err != nil {
-		t.Fatalf("syncing the runtime's cycle-only informers: %v", err)
-	}
-	informerFactory.WaitForCacheSync(ctx.Done())
-	e.Eventually("every informer watching", watches.ready)
-	return e
+	return fns
 }
 
 func pluginSet(p *schedconfig.Plugins, ext string) *schedconfig.PluginSet {
