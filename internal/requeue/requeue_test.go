@@ -2,6 +2,7 @@ package requeue
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -71,13 +72,7 @@ type activations struct {
 func (a *activations) activate(reason string, pods map[string]*v1.Pod) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, k := range slices.Sorted(func(yield func(string) bool) {
-		for k := range pods {
-			if !yield(k) {
-				return
-			}
-		}
-	}) {
+	for _, k := range slices.Sorted(maps.Keys(pods)) {
 		a.woken = append(a.woken, reason+" "+k)
 	}
 }
@@ -265,11 +260,10 @@ func TestRefusedLeadWakesSleepersUnlessQueueRefused(t *testing.T) {
 
 func TestRefusedPlainPodOrUnledGangWakesNothing(t *testing.T) {
 	f := newFixture()
-	ref, m := f.addGang("g", 2)
+	_, m := f.addGang("g", 2)
 	f.w.Refused(m[0]) // no lead
 	f.w.Refused(&v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "plain", UID: "plain"}})
 	sameWakes(t, "refusals without a lead", f.act.take(), nil)
-	_ = ref
 }
 
 func TestWakeLeadWakesSmallGangOrBeforeLoopWhole(t *testing.T) {
