@@ -90,10 +90,10 @@ func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, po
 	pl.rt.Leader.CycleRan()
 	ref, spec, need, admitted := pl.need(pod)
 	name := pl.queues.QueueOf(pod)
-	newCycle := func() *runtime.QueueCycle {
-		qc := runtime.NewQueueCycle(func() *queue.Snapshot { return pl.queues.Snapshot(queue.Want{Queue: name, Need: need}) })
+	newCycle := func() *gang.Admission {
+		qc := gang.NewAdmission(func() *queue.Snapshot { return pl.queues.Snapshot(queue.Want{Queue: name, Need: need}) })
 		qc.Queue, qc.QueueOf, qc.Reclaim, qc.MinRuntime, qc.Need = name, pl.queues.QueueOf, pl.reclaim, pl.minRuntime, need
-		state.Write(runtime.QueueStateKey, qc)
+		state.Write(stateKey, &cycleState{qc})
 		return qc
 	}
 	qc := newCycle()

@@ -100,7 +100,7 @@ func TestAdmission(t *testing.T) {
 			if st.Code() != tc.wantCode || !strings.Contains(st.Message(), tc.wantMsg) {
 				t.Fatalf("PreFilter = %v %q, want %v containing %q", st.Code(), st.Message(), tc.wantCode, tc.wantMsg)
 			}
-			qc := runtime.ReadQueueCycle(state)
+			qc := Admission(state)
 			if qc == nil {
 				t.Fatal("no queue snapshot in the cycle state")
 			}
@@ -130,7 +130,7 @@ func TestFairness(t *testing.T) {
 	})
 	state, _, st := e.Cycle(inQueue(plugintest.Pod("b-more", "", "1", 0), "b"))
 	if st.Code() != fwk.UnschedulableAndUnresolvable || !strings.Contains(st.Message(), "while queue a waits below its share") {
-		qc := runtime.ReadQueueCycle(state)
+		qc := Admission(state)
 		t.Fatalf("b above its share while a waits: %v %q (deserved %v allocated %v pending %v total %v)", st.Code(), st.Message(),
 			qc.Snapshot().Deserved, qc.Snapshot().Allocated, qc.Snapshot().Pending, qc.Snapshot().Total)
 	}
@@ -198,11 +198,11 @@ func TestCurableRefusal(t *testing.T) {
 	e.Eventually("pods charged", func() bool { return pl.queues.Snapshot().Allocated["vision"][v1.ResourceCPU] == 4000 })
 	state, _, st := e.Cycle(nlp)
 	if st.Code() != fwk.Unschedulable || !strings.Contains(st.Message(), "capability") {
-		qc := runtime.ReadQueueCycle(state)
+		qc := Admission(state)
 		t.Fatalf("nlp refused by research's capability: %v %q, want Unschedulable (curable); deserved %v allocated %v",
 			st.Code(), st.Message(), qc.Snapshot().Deserved, qc.Snapshot().Allocated)
 	}
-	if qc := runtime.ReadQueueCycle(state); qc.Admitted || !qc.Snapshot().Curable("nlp", qc.Need) {
+	if qc := Admission(state); qc.Admitted || !qc.Snapshot().Curable("nlp", qc.Need) {
 		t.Fatalf("queue cycle %+v", qc)
 	}
 }

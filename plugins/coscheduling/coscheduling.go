@@ -270,7 +270,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 // attempt is the manager's question for this cycle, with the other
 // plugins' parts of the cycle: read once every PreFilter has run.
 func (pl *Coscheduling) attempt(state fwk.CycleState, pod *v1.Pod, cs *cycleState, prober gang.Prober) *gang.Attempt {
-	return runtime.WithCycleParts(state, &gang.Attempt{Pod: pod, Ref: cs.ref, Spec: cs.spec, Priority: cs.priority, Prober: prober})
+	return withCycleParts(state, &gang.Attempt{Pod: pod, Ref: cs.ref, Spec: cs.spec, Priority: cs.priority, Prober: prober})
 }
 
 // ensurePlanned is where a gang is planned: once per cycle, by the manager.

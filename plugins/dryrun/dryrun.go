@@ -40,6 +40,7 @@ import (
 	"github.com/phalanx-sched/phalanx/plugins/capacityqueue"
 	"github.com/phalanx-sched/phalanx/plugins/coscheduling"
 	"github.com/phalanx-sched/phalanx/plugins/networktopology"
+	"github.com/phalanx-sched/phalanx/plugins/numatopology"
 	"github.com/phalanx-sched/phalanx/plugins/probe"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
@@ -248,9 +249,7 @@ func (p *Planner) Copies(ctx context.Context, q estimator.Question) (gang.Answer
 		Prober:   probe.Filters(p.fw, "dryrun", state, infos, skip...),
 		Assumed:  q.Assumed,
 	}
-	if nc := runtime.ReadNUMACycle(state); nc != nil {
-		query.Limiter = nc.Limiter
-	}
+	query.Limiter = numatopology.Limiter(state)
 	sg, err := subGroupsOf(q.Members)
 	if err != nil {
 		return gang.Answer{Why: "invalid sub-groups: " + err.Error()}, nil

@@ -176,7 +176,7 @@ func (pl *NetworkTopology) PreFilter(ctx context.Context, state fwk.CycleState, 
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	c := pl.constraintOf(spec, pod)
-	state.Write(runtime.TopologyStateKey, &runtime.TopologyCycle{Constraint: c})
+	state.Write(stateKey, &cycleState{Constraint: c})
 	tree, _ := c.Tree.(*topology.Tree)
 	if tree == nil {
 		return nil, fwk.NewStatus(fwk.Skip)

@@ -84,7 +84,7 @@ func TestPreFilterConstraint(t *testing.T) {
 			if tc.wantSkip != st.IsSkip() {
 				t.Fatalf("PreFilter status %v, want skip=%v", st, tc.wantSkip)
 			}
-			tc2 := runtime.ReadTopologyCycle(state)
+			tc2 := Constraint(state)
 			if tc.wantNoTopologyPart {
 				if tc2 != nil {
 					t.Fatalf("a plain pod got a topology part %+v", tc2)

@@ -125,9 +125,9 @@ func (pl *NUMATopology) Name() string { return Name }
 // PreFilter gives the gang planner this plugin's per-node member limit and
 // decides once per cycle whether the pod needs NUMA alignment.
 func (pl *NUMATopology) PreFilter(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	aligned := numa.NeedsAlignment(pod)
-	state.Write(runtime.NUMAStateKey, &runtime.NUMACycle{Limiter: pl, Aligned: aligned})
-	if !aligned {
+	needs := numa.NeedsAlignment(pod)
+	state.Write(stateKey, &cycleState{limiter: pl, aligned: needs})
+	if !needs {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
 	return nil, nil
@@ -204,7 +204,7 @@ func (pl *NUMATopology) Limit(pod *v1.Pod, node string, max int) int {
 
 // PreScore skips pods that need no alignment.
 func (pl *NUMATopology) PreScore(_ context.Context, state fwk.CycleState, pod *v1.Pod, _ []fwk.NodeInfo) *fwk.Status {
-	if nc := runtime.ReadNUMACycle(state); nc == nil || !nc.Aligned {
+	if !aligned(state) {
 		return fwk.NewStatus(fwk.Skip)
 	}
 	return nil
@@ -225,7 +225,7 @@ func (pl *NUMATopology) ScoreExtensions() fwk.ScoreExtensions { return nil }
 // Reserve charges the zones the kubelet will use, so that the next pods do not
 // double-book them before the NRT object shows it.
 func (pl *NUMATopology) Reserve(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodeName string) *fwk.Status {
-	if nc := runtime.ReadNUMACycle(state); nc == nil || !nc.Aligned {
+	if !aligned(state) {
 		return nil
 	}
 	zn, charged, err := pl.zones.Zones(nodeName)
