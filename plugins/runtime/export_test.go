@@ -35,10 +35,9 @@ func (g *Gangs) sizes() map[string]int {
 		out["status."+k] = n
 	}
 	if q := g.rt.queues.Load(); q != nil {
-		q.mu.Lock()
-		out["queues.blocked"] = len(q.blocked)
-		out["queues.blockedPod"] = len(q.blockedPod)
-		q.mu.Unlock()
+		for k, n := range q.Sizes() {
+			out["queues."+k] = n
+		}
 	}
 	return out
 }

@@ -126,7 +126,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		Activate: r.Activate, AwaitQueue: r.awaitQueue, LoopStarted: r.Leader.LoopStarted,
 		QueueRefused: func(ref gang.Ref) bool {
 			q := r.queues.Load()
-			return q != nil && q.blockedGang(ref)
+			return q != nil && q.Blocked(ref)
 		}})
 	g.Devices = newDevices(fw)
 	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, g.Devices)
@@ -683,7 +683,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 	// Members name their queue through the group's label: charge them again.
 	if old == nil || old.Labels[queueLabel] != spec.Labels[queueLabel] {
 		if q := g.rt.queues.Load(); q != nil {
-			q.recharge(spec.Namespace, &spec.Ref)
+			q.Recharge(spec.Namespace, &spec.Ref)
 		}
 	}
 	refs := append([]gang.Ref{spec.Ref}, g.Dependents(spec.Ref)...)

@@ -212,11 +212,11 @@ func (r *Runtime) Queues(fw FrameworkPorts, profile string, opts QueueOptions) (
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if q := r.queues.Load(); q != nil {
-		if q.opts.DefaultQueue != opts.DefaultQueue {
-			return nil, fmt.Errorf("defaultQueue %q differs from %q set by another profile; one process has one default queue", opts.DefaultQueue, q.opts.DefaultQueue)
+		if q.Options().DefaultQueue != opts.DefaultQueue {
+			return nil, fmt.Errorf("defaultQueue %q differs from %q set by another profile; one process has one default queue", opts.DefaultQueue, q.Options().DefaultQueue)
 		}
-		if q.opts.UsageHalfLife != opts.UsageHalfLife {
-			return nil, fmt.Errorf("usageHalfLifeSeconds %v differs from %v set by another profile; one process keeps one usage history", opts.UsageHalfLife.Seconds(), q.opts.UsageHalfLife.Seconds())
+		if q.Options().UsageHalfLife != opts.UsageHalfLife {
+			return nil, fmt.Errorf("usageHalfLifeSeconds %v differs from %v set by another profile; one process keeps one usage history", opts.UsageHalfLife.Seconds(), q.Options().UsageHalfLife.Seconds())
 		}
 		return q, nil
 	}

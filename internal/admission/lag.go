@@ -1,4 +1,4 @@
-package runtime
+package admission
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // catchUpMaxWait bounds how long an admission waits for the queue
 // accounting to give back pods the cycle's snapshot no longer holds
-// (Queues.AwaitLeft).
+// (AwaitLeft).
 const catchUpMaxWait = 250 * time.Millisecond
 
 // AwaitLeft is for an admission of queue admitted above its deserved share
@@ -63,7 +63,7 @@ func (q *Queues) AwaitLeft(ctx context.Context, nodes []fwk.NodeInfo, snap *queu
 		}
 		if expired == nil {
 			expired = make(chan struct{})
-			timer := q.rt.clock.AfterFunc(catchUpMaxWait, func() { close(expired) })
+			timer := q.ports.Clock.AfterFunc(catchUpMaxWait, func() { close(expired) })
 			defer timer.Stop()
 		}
 		select {
