@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -144,7 +145,7 @@ type consolidation struct {
 	domain  string
 	victims []Victim
 	moves   []move
-	plan    *Plan
+	plan    *planner.Plan
 	cost    float64
 	pods    int
 }
@@ -153,7 +154,7 @@ type consolidation struct {
 type move struct {
 	ref      Ref
 	priority int32
-	plan     *Plan
+	plan     *planner.Plan
 	shapes   map[string]resources.List
 }
 
@@ -168,7 +169,7 @@ type move struct {
 // least GPU-seconds lost, then the fewest pods). It returns nil and a note
 // when nothing is moved; the note is empty when consolidation does not
 // apply to the gang.
-func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, planFor func([]Victim) *Plan) (*Room, string) {
+func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, planFor func([]Victim) *planner.Plan) (*Room, string) {
 	c := m.Consolidation
 	if c.After <= 0 || a.Spec == nil || a.Topology == nil || a.Topology.Tree == nil || a.Topology.Required == "" || a.devices != nil {
 		return nil, ""
@@ -304,7 +305,7 @@ func movable(pods []*v1.Pod) bool {
 // gangs in it whose eviction lets the waiting gang fit (dropping those it
 // then does not need, the costliest first), and keeps the cheapest set
 // whose gangs all fit elsewhere.
-func (m *Manager) cheapestMove(a *Attempt, cands []moveCandidate, planFor func([]Victim) *Plan) *consolidation {
+func (m *Manager) cheapestMove(a *Attempt, cands []moveCandidate, planFor func([]Victim) *planner.Plan) *consolidation {
 	byDomain := map[string][]moveCandidate{}
 	var domains []string
 	for _, c := range cands {
@@ -376,10 +377,10 @@ func victimsOf(cs []moveCandidate) []Victim {
 // they are gone and the waiting gang holds its plan: largest first, each
 // inside one domain of its own required level, each taking its room from
 // the next. It returns where each goes.
-func (m *Manager) relocate(a *Attempt, moved []moveCandidate, victims []Victim, plan *Plan) ([]move, bool) {
+func (m *Manager) relocate(a *Attempt, moved []moveCandidate, victims []Victim, plan *planner.Plan) ([]move, bool) {
 	n := len(a.view.Nodes)
 	freed := Freed(victims)
-	_, requests := Shapes(a.groups)
+	_, requests := planner.Shapes(a.groups)
 	room, pods := make([]resources.List, n), make([]int64, n)
 	for i, ns := range a.view.Nodes {
 		name := ns.Node.Name
@@ -397,10 +398,10 @@ func (m *Manager) relocate(a *Attempt, moved []moveCandidate, victims []Victim, 
 	sort.SliceStable(order, func(i, j int) bool { return order[i].Members > order[j].Members })
 	moves := make([]move, 0, len(order))
 	for _, c := range order {
-		groups := GroupByShape(c.pods, m.demand())
-		verdicts := make([]Verdict, n)
+		groups := planner.GroupByShape(c.pods, m.demand())
+		verdicts := make([]planner.Verdict, n)
 		for i, ns := range a.view.Nodes {
-			verdicts[i] = Verdict{Fits: NodeAdmits(groups[0].Rep, ns.Node)}
+			verdicts[i] = planner.Verdict{Fits: planner.NodeAdmits(groups[0].Rep, ns.Node)}
 		}
 		capacity := func(i int) (resources.List, int64) {
 			held, heldPods := m.Held(a.view.Nodes[i].Node.Name, a.Ref, c.Priority)
@@ -408,15 +409,15 @@ func (m *Manager) relocate(a *Attempt, moved []moveCandidate, victims []Victim, 
 			free.Sub(held)
 			return free, pods[i] - heldPods
 		}
-		shapes, reqs := Shapes(groups)
-		req := Request{Shapes: shapes, Nodes: CandidateNodes(groups, a.view.Nodes, verdicts, capacity, false, a.Limiter)}
+		shapes, reqs := planner.Shapes(groups)
+		req := planner.Request{Shapes: shapes, Nodes: planner.CandidateNodes(groups, a.view.Nodes, verdicts, capacity, false, a.Limiter)}
 		spec, err := m.dir.Spec(c.Ref)
 		if err != nil {
 			return nil, false
 		}
 		required, _ := TopologyConstraint(spec.Annotations, groups[0].Rep.Annotations)
 		req.Constrain(a.Topology.Tree, required, "", nil)
-		p, _ := Place(req)
+		p, _ := planner.Place(req)
 		if p == nil {
 			return nil, false
 		}

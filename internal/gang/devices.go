@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/phalanx-sched/phalanx/internal/devices"
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -68,8 +69,8 @@ func (a *Attempt) leaveDevicesToAllocator(free resources.List) {
 // place runs the planner; with devices, it then allocates members' devices
 // in planned order, and where a member's devices do not fit its node, caps
 // the node at the members that fit and plans again.
-func (m *Manager) place(a *Attempt, req Request) (*Plan, *Diagnosis) {
-	plan, diag := Place(req)
+func (m *Manager) place(a *Attempt, req planner.Request) (*planner.Plan, *planner.Diagnosis) {
+	plan, diag := planner.Place(req)
 	if plan == nil || a.devices == nil {
 		return plan, diag
 	}
@@ -84,7 +85,7 @@ func (m *Manager) place(a *Attempt, req Request) (*Plan, *Diagnosis) {
 		if k, ok := groupOf[p]; ok {
 			return k
 		}
-		return ShapeKey(p)
+		return planner.ShapeKey(p)
 	}
 	for try := 0; ; try++ {
 		order := placements(plan, a.groups)
@@ -93,7 +94,7 @@ func (m *Manager) place(a *Attempt, req Request) (*Plan, *Diagnosis) {
 			return plan, nil
 		}
 		if try == maxDeviceReplans {
-			return nil, &Diagnosis{Needed: Members(a.groups), Placed: failed}
+			return nil, &planner.Diagnosis{Needed: planner.Members(a.groups), Placed: failed}
 		}
 		// Cap the failing member's node and group (its shape, and its
 		// sub-group in a gang of sub-groups) at the members of that group
@@ -111,7 +112,7 @@ func (m *Manager) place(a *Attempt, req Request) (*Plan, *Diagnosis) {
 				req.Nodes[i].Limit = withLimit(req.Nodes[i].Limit, key, fitted)
 			}
 		}
-		if plan, diag = Place(req); plan == nil {
+		if plan, diag = planner.Place(req); plan == nil {
 			return nil, diag
 		}
 	}
@@ -119,7 +120,7 @@ func (m *Manager) place(a *Attempt, req Request) (*Plan, *Diagnosis) {
 
 // placements lists the plan's members in planned order: shape by shape,
 // nodes by name, each group's members oldest first.
-func placements(plan *Plan, groups []ShapeGroup) []devices.Placement {
+func placements(plan *planner.Plan, groups []planner.ShapeGroup) []devices.Placement {
 	nodes := make([]string, 0, len(plan.Slots))
 	for n := range plan.Slots {
 		nodes = append(nodes, n)

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -21,7 +22,7 @@ type Query struct {
 	Spec     *Spec
 	Priority int32
 	Prober   Prober
-	Limiter  Limiter
+	Limiter  planner.Limiter
 	Topology *Constraint
 	// Admit, when set, says whether the queue takes copies asking need in
 	// all; counting stops at the first copy it refuses.
@@ -53,7 +54,7 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	}
 	// Members of a dry run need not exist: grouped by shape (and sub-group),
 	// not told apart by UID as GroupPending does.
-	groups := groupByKey(q.Members, m.demand(), func(p *v1.Pod) string { return MemberShape(q.Spec, p) })
+	groups := planner.GroupByKey(q.Members, m.demand(), func(p *v1.Pod) string { return MemberShape(q.Spec, p) })
 	// The NUMA limiter caps members per node over all copies; the request's
 	// own limits cap one copy.
 	a := &Attempt{Pod: q.Members[0], Spec: q.Spec, Priority: q.Priority, Topology: q.Topology, groups: groups}
@@ -72,29 +73,29 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 	if a.Spec == nil && a.Topology != nil {
 		// Pods of no gang yet: the caller names the constraint.
 		req.Constrain(a.Topology.Tree, a.Topology.Required, a.Topology.Preferred, nil)
-		constraint = DescribeConstraint(a.Topology.Required, a.Topology.Preferred)
+		constraint = planner.DescribeConstraint(a.Topology.Required, a.Topology.Preferred)
 	}
 	// Limiters that count over all copies: NUMA zones and devices.
-	var across Limiter
+	var across planner.Limiter
 	switch {
 	case a.devices != nil:
-		across = Limiters{q.Limiter, a.devices}
+		across = planner.Limiters{q.Limiter, a.devices}
 	case q.Limiter != nil:
 		across = q.Limiter
 	}
 	lim := newCopyLimits(req, groups, across)
-	demand := Demand(groups)
-	_, shapes := Shapes(groups)
+	demand := planner.Demand(groups)
+	_, shapes := planner.Shapes(groups)
 	total := resources.List{}
 	for _, w := range q.Assumed {
 		if need, ok := m.placeAssumed(req, a.view.Nodes, lim.byName, w); ok && w[0].Namespace == a.Pod.Namespace {
 			total.Add(need)
 		}
 	}
-	if Members(groups) == 1 {
+	if planner.Members(groups) == 1 {
 		return singleCopies(req, groups[0], lim.zoneCap, total, demand, q)
 	}
-	withMemo(req.Nodes)
+	planner.WithMemo(req.Nodes)
 	var ans Answer
 	for q.Max == 0 || ans.Copies < q.Max {
 		if q.Admit != nil {
@@ -105,9 +106,9 @@ func (m *Manager) Copies(ctx context.Context, q Query) Answer {
 				return ans
 			}
 		}
-		plan, diag := Place(req)
+		plan, diag := planner.Place(req)
 		if plan == nil {
-			ans.Why = DescribeFailure(diag, 0, Members(groups), constraint, req, a.view.NodeNames(), a.view.Verdicts)
+			ans.Why = planner.DescribeFailure(diag, 0, planner.Members(groups), constraint, req, a.view.NodeNames(), a.view.Verdicts)
 			return ans
 		}
 		ans.Copies++
@@ -127,7 +128,7 @@ type copyLimits struct {
 
 // newCopyLimits records the request's limits and lowers each to what the
 // limiters across copies allow.
-func newCopyLimits(req Request, groups []ShapeGroup, across Limiter) copyLimits {
+func newCopyLimits(req planner.Request, groups []planner.ShapeGroup, across planner.Limiter) copyLimits {
 	lim := copyLimits{
 		perCopy: make([]map[string]int, len(req.Nodes)),
 		zoneCap: make([]map[string]int, len(req.Nodes)),
@@ -156,7 +157,7 @@ func newCopyLimits(req Request, groups []ShapeGroup, across Limiter) copyLimits 
 
 // take removes a placed copy from the request's nodes: their free room, and
 // what the limiters across copies leave.
-func (lim copyLimits) take(req Request, plan *Plan, shapes map[string]resources.List) {
+func (lim copyLimits) take(req planner.Request, plan *planner.Plan, shapes map[string]resources.List) {
 	for node, byShape := range plan.Slots {
 		i := lim.byName[node]
 		n := &req.Nodes[i]
@@ -178,7 +179,7 @@ func (lim copyLimits) take(req Request, plan *Plan, shapes map[string]resources.
 // (the planner would place them one by one, node after node, to the same
 // count). Karmada asks this for every single-template workload, and a
 // cluster takes tens of thousands of small pods.
-func singleCopies(req Request, g ShapeGroup, zoneCap []map[string]int, charged, demand resources.List, q Query) Answer {
+func singleCopies(req planner.Request, g planner.ShapeGroup, zoneCap []map[string]int, charged, demand resources.List, q Query) Answer {
 	total := 0
 	for i := range req.Nodes {
 		n := &req.Nodes[i]
@@ -222,14 +223,14 @@ func singleCopies(req Request, g ShapeGroup, zoneCap []map[string]int, charged, 
 // resources and node admission (its pods' other filters cannot be asked
 // before they exist), and takes what it uses from their free room. It
 // returns the workload's demand, and false when it does not fit.
-func (m *Manager) placeAssumed(req Request, nodes []NodeState, byName map[string]int, workload []*v1.Pod) (resources.List, bool) {
+func (m *Manager) placeAssumed(req planner.Request, nodes []planner.NodeState, byName map[string]int, workload []*v1.Pod) (resources.List, bool) {
 	if len(workload) == 0 {
 		return nil, false
 	}
-	groups := GroupByShape(workload, m.demand())
-	verdicts := make([]Verdict, len(nodes))
+	groups := planner.GroupByShape(workload, m.demand())
+	verdicts := make([]planner.Verdict, len(nodes))
 	for i := range nodes {
-		verdicts[i].Fits = NodeAdmits(groups[0].Rep, nodes[i].Node)
+		verdicts[i].Fits = planner.NodeAdmits(groups[0].Rep, nodes[i].Node)
 	}
 	room := func(i int) (resources.List, int64) {
 		j, ok := byName[nodes[i].Node.Name]
@@ -238,8 +239,8 @@ func (m *Manager) placeAssumed(req Request, nodes []NodeState, byName map[string
 		}
 		return req.Nodes[j].Free, req.Nodes[j].FreePods
 	}
-	shapes, requests := Shapes(groups)
-	plan, _ := Place(Request{Shapes: shapes, Nodes: CandidateNodes(groups, nodes, verdicts, room, false, nil)})
+	shapes, requests := planner.Shapes(groups)
+	plan, _ := planner.Place(planner.Request{Shapes: shapes, Nodes: planner.CandidateNodes(groups, nodes, verdicts, room, false, nil)})
 	if plan == nil {
 		return nil, false
 	}
@@ -251,7 +252,7 @@ func (m *Manager) placeAssumed(req Request, nodes []NodeState, byName map[string
 			n.FreePods -= int64(c)
 		}
 	}
-	return Demand(groups), true
+	return planner.Demand(groups), true
 }
 
 // withLimit returns a copy of limits with shape's limit set: the request's

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -32,11 +33,11 @@ func TestManagerCopies(t *testing.T) {
 	}
 	other := Ref{Namespace: "ns", Name: "other"}
 	holdA := func(e *env) {
-		e.m.CommitPlan(other, &Plan{Slots: map[string]map[string]int{"a": {"o": 2}}}, map[string]resources.List{"o": cpu(1000)}, time.Minute)
+		e.m.CommitPlan(other, &planner.Plan{Slots: map[string]map[string]int{"a": {"o": 2}}}, map[string]resources.List{"o": cpu(1000)}, time.Minute)
 	}
 	reserveA := func(e *env) {
 		e.m.Reserve(other, ReservationRequest{Kind: ReservationStarved, Queue: "q", Priority: 5,
-			Plan: &Plan{Slots: map[string]map[string]int{"a": {"o": 2}}}, Shapes: map[string]resources.List{"o": cpu(1000)}})
+			Plan: &planner.Plan{Slots: map[string]map[string]int{"a": {"o": 2}}}, Shapes: map[string]resources.List{"o": cpu(1000)}})
 	}
 	for _, tc := range []struct {
 		name     string

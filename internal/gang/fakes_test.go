@@ -13,6 +13,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -20,6 +21,8 @@ import (
 
 // t0 is the fake clock's start.
 var t0 = time.Unix(10_000, 0)
+
+func cpu(m int64) resources.List { return resources.List{v1.ResourceCPU: m} }
 
 // mpod is a pod in namespace ns asking cpuM millicores, with priority prio.
 func mpod(name string, cpuM int64, prio int32) *v1.Pod {
@@ -248,11 +251,11 @@ func (c *cluster) Probe(_ context.Context, pod *v1.Pod) *View {
 	v := &View{}
 	for _, n := range c.nodes {
 		node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{"rack": n.rack}}}
-		v.Nodes = append(v.Nodes, NodeState{Node: node, Free: cpu(n.free), FreePods: 110})
+		v.Nodes = append(v.Nodes, planner.NodeState{Node: node, Free: cpu(n.free), FreePods: 110})
 		if cpu(n.free).Fits(req) {
-			v.Verdicts = append(v.Verdicts, Verdict{Fits: true})
+			v.Verdicts = append(v.Verdicts, planner.Verdict{Fits: true})
 		} else {
-			v.Verdicts = append(v.Verdicts, Verdict{ResourceOnly: true, Plugin: "NodeResourcesFit", Reasons: []string{"Insufficient cpu"}})
+			v.Verdicts = append(v.Verdicts, planner.Verdict{ResourceOnly: true, Plugin: "NodeResourcesFit", Reasons: []string{"Insufficient cpu"}})
 		}
 	}
 	nodes := c.nodes

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -34,8 +35,8 @@ func (r *recorder) count() int {
 
 var g1 = Ref{Namespace: "ns", Name: "g"}
 
-func twoNodePlan() *Plan {
-	return &Plan{Slots: map[string]map[string]int{"a": {"w": 2}, "b": {"w": 1}}}
+func twoNodePlan() *planner.Plan {
+	return &planner.Plan{Slots: map[string]map[string]int{"a": {"w": 2}, "b": {"w": 1}}}
 }
 
 func newTestLifecycle() (*Lifecycle, *testingclock.FakeClock, *recorder) {
@@ -204,7 +205,7 @@ func TestLifecycleReservations(t *testing.T) {
 	lc, clk, _ := newTestLifecycle()
 	older := Ref{Namespace: "ns", Name: "older"}
 	t0 := clk.Now()
-	plan := &Plan{Slots: map[string]map[string]int{"a": {"w": 1}}}
+	plan := &planner.Plan{Slots: map[string]map[string]int{"a": {"w": 1}}}
 	granted, _ := lc.Reserve(g1, ReservationRequest{Kind: ReservationStarved, Queue: "q", Priority: 10, Created: t0.Add(time.Second), Plan: plan, Shapes: cpuShapes})
 	if !granted {
 		t.Fatal("first reservation of the queue not granted")

@@ -1,3 +1,6 @@
+// Package gang is the whole-gang core: the PodGroup model, member tracking,
+// and the manager that plans a gang's minimum before anything is reserved,
+// reserves for it when starved and makes room for it.
 package gang
 
 import (
@@ -10,6 +13,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/phalanx-sched/phalanx/internal/devices"
+	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -31,7 +36,7 @@ type Manager struct {
 	ReserveAfter time.Duration
 	// Workload is the GPU pod shapes seen, whose room plans keep whole
 	// (nil or empty: no fragmentation tie-break).
-	Workload *ShapeHistory
+	Workload *fragment.ShapeHistory
 	// Consolidation moves running gangs to free a domain for a gang that
 	// waits for one (off while its After is 0).
 	Consolidation Consolidation
@@ -49,12 +54,12 @@ func NewManager(lc *Lifecycle, dir Directory, fx Effects, dev *devices.Devices) 
 // FragmentationAfter is how much placing one pod of request on node raises
 // the expected GPU fragmentation for the workload (FragmentationDelta), on
 // the node's free room net of what gangs hold against priority.
-func (m *Manager) FragmentationAfter(node string, free, request resources.List, priority int32, workload []WorkloadShape) float64 {
+func (m *Manager) FragmentationAfter(node string, free, request resources.List, priority int32, workload []fragment.WorkloadShape) float64 {
 	if held, _ := m.Held(node, Ref{}, priority); held != nil {
 		free = free.Clone()
 		free.Sub(held)
 	}
-	return FragmentationDelta(free, request, 1, workload)
+	return fragment.FragmentationDelta(free, request, 1, workload)
 }
 
 // Demand is a pod's request as plans and queues count it: its DRA devices
@@ -67,7 +72,7 @@ func (m *Manager) Demand(pod *v1.Pod) resources.List {
 	return m.devices.Demand(pod)
 }
 
-func (m *Manager) demand() DemandFunc {
+func (m *Manager) demand() planner.DemandFunc {
 	if m.devices == nil {
 		return nil
 	}
@@ -87,10 +92,10 @@ type Attempt struct {
 	// Queue, Limiter and Topology are the other plugins' parts; nil where a
 	// plugin is not enabled.
 	Queue    *Admission
-	Limiter  Limiter
+	Limiter  planner.Limiter
 	Topology *Constraint
 
-	groups []ShapeGroup
+	groups []planner.ShapeGroup
 	// boundIn is, in a gang of sub-groups, the domain of each sub-group's
 	// members already bound: the rest of it goes there too.
 	boundIn map[string]string
@@ -233,7 +238,7 @@ func (m *Manager) groupMembers(a *Attempt, p *planRun) error {
 	var bound map[string]int
 	bound, a.boundIn = m.boundBySubGroup(a)
 	a.groups, short = GroupForPlan(a.Spec, a.Pod, p.pending, p.needed, m.demand(), bound)
-	if have := Members(a.groups); have < p.needed {
+	if have := planner.Members(a.groups); have < p.needed {
 		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", a.placed, have, Quorum(a.Spec))
 		if short != "" {
 			msg = fmt.Sprintf("%s (%d members placed)", short, a.placed)
@@ -246,10 +251,10 @@ func (m *Manager) groupMembers(a *Attempt, p *planRun) error {
 
 // planFailed caches why the gang does not fit, reserves for it when it has
 // waited long enough, and returns the reason.
-func (m *Manager) planFailed(ctx context.Context, a *Attempt, p *planRun, req Request, diag *Diagnosis, constraint string) error {
+func (m *Manager) planFailed(ctx context.Context, a *Attempt, p *planRun, req planner.Request, diag *planner.Diagnosis, constraint string) error {
 	ref, spec := a.Ref, a.Spec
 	m.fx.Observe("unschedulable", m.Now().Sub(p.start))
-	msg := DescribeFailure(diag, a.placed, Quorum(spec), constraint, req, a.view.NodeNames(), a.view.Verdicts)
+	msg := planner.DescribeFailure(diag, a.placed, Quorum(spec), constraint, req, a.view.NodeNames(), a.view.Verdicts)
 	if a.devices != nil {
 		if why := a.devices.Explain(p.needed); why != "" {
 			msg += "; " + why
@@ -270,9 +275,9 @@ func (m *Manager) planFailed(ctx context.Context, a *Attempt, p *planRun, req Re
 
 // commitPlan commits the plan, wakes the gang's members and returns the
 // cycle member's planned node.
-func (m *Manager) commitPlan(ctx context.Context, a *Attempt, p *planRun, plan *Plan) string {
+func (m *Manager) commitPlan(ctx context.Context, a *Attempt, p *planRun, plan *planner.Plan) string {
 	ref, spec := a.Ref, a.Spec
-	_, shapes := Shapes(a.groups)
+	_, shapes := planner.Shapes(a.groups)
 	m.CommitPlan(ref, plan, shapes, m.scheduleTimeout(spec))
 	if a.devices != nil {
 		a.devices.Commit(ref.String())
@@ -289,7 +294,7 @@ func (m *Manager) commitPlan(ctx context.Context, a *Attempt, p *planRun, plan *
 
 // room is node i's room for the attempt: free net of what other gangs hold,
 // plus what victims would free.
-func (m *Manager) room(a *Attempt, freed map[string]Usage) Capacity {
+func (m *Manager) room(a *Attempt, freed map[string]Usage) planner.Capacity {
 	claimant := Claimant{Ref: a.Ref, Priority: a.Priority, Ends: m.endsBy(a)}
 	return func(i int) (resources.List, int64) {
 		ns := a.view.Nodes[i]
@@ -308,13 +313,13 @@ func (m *Manager) room(a *Attempt, freed map[string]Usage) Capacity {
 // request builds the planner's request from the attempt's view: candidate
 // nodes sized by room (relaxed: nodes that fail for capacity only are
 // candidates too), NUMA zones and the topology constraint.
-func (m *Manager) request(a *Attempt, room Capacity, relaxed bool) (Request, string) {
-	shapes, _ := Shapes(a.groups)
-	var limiter Limiter = a.Limiter
+func (m *Manager) request(a *Attempt, room planner.Capacity, relaxed bool) (planner.Request, string) {
+	shapes, _ := planner.Shapes(a.groups)
+	var limiter planner.Limiter = a.Limiter
 	if a.devices != nil {
-		limiter = Limiters{a.Limiter, a.devices}
+		limiter = planner.Limiters{a.Limiter, a.devices}
 	}
-	req := Request{Shapes: shapes, Nodes: CandidateNodes(a.groups, a.view.Nodes, a.view.Verdicts, room, relaxed, limiter),
+	req := planner.Request{Shapes: shapes, Nodes: planner.CandidateNodes(a.groups, a.view.Nodes, a.view.Verdicts, room, relaxed, limiter),
 		Workload: m.Workload.Workload(m.Now())}
 	if a.Spec == nil {
 		return req, ""
@@ -329,7 +334,7 @@ func (m *Manager) request(a *Attempt, room Capacity, relaxed bool) (Request, str
 	}
 	req.Constrain(a.Topology.Tree, a.Topology.Required, a.Topology.Preferred, m.PlacedNodes(a.Ref))
 	if sg := a.Spec.SubGroups; sg != nil {
-		req.SubGroups = SubGroupsOf(shapes)
+		req.SubGroups = planner.SubGroupsOf(shapes)
 		for i := range req.SubGroups {
 			req.SubGroups[i].In = a.boundIn[req.SubGroups[i].Key]
 		}
@@ -338,7 +343,7 @@ func (m *Manager) request(a *Attempt, room Capacity, relaxed bool) (Request, str
 			req.SubLevel, req.SubPreferred = a.Topology.SubPreferred, true
 		}
 	}
-	return req, DescribeConstraint(a.Topology.Required, a.Topology.Preferred)
+	return req, planner.DescribeConstraint(a.Topology.Required, a.Topology.Preferred)
 }
 
 func (m *Manager) scheduleTimeout(spec *Spec) time.Duration {
@@ -354,7 +359,7 @@ func (m *Manager) boundBySubGroup(a *Attempt) (map[string]int, map[string]string
 	if a.Spec.SubGroups == nil {
 		return nil, nil
 	}
-	var topo Topology
+	var topo planner.Topology
 	li := -1
 	if a.Topology != nil && a.Topology.Tree != nil {
 		topo = a.Topology.Tree

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -57,7 +58,7 @@ func TestManagerPlan(t *testing.T) {
 				if !reflect.DeepEqual(e.fx.observed, []string{"planned"}) {
 					t.Fatalf("observed %v, want [planned]", e.fx.observed)
 				}
-				if r := e.m.Route(spec.Ref, spec, ShapeKey(e.dir.pending[spec.Ref][1])); r.Node != "a" {
+				if r := e.m.Route(spec.Ref, spec, planner.ShapeKey(e.dir.pending[spec.Ref][1])); r.Node != "a" {
 					t.Fatalf("Route for a sibling = %+v, want steered to a", r)
 				}
 				if rem := e.m.Remaining(spec.Ref); rem != 30*time.Second {
@@ -85,7 +86,7 @@ func TestManagerPlan(t *testing.T) {
 				if !ok || cond.reason != ReasonUnschedulable || cond.message != msg {
 					t.Fatalf("condition %+v, want Unschedulable with the message", cond)
 				}
-				r := e.m.Route(spec.Ref, spec, ShapeKey(e.dir.pending[spec.Ref][1]))
+				r := e.m.Route(spec.Ref, spec, planner.ShapeKey(e.dir.pending[spec.Ref][1]))
 				if r.Plan || r.Node != "" || r.Refusal != msg {
 					t.Fatalf("Route after the failure = %+v, want the cached refusal", r)
 				}
@@ -377,7 +378,7 @@ func TestManagerPlanExpires(t *testing.T) {
 			if err != nil || node != "a" {
 				t.Fatalf("Plan = %q, %v", node, err)
 			}
-			e.m.MemberReserved(spec.Ref, pods[0].UID, "a", ShapeKey(pods[0]))
+			e.m.MemberReserved(spec.Ref, pods[0].UID, "a", planner.ShapeKey(pods[0]))
 
 			e.clk.Step(tc.want - time.Second)
 			time.Sleep(10 * time.Millisecond)
@@ -406,7 +407,7 @@ func TestManagerPlanExpires(t *testing.T) {
 			if e.rec.count() != 1 {
 				t.Fatalf("teardowns %d, want 1", e.rec.count())
 			}
-			if r := e.m.Route(spec.Ref, spec, ShapeKey(pods[1])); !r.Plan {
+			if r := e.m.Route(spec.Ref, spec, planner.ShapeKey(pods[1])); !r.Plan {
 				t.Fatalf("Route after expiry = %+v, want Plan", r)
 			}
 		})
@@ -424,7 +425,7 @@ func TestManagerMissedSlot(t *testing.T) {
 	if _, err := e.m.Plan(context.Background(), e.attempt(spec, c)); err != nil {
 		t.Fatal(err)
 	}
-	shape := ShapeKey(pods[0])
+	shape := planner.ShapeKey(pods[0])
 	e.m.MemberReserved(spec.Ref, pods[0].UID, "a", shape)
 
 	msg, broken := e.m.MissedSlot(spec.Ref, spec, pods[1].Name, shape)

@@ -6,13 +6,14 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 // CommitPlan records a plan for the gang and holds its capacity until ttl
 // passes, the quorum is reached or the plan breaks. A reservation the gang
 // held is replaced. Members reserved before keep their reservations.
-func (lc *Lifecycle) CommitPlan(ref Ref, plan *Plan, shapes map[string]resources.List, ttl time.Duration) {
+func (lc *Lifecycle) CommitPlan(ref Ref, plan *planner.Plan, shapes map[string]resources.List, ttl time.Duration) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gang(ref)
@@ -27,7 +28,7 @@ func (lc *Lifecycle) CommitPlan(ref Ref, plan *Plan, shapes map[string]resources
 	g.timer = lc.clock.AfterFunc(ttl, func() { go lc.expire(ref, gen) })
 }
 
-func (lc *Lifecycle) setSlotsLocked(g *gangState, plan *Plan, shapes map[string]resources.List) {
+func (lc *Lifecycle) setSlotsLocked(g *gangState, plan *planner.Plan, shapes map[string]resources.List) {
 	if g.timer != nil {
 		g.timer.Stop()
 		g.timer = nil

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -30,8 +31,8 @@ func (f ProberFunc) Probe(ctx context.Context, pod *v1.Pod) *View { return f(ctx
 // View is the cluster as one planning attempt saw it: every node's free room,
 // the filters' verdict for the member there, and the pods it runs.
 type View struct {
-	Nodes    []NodeState
-	Verdicts []Verdict
+	Nodes    []planner.NodeState
+	Verdicts []planner.Verdict
 	// PodsOn lists the pods on node i (asked only to reserve or make room).
 	PodsOn func(i int) []*v1.Pod
 }
@@ -146,7 +147,7 @@ func (a *Admission) Snapshot() *queue.Snapshot {
 
 // Constraint is a gang's topology constraint and the topology it refers to.
 type Constraint struct {
-	Tree                Topology
+	Tree                planner.Topology
 	Required, Preferred string
 	// SubRequired or SubPreferred is the level of each sub-group's domain
 	// in a gang of sub-groups.

@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -17,7 +18,7 @@ type ReservationRequest struct {
 	Created  time.Time
 	// Plan places the gang on capacity that is busy now; its slots become
 	// holds against pods of equal or lower priority.
-	Plan   *Plan
+	Plan   *planner.Plan
 	Shapes map[string]resources.List
 	// TTL ends the reservation if the gang is not planned by then (0: none).
 	TTL time.Duration

@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -55,7 +56,7 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 	}
 	if a.Spec == nil {
 		// A plain pod: the prober gives what the cycle's filters said.
-		a.groups = GroupPending(a.Pod, nil, 1, m.demand())
+		a.groups = planner.GroupPending(a.Pod, nil, 1, m.demand())
 		a.view = a.Prober.Probe(ctx, a.Pod)
 	}
 	if a.view == nil {
@@ -67,7 +68,7 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 	}
 	qc := a.Queue
 	all := m.running(a)
-	planFor := func(victims []Victim) *Plan {
+	planFor := func(victims []Victim) *planner.Plan {
 		if a.devices != nil {
 			// The victims' devices count as free.
 			var pods []*v1.Pod
@@ -131,7 +132,7 @@ func joinNotes(notes ...string) string {
 
 // reclaim evicts whole gangs of queues above their deserved share for a
 // queue below its own.
-func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor func([]Victim) *Plan) (*Room, string) {
+func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor func([]Victim) *planner.Plan) (*Room, string) {
 	qc := a.Queue
 	others := false
 	for _, v := range all.victims {
@@ -306,7 +307,7 @@ func boundAt(p *v1.Pod) time.Time {
 // group objects, and lets the preemptor hold the room it frees: a gang
 // reserves the planned nodes against pods of equal or lower priority; a plain
 // pod is nominated to its node.
-func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims []Victim, plan *Plan, reason, why, forQueue string) (*Room, string) {
+func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims []Victim, plan *planner.Plan, reason, why, forQueue string) (*Room, string) {
 	who := a.Pod.Namespace + "/" + a.Pod.Name
 	if a.Spec != nil {
 		who = "gang " + a.Ref.String()
@@ -336,7 +337,7 @@ func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims [
 			return &Room{Nominate: node, Message: msg}, msg
 		}
 	}
-	_, shapes := Shapes(a.groups)
+	_, shapes := planner.Shapes(a.groups)
 	ttl := 2 * m.scheduleTimeout(a.Spec)
 	if reason == ReasonConsolidated {
 		ttl += m.Consolidation.EvictionGrace

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -64,7 +65,7 @@ func (m *Manager) routeToPlan(ref Ref) Route {
 // already has placed members (a replacement).
 func (m *Manager) routeSubGroup(ref Ref, spec *Spec, shape string, planLive bool) Route {
 	sg := spec.SubGroups
-	own := SubGroupOfShape(shape)
+	own := planner.SubGroupOfShape(shape)
 	if planLive {
 		return Route{Refusal: fmt.Sprintf("sub-group %s waits for the gang's plan being placed now; it is planned whole after", own)}
 	}
@@ -75,7 +76,7 @@ func (m *Manager) routeSubGroup(ref Ref, spec *Spec, shape string, planLive bool
 		return Route{Refusal: "the member has no rank: it belongs to no sub-group (label scheduling.phalanx.dev/rank or its operator's index label)"}
 	}
 	for key, n := range m.PlacedShapes(ref) {
-		if n > 0 && SubGroupOfShape(key) == own {
+		if n > 0 && planner.SubGroupOfShape(key) == own {
 			return Route{}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -69,7 +70,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		f.Sub(held)
 		future[i], futurePods[i], busy[i] = f, pods-heldPods, b
 	}
-	placeOn := func(room []resources.List, pods []int64) *Plan {
+	placeOn := func(room []resources.List, pods []int64) *planner.Plan {
 		req, _ := m.request(a, func(i int) (resources.List, int64) { return room[i], pods[i] }, true)
 		for i := range req.Nodes {
 			if j, ok := a.view.index(req.Nodes[i].Name); ok {
@@ -91,7 +92,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		}
 		return "nothing is reserved: the gang does not fit the cluster even when pods of equal or lower priority leave", false
 	}
-	_, ask.Shapes = Shapes(a.groups)
+	_, ask.Shapes = planner.Shapes(a.groups)
 	ask.Plan, ask.ReadyBy = plan, m.readyBy(a, plan)
 	granted, displaced := m.Reserve(ref, ask)
 	if !displaced.IsZero() {
@@ -135,7 +136,7 @@ func (m *Manager) endsBy(a *Attempt) time.Time {
 // readyBy is the latest the plan's room is free: when the last pod of equal
 // or lower priority on its nodes reaches its activeDeadlineSeconds (zero
 // when one has no limit).
-func (m *Manager) readyBy(a *Attempt, plan *Plan) time.Time {
+func (m *Manager) readyBy(a *Attempt, plan *planner.Plan) time.Time {
 	ready := m.Now()
 	for i, ns := range a.view.Nodes {
 		if _, used := plan.Slots[ns.Node.Name]; !used {
@@ -159,7 +160,7 @@ func (m *Manager) readyBy(a *Attempt, plan *Plan) time.Time {
 
 // futureRoom is a node's room for the gang once the pods it may wait for
 // (equal or lower priority) leave; busy is how many pods hold that room now.
-func (m *Manager) futureRoom(ns NodeState, running []*v1.Pod, priority int32) (resources.List, int64, int64) {
+func (m *Manager) futureRoom(ns planner.NodeState, running []*v1.Pod, priority int32) (resources.List, int64, int64) {
 	free, pods := ns.Free.Clone(), ns.FreePods
 	busy := int64(0)
 	for _, p := range running {

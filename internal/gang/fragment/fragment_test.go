@@ -1,4 +1,4 @@
-package gang
+package fragment
 
 import (
 	"math"
@@ -11,7 +11,7 @@ import (
 )
 
 func room(cpu, gpus int64) resources.List {
-	return resources.List{v1.ResourceCPU: cpu, gpuResource: gpus}
+	return resources.List{v1.ResourceCPU: cpu, GPUResource: gpus}
 }
 
 func TestExpectedFragmentation(t *testing.T) {
@@ -30,6 +30,7 @@ func TestExpectedFragmentation(t *testing.T) {
 		{"CPU-only shapes are left out", room(2000, 4), []WorkloadShape{{Request: room(1000, 0), Weight: 5}}, 0},
 		{"weights need not sum to 1", room(92000, 7), []WorkloadShape{{Request: room(4000, 1), Weight: 3}, {Request: room(32000, 8), Weight: 1}}, 7.0 / 4},
 		{"no workload", room(92000, 7), nil, 0},
+		{"shapes without weight are left out", room(92000, 7), []WorkloadShape{{Request: room(32000, 8), Weight: 0}, {Request: room(4000, 1), Weight: -1}}, 0},
 	}
 	for _, c := range cases {
 		if got := ExpectedFragmentation(c.free, c.workload); math.Abs(got-c.want) > 1e-9 {
@@ -64,7 +65,7 @@ func TestFragmentationDelta(t *testing.T) {
 	// The input is not modified.
 	free := room(96000, 8)
 	FragmentationDelta(free, one, 1, mix)
-	if free[gpuResource] != 8 {
+	if free[GPUResource] != 8 {
 		t.Errorf("FragmentationDelta changed its input: %v", free)
 	}
 	// The score ranks a used node above an empty one for a 1-GPU pod.
@@ -86,7 +87,7 @@ func TestShapeHistory(t *testing.T) {
 	}
 	weight := map[int64]float64{}
 	for _, s := range got {
-		weight[s.Request[gpuResource]] = s.Weight
+		weight[s.Request[GPUResource]] = s.Weight
 	}
 	if weight[1] != 2 || weight[8] != 1 {
 		t.Errorf("weights = %v, want 1-GPU 2 and 8-GPU 1", weight)
@@ -95,7 +96,7 @@ func TestShapeHistory(t *testing.T) {
 	t1 := t0.Add(time.Hour)
 	h.Observe(room(32000, 8), t1)
 	for _, s := range h.Workload(t1) {
-		want := map[int64]float64{1: 1, 8: 1.5}[s.Request[gpuResource]]
+		want := map[int64]float64{1: 1, 8: 1.5}[s.Request[GPUResource]]
 		if math.Abs(s.Weight-want) > 1e-9 {
 			t.Errorf("after a half-life: %v weighs %v, want %v", s.Request, s.Weight, want)
 		}
@@ -132,38 +133,20 @@ func TestShapeHistory(t *testing.T) {
 	}
 }
 
-// TestFillBreaksTiesByFragmentation: between nodes equally tight for the
-// shape, the planner takes the one whose GPUs the placement fragments
-// least; without a workload, the smallest name.
-func TestFillBreaksTiesByFragmentation(t *testing.T) {
-	one := room(4000, 1)
-	// Both nodes take two 1-GPU members. On "a-roomy" the leftover GPU keeps
-	// the CPUs a 40-CPU shape needs; on "b-starved" it never had them.
-	nodes := []Node{
-		{Name: "a-roomy", Free: room(64000, 2), FreePods: 10, Limit: map[string]int{"one": 10}},
-		{Name: "b-starved", Free: room(8000, 2), FreePods: 10, Limit: map[string]int{"one": 10}},
+// TestShapeHistoryTurnedBackOn: a history turned off and on again starts
+// empty, and its weights fade at the new half-life.
+func TestShapeHistoryTurnedBackOn(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	h := NewShapeHistory(time.Hour)
+	h.Observe(room(4000, 1), t0)
+	h.SetHalfLife(0)
+	h.SetHalfLife(2 * time.Hour)
+	if w := h.Workload(t0); len(w) != 0 {
+		t.Fatalf("Workload = %v after turning off and on, want none", w)
 	}
-	workload := []WorkloadShape{{Request: room(40000, 1), Weight: 1}}
-	for _, count := range []int{1, 2} {
-		req := Request{Shapes: []Shape{{Key: "one", Request: one, Count: count}}, Nodes: nodes}
-		plan, diag := Place(req)
-		if plan == nil {
-			t.Fatalf("count %d: no plan: %+v", count, diag)
-		}
-		if plan.Slots["a-roomy"]["one"] != count {
-			t.Errorf("count %d, no workload: slots %v, want a-roomy (smallest name)", count, plan.Slots)
-		}
-		req.Workload = workload
-		if plan, _ = Place(req); plan.Slots["b-starved"]["one"] != count {
-			t.Errorf("count %d, with workload: slots %v, want b-starved (its GPUs fit no 40-CPU shape anyway)", count, plan.Slots)
-		}
-	}
-	// Tightness still comes first: a node that takes exactly the gang wins
-	// over a roomier one, whatever the fragmentation.
-	tight := append([]Node{{Name: "c-tight", Free: room(96000, 3), FreePods: 10, Limit: map[string]int{"one": 10}}}, nodes[0])
-	tight[1].Free = room(96000, 8)
-	plan, _ := Place(Request{Shapes: []Shape{{Key: "one", Request: one, Count: 3}}, Nodes: tight, Workload: []WorkloadShape{{Request: room(1000, 3), Weight: 1}}})
-	if plan == nil || plan.Slots["c-tight"]["one"] != 3 {
-		t.Errorf("best fit first: slots %v, want all 3 on c-tight", plan)
+	h.Observe(room(4000, 1), t0)
+	w := h.Workload(t0.Add(2 * time.Hour))
+	if len(w) != 1 || math.Abs(w[0].Weight-0.5) > 1e-9 {
+		t.Errorf("Workload a new half-life later = %v, want one shape of weight 0.5", w)
 	}
 }

@@ -1,4 +1,4 @@
-package gang
+package planner
 
 import (
 	"sort"
@@ -77,12 +77,12 @@ func GroupPending(pod *v1.Pod, pending []*v1.Pod, needed int, demand DemandFunc)
 
 // GroupByShape groups members by shape, the first member's shape first.
 func GroupByShape(members []*v1.Pod, demand DemandFunc) []ShapeGroup {
-	return groupByKey(members, demand, ShapeKey)
+	return GroupByKey(members, demand, ShapeKey)
 }
 
-// groupByKey groups members by key (a shape, or a member shape within a
+// GroupByKey groups members by key (a shape, or a member shape within a
 // gang of sub-groups), the first member's key first.
-func groupByKey(members []*v1.Pod, demand DemandFunc, key func(*v1.Pod) string) []ShapeGroup {
+func GroupByKey(members []*v1.Pod, demand DemandFunc, key func(*v1.Pod) string) []ShapeGroup {
 	var groups []ShapeGroup
 	index := map[string]int{}
 	for _, m := range members {

@@ -1,4 +1,4 @@
-package gang
+package planner
 
 import (
 	"fmt"

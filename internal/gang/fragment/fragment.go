@@ -1,4 +1,6 @@
-package gang
+// Package fragment scores how a placement fragments a node's GPUs for the
+// expected workload, and keeps the GPU pod shapes that workload is made of.
+package fragment
 
 import (
 	"math"
@@ -38,20 +40,20 @@ type WorkloadShape struct {
 	Weight  float64
 }
 
-// gpuResource is the resource whose fragmentation is measured.
-const gpuResource = "nvidia.com/gpu"
+// GPUResource is the resource whose fragmentation is measured.
+const GPUResource = "nvidia.com/gpu"
 
 // ExpectedFragmentation is F(node) for a node with free resources, over
 // the workload (weights normalised). Shapes that ask for no GPU are left
 // out: they cannot use GPUs, so they neither fragment nor defragment them.
 func ExpectedFragmentation(free resources.List, workload []WorkloadShape) float64 {
-	gpus := free[gpuResource]
+	gpus := free[GPUResource]
 	if gpus <= 0 {
 		return 0
 	}
 	var sum, frag float64
 	for _, m := range workload {
-		if m.Weight <= 0 || m.Request[gpuResource] <= 0 {
+		if m.Weight <= 0 || m.Request[GPUResource] <= 0 {
 			continue
 		}
 		sum += m.Weight
@@ -122,7 +124,7 @@ func (h *ShapeHistory) decayed(s *seenShape, now time.Time) float64 {
 // Observe counts one pod that asks for request. Pods without GPUs are not
 // counted: they neither fragment GPUs nor need whole GPU nodes.
 func (h *ShapeHistory) Observe(request resources.List, now time.Time) {
-	if h == nil || request[gpuResource] <= 0 {
+	if h == nil || request[GPUResource] <= 0 {
 		return
 	}
 	key := request.String()

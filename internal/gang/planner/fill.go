@@ -1,9 +1,10 @@
-package gang
+package planner
 
 import (
 	"slices"
 	"sort"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -13,7 +14,7 @@ import (
 // nodes the least busy goes first, then, with a workload, the one whose GPUs
 // the placement fragments least, then the smallest name. It returns the slots
 // and the number of members placed.
-func fill(shapes []Shape, nodes []Node, workload []WorkloadShape) (map[string]map[string]int, int) {
+func fill(shapes []Shape, nodes []Node, workload []fragment.WorkloadShape) (map[string]map[string]int, int) {
 	// free and slots are kept apart from f: escape analysis sees f whole,
 	// and the orders holding free or returning slots would move f's other
 	// slices to the heap.
@@ -130,7 +131,7 @@ func (f *filler) placeMany(o *nodeOrder) {
 type nodeOrder struct {
 	nodes    []Node
 	free     []resources.List
-	workload []WorkloadShape
+	workload []fragment.WorkloadShape
 	s        Shape
 	// frag is what placing the members a node takes costs in
 	// fragmentation; computed only to break a tie, and only once.
@@ -138,12 +139,12 @@ type nodeOrder struct {
 }
 
 func (o *nodeOrder) fragments(i, c int) float64 {
-	if len(o.workload) == 0 || o.s.Request[gpuResource] <= 0 {
+	if len(o.workload) == 0 || o.s.Request[fragment.GPUResource] <= 0 {
 		return 0
 	}
 	v, ok := o.frag[i]
 	if !ok {
-		v = FragmentationDelta(o.free[i], o.s.Request, int64(min(c, o.s.Count)), o.workload)
+		v = fragment.FragmentationDelta(o.free[i], o.s.Request, int64(min(c, o.s.Count)), o.workload)
 		o.frag[i] = v
 	}
 	return v

@@ -1,4 +1,4 @@
-package gang
+package planner
 
 import (
 	"math/rand/v2"
@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -23,7 +24,7 @@ func TestFillPicksAsSortedOrder(t *testing.T) {
 		for i := range nodes {
 			nodes[i] = Node{
 				Name:     "n" + string(rune('a'+i%26)) + string(rune('a'+i/26)),
-				Free:     resources.List{v1.ResourceCPU: int64(rng.IntN(9)) * 1000, gpuResource: int64(rng.IntN(9))},
+				Free:     resources.List{v1.ResourceCPU: int64(rng.IntN(9)) * 1000, fragment.GPUResource: int64(rng.IntN(9))},
 				FreePods: int64(rng.IntN(12)),
 				Limit:    map[string]int{"a": 1 + rng.IntN(8), "b": 1 + rng.IntN(8)},
 				Busy:     int64(rng.IntN(3)),
@@ -33,12 +34,12 @@ func TestFillPicksAsSortedOrder(t *testing.T) {
 			}
 		}
 		shapes := []Shape{
-			{Key: "a", Request: resources.List{v1.ResourceCPU: 1000, gpuResource: 1}, Count: 1 + rng.IntN(40)},
+			{Key: "a", Request: resources.List{v1.ResourceCPU: 1000, fragment.GPUResource: 1}, Count: 1 + rng.IntN(40)},
 			{Key: "b", Request: resources.List{v1.ResourceCPU: 2000}, Count: rng.IntN(20)},
 		}
 		want, wantPlaced := sortedFill(shapes, nodes)
 		if round%2 == 1 {
-			withMemo(nodes)
+			WithMemo(nodes)
 		}
 		got, placed := fill(shapes, nodes, nil)
 		if placed != wantPlaced || !reflect.DeepEqual(got, want) {

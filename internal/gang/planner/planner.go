@@ -1,12 +1,15 @@
-// Package gang is the whole-gang core: the PodGroup model, member tracking and
-// the planner that places a gang's minimum before anything is reserved.
-package gang
+// Package planner places a gang's members on a snapshot of the nodes: the
+// candidate nodes and their room, every member of each shape placed whole
+// (inside one topology domain, sub-groups each inside one of their own), or
+// why no placement exists. It is a pure function of its request.
+package planner
 
 import (
 	"reflect"
 	"slices"
 	"sort"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -34,7 +37,7 @@ type Node struct {
 	// goes first (a reservation prefers nodes that free up soonest).
 	Busy int64
 
-	// memo, when a caller sets it (withMemo), keeps the node's member
+	// memo, when a caller sets it (WithMemo), keeps the node's member
 	// counts per shape while Free, FreePods and Limit stay the same maps
 	// and value: a dry run places copy after copy on the same nodes, most
 	// of them untouched between copies. Whoever changes a node's room
@@ -42,8 +45,8 @@ type Node struct {
 	memo *copiesMemo
 }
 
-// withMemo makes fill remember the nodes' member counts across calls.
-func withMemo(nodes []Node) {
+// WithMemo makes fill remember the nodes' member counts across calls.
+func WithMemo(nodes []Node) {
 	for i := range nodes {
 		nodes[i].memo = &copiesMemo{}
 	}
@@ -103,7 +106,7 @@ type Request struct {
 	// Workload, when set, breaks ties between equally tight nodes: the one
 	// whose GPUs the placement fragments least for these shapes
 	// (FragmentationDelta).
-	Workload []WorkloadShape
+	Workload []fragment.WorkloadShape
 	// SubGroups, when set, split Shapes into sub-groups, each placed whole
 	// inside one domain of SubLevel (required, or SubPreferred), all of
 	// them inside the gang's domain (Required / Preferred).
