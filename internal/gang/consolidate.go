@@ -10,6 +10,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -51,22 +53,22 @@ type Consolidation struct {
 type consolidationLog struct {
 	mu      sync.Mutex
 	byQueue map[string][]time.Time
-	moved   map[Ref]time.Time
+	moved   map[ident.Ref]time.Time
 	// wakeAt is when a gang's pending retry fires: one per gang, however
 	// often its members fail meanwhile.
-	wakeAt map[Ref]time.Time
+	wakeAt map[ident.Ref]time.Time
 }
 
 // claimWake reports whether a retry of the gang at at must be scheduled:
 // not when one is pending that fires no later.
-func (l *consolidationLog) claimWake(ref Ref, now, at time.Time) bool {
+func (l *consolidationLog) claimWake(ref ident.Ref, now, at time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if t, ok := l.wakeAt[ref]; ok && t.After(now) && !t.After(at) {
 		return false
 	}
 	if l.wakeAt == nil {
-		l.wakeAt = map[Ref]time.Time{}
+		l.wakeAt = map[ident.Ref]time.Time{}
 	}
 	for r, t := range l.wakeAt {
 		if !t.After(now) {
@@ -104,7 +106,7 @@ func (l *consolidationLog) allowed(queue string, now time.Time, perHour int) (bo
 	return false, recent[0].Add(time.Hour)
 }
 
-func (l *consolidationLog) movedAt(ref Ref) time.Time {
+func (l *consolidationLog) movedAt(ref ident.Ref) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.moved[ref]
@@ -114,7 +116,7 @@ func (l *consolidationLog) record(queue string, now time.Time, victims []Victim)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byQueue == nil {
-		l.byQueue, l.moved = map[string][]time.Time{}, map[Ref]time.Time{}
+		l.byQueue, l.moved = map[string][]time.Time{}, map[ident.Ref]time.Time{}
 	}
 	l.byQueue[queue] = append(l.byQueue[queue], now)
 	for ref, t := range l.moved {
@@ -152,7 +154,7 @@ type consolidation struct {
 
 // move is where a moved gang was proven to fit.
 type move struct {
-	ref      Ref
+	ref      ident.Ref
 	priority int32
 	plan     *planner.Plan
 	shapes   map[string]resources.List
@@ -227,7 +229,7 @@ func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, pla
 		if err != nil {
 			continue
 		}
-		m.Reserve(mv.ref, ReservationRequest{Kind: ReservationMoved, Priority: mv.priority, Created: spec.Created,
+		m.Reserve(mv.ref, lifecycle.ReservationRequest{Kind: lifecycle.ReservationMoved, Priority: mv.priority, Created: spec.Created,
 			Plan: mv.plan, Shapes: mv.shapes, TTL: 2*m.scheduleTimeout(spec) + c.EvictionGrace})
 	}
 	return room, msg
@@ -242,7 +244,7 @@ func (m *Manager) moveCandidates(a *Attempt, all *running, li int, now time.Time
 		if v.Ref.IsZero() || v.Of != "" || v.Priority > a.Priority {
 			continue
 		}
-		if ph := m.Phase(v.Ref); ph == PhasePlanned || ph == PhaseReserving {
+		if ph := m.Phase(v.Ref); ph == lifecycle.PhasePlanned || ph == lifecycle.PhaseReserving {
 			// Still binding, or waiting for more room: not settled.
 			continue
 		}

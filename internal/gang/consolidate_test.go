@@ -9,6 +9,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 )
 
 // Two racks of two 2-CPU nodes; gang x runs on a1, gang y on b1, a2 and b2
@@ -126,7 +129,7 @@ func TestManagerConsolidation(t *testing.T) {
 				t.Fatalf("evicted %v, want %v", evicted, tc.want)
 			}
 			r, ok := e.m.ReservationOf(spec.Ref)
-			if !ok || r.Kind != ReservationPreempting {
+			if !ok || r.Kind != lifecycle.ReservationPreempting {
 				t.Fatalf("the gang holds no reservation for the freed rack: %+v %v", r, ok)
 			}
 			var held []string
@@ -146,13 +149,13 @@ func TestManagerConsolidation(t *testing.T) {
 			}
 			// The moved gang's new place, the other rack's free node, is
 			// held for it.
-			moved := Ref{Namespace: "ns", Name: strings.TrimSuffix(tc.want[0], "-0")}
+			moved := ident.Ref{Namespace: "ns", Name: strings.TrimSuffix(tc.want[0], "-0")}
 			mr, ok := e.m.ReservationOf(moved)
 			wantNew := map[string]string{"r1": "b2", "r2": "a2"}[tc.wantRack]
-			if !ok || mr.Kind != ReservationMoved || len(mr.Slots) != 1 || mr.Slots[wantNew] == nil {
+			if !ok || mr.Kind != lifecycle.ReservationMoved || len(mr.Slots) != 1 || mr.Slots[wantNew] == nil {
 				t.Errorf("moved gang %s holds %+v (%v), want its new place %s", moved, mr, ok, wantNew)
 			}
-			if got := heldCPU(e.m.Lifecycle, wantNew, Ref{Name: "someone-else"}, 0); got != 2000 {
+			if got := heldCPU(e.m.Lifecycle, wantNew, ident.Ref{Name: "someone-else"}, 0); got != 2000 {
 				t.Errorf("%s holds %d CPU against others, want 2000", wantNew, got)
 			}
 		})
@@ -166,7 +169,7 @@ func TestManagerConsolidationRate(t *testing.T) {
 	if ok, _ := l.allowed("q", t0, 1); !ok {
 		t.Fatal("the first consolidation refused")
 	}
-	l.record("q", t0, []Victim{{Ref: Ref{Namespace: "ns", Name: "v"}}})
+	l.record("q", t0, []Victim{{Ref: ident.Ref{Namespace: "ns", Name: "v"}}})
 	if ok, next := l.allowed("q", t0.Add(59*time.Minute), 1); ok || !next.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("second within the hour: allowed %v, next %v", ok, next)
 	}
@@ -176,7 +179,7 @@ func TestManagerConsolidationRate(t *testing.T) {
 	if ok, _ := l.allowed("q", t0.Add(time.Hour), 1); !ok {
 		t.Fatal("refused after an hour")
 	}
-	if got := l.movedAt(Ref{Namespace: "ns", Name: "v"}); !got.Equal(t0) {
+	if got := l.movedAt(ident.Ref{Namespace: "ns", Name: "v"}); !got.Equal(t0) {
 		t.Fatalf("moved at %v", got)
 	}
 }
@@ -203,7 +206,7 @@ func TestMovable(t *testing.T) {
 // timer, not one per failure.
 func TestConsolidationWakeOnce(t *testing.T) {
 	var l consolidationLog
-	ref := Ref{Namespace: "ns", Name: "g"}
+	ref := ident.Ref{Namespace: "ns", Name: "g"}
 	if !l.claimWake(ref, t0, t0.Add(time.Minute)) {
 		t.Fatal("the first retry was not scheduled")
 	}
@@ -216,7 +219,7 @@ func TestConsolidationWakeOnce(t *testing.T) {
 	if !l.claimWake(ref, t0.Add(time.Minute), t0.Add(2*time.Minute)) {
 		t.Error("no retry after the pending one fired")
 	}
-	if !l.claimWake(Ref{Namespace: "ns", Name: "other"}, t0, t0.Add(time.Minute)) {
+	if !l.claimWake(ident.Ref{Namespace: "ns", Name: "other"}, t0, t0.Add(time.Minute)) {
 		t.Error("another gang's retry was not scheduled")
 	}
 }

@@ -10,12 +10,14 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 // lifecycleState renders what a dry run must not change.
-func lifecycleState(lc *Lifecycle, refs ...Ref) string {
+func lifecycleState(lc *lifecycle.Lifecycle, refs ...ident.Ref) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "held=%v reservations=%v failed=%v anywhere=%v", lc.HeldByGang(), lc.Reservations(), failedRefs(lc), lc.HoldsAnywhere())
 	for _, r := range refs {
@@ -31,12 +33,12 @@ func TestManagerCopies(t *testing.T) {
 		{name: "b", free: 2000, rack: "r2"}, {name: "c", free: 1000, rack: "r2"},
 		{name: "d", free: 1000, rack: "r3"},
 	}
-	other := Ref{Namespace: "ns", Name: "other"}
+	other := ident.Ref{Namespace: "ns", Name: "other"}
 	holdA := func(e *env) {
 		e.m.CommitPlan(other, &planner.Plan{Slots: map[string]map[string]int{"a": {"o": 2}}}, map[string]resources.List{"o": cpu(1000)}, time.Minute)
 	}
 	reserveA := func(e *env) {
-		e.m.Reserve(other, ReservationRequest{Kind: ReservationStarved, Queue: "q", Priority: 5,
+		e.m.Reserve(other, lifecycle.ReservationRequest{Kind: lifecycle.ReservationStarved, Queue: "q", Priority: 5,
 			Plan: &planner.Plan{Slots: map[string]map[string]int{"a": {"o": 2}}}, Shapes: map[string]resources.List{"o": cpu(1000)}})
 	}
 	for _, tc := range []struct {
@@ -88,7 +90,7 @@ func TestManagerCopies(t *testing.T) {
 					return need[v1.ResourceCPU] <= tc.allow
 				}
 			}
-			before := lifecycleState(e.m.Lifecycle, other, Ref{Namespace: "ns", Name: "copy"})
+			before := lifecycleState(e.m.Lifecycle, other, ident.Ref{Namespace: "ns", Name: "copy"})
 			calls := e.fx.calls()
 
 			got := e.m.Copies(context.Background(), q)
@@ -106,7 +108,7 @@ func TestManagerCopies(t *testing.T) {
 				t.Errorf("the queue was asked for %v, want each copy's running total", asked)
 			}
 			// A dry run changes nothing.
-			if after := lifecycleState(e.m.Lifecycle, other, Ref{Namespace: "ns", Name: "copy"}); after != before {
+			if after := lifecycleState(e.m.Lifecycle, other, ident.Ref{Namespace: "ns", Name: "copy"}); after != before {
 				t.Errorf("lifecycle changed:\n before %s\n after  %s", before, after)
 			}
 			if e.fx.calls() != calls {
@@ -197,7 +199,7 @@ func TestManagerCopiesSubGroups(t *testing.T) {
 			if flat := e.m.Copies(context.Background(), Query{Members: pods, Prober: c}); flat.Copies != tc.flat {
 				t.Fatalf("flat: Copies = %d (%s), want %d", flat.Copies, flat.Why, tc.flat)
 			}
-			spec := &Spec{Ref: Ref{Namespace: "ns", Name: "copy"}, MinMember: 4, SubGroups: &SubGroups{Size: 2, Required: "rack", Source: "by rank",
+			spec := &Spec{Ref: ident.Ref{Namespace: "ns", Name: "copy"}, MinMember: 4, SubGroups: &SubGroups{Size: 2, Required: "rack", Source: "by rank",
 				Of: func(p *v1.Pod) string {
 					var r int
 					_, _ = fmt.Sscan(p.Labels["rank"], &r)
@@ -215,7 +217,7 @@ func TestManagerCopiesSubGroups(t *testing.T) {
 	}
 }
 
-func failedRefs(lc *Lifecycle) []Ref {
+func failedRefs(lc *lifecycle.Lifecycle) []ident.Ref {
 	refs, _ := lc.FailedGangs()
 	return refs
 }

@@ -13,6 +13,8 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -68,18 +70,18 @@ func queueOf(p *v1.Pod) string { return p.Labels["queue"] }
 
 // fakeDir is a Directory over maps.
 type fakeDir struct {
-	specs   map[Ref]*Spec
-	refOf   map[types.UID]Ref
-	pending map[Ref][]*v1.Pod
+	specs   map[ident.Ref]*Spec
+	refOf   map[types.UID]ident.Ref
+	pending map[ident.Ref][]*v1.Pod
 }
 
 func newFakeDir() *fakeDir {
-	return &fakeDir{specs: map[Ref]*Spec{}, refOf: map[types.UID]Ref{}, pending: map[Ref][]*v1.Pod{}}
+	return &fakeDir{specs: map[ident.Ref]*Spec{}, refOf: map[types.UID]ident.Ref{}, pending: map[ident.Ref][]*v1.Pod{}}
 }
 
 // gang defines a gang of pods with minMember min and the gang's priority.
 func (d *fakeDir) gang(name string, min int, prio int32, pods ...*v1.Pod) *Spec {
-	ref := Ref{Namespace: "ns", Name: name}
+	ref := ident.Ref{Namespace: "ns", Name: name}
 	s := &Spec{Ref: ref, UID: types.UID("pg-" + name), MinMember: min, Created: t0.Add(-time.Hour), Priority: &prio}
 	d.specs[ref] = s
 	for _, p := range pods {
@@ -88,14 +90,14 @@ func (d *fakeDir) gang(name string, min int, prio int32, pods ...*v1.Pod) *Spec 
 	return s
 }
 
-func (d *fakeDir) Spec(ref Ref) (*Spec, error) {
+func (d *fakeDir) Spec(ref ident.Ref) (*Spec, error) {
 	if s, ok := d.specs[ref]; ok {
 		return s, nil
 	}
 	return nil, fmt.Errorf("group %s not found", ref)
 }
 
-func (d *fakeDir) RefOf(p *v1.Pod) (Ref, bool) {
+func (d *fakeDir) RefOf(p *v1.Pod) (ident.Ref, bool) {
 	r, ok := d.refOf[p.UID]
 	return r, ok
 }
@@ -107,13 +109,13 @@ func (d *fakeDir) PriorityOf(p *v1.Pod) int32 {
 	return corev1helpers.PodPriority(p)
 }
 
-func (d *fakeDir) Pending(ref Ref) []*v1.Pod { return d.pending[ref] }
+func (d *fakeDir) Pending(ref ident.Ref) []*v1.Pod { return d.pending[ref] }
 
-func (d *fakeDir) Members(ref Ref) []*v1.Pod { return d.pending[ref] }
+func (d *fakeDir) Members(ref ident.Ref) []*v1.Pod { return d.pending[ref] }
 
 // fakeFx records every effect.
 type condition struct {
-	ref             Ref
+	ref             ident.Ref
 	reason, message string
 }
 
@@ -125,8 +127,8 @@ type eviction struct {
 type fakeFx struct {
 	mu        sync.Mutex
 	conds     []condition
-	wakes     []Ref   // Wake: a planned gang, whole
-	retries   []retry // WakeOne: through one member
+	wakes     []ident.Ref // Wake: a planned gang, whole
+	retries   []retry     // WakeOne: through one member
 	activated []string
 	evictions []eviction
 	observed  []string
@@ -140,17 +142,17 @@ func (f *fakeFx) SetCondition(spec *Spec, reason, message string) {
 }
 
 type retry struct {
-	ref Ref
+	ref ident.Ref
 	why string
 }
 
-func (f *fakeFx) WakeOne(ref Ref, why string) {
+func (f *fakeFx) WakeOne(ref ident.Ref, why string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.retries = append(f.retries, retry{ref, why})
 }
 
-func (f *fakeFx) Wake(ref Ref) {
+func (f *fakeFx) Wake(ref ident.Ref) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.wakes = append(f.wakes, ref)
@@ -192,7 +194,7 @@ func (f *fakeFx) calls() int {
 }
 
 // cond returns the last condition set on ref.
-func (f *fakeFx) cond(ref Ref) (condition, bool) {
+func (f *fakeFx) cond(ref ident.Ref) (condition, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i := len(f.conds) - 1; i >= 0; i-- {
@@ -203,7 +205,7 @@ func (f *fakeFx) cond(ref Ref) (condition, bool) {
 	return condition{}, false
 }
 
-func (f *fakeFx) woken(ref Ref) int {
+func (f *fakeFx) woken(ref ident.Ref) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -216,7 +218,7 @@ func (f *fakeFx) woken(ref Ref) int {
 }
 
 // retried counts the gang's retries through one member for why.
-func (f *fakeFx) retried(ref Ref, why string) int {
+func (f *fakeFx) retried(ref ident.Ref, why string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n := 0
@@ -277,6 +279,30 @@ type fakeTopology map[string]string
 func (t fakeTopology) Levels() []string             { return []string{"rack"} }
 func (t fakeTopology) Domains(node string) []string { return []string{t[node]} }
 
+// recorder is the lifecycle's listener: the teardowns it heard.
+type recorder struct {
+	mu       sync.Mutex
+	released []teardown
+}
+
+type teardown struct {
+	ref             ident.Ref
+	reserved        []types.UID
+	reason, message string
+}
+
+func (r *recorder) Released(ref ident.Ref, reserved []types.UID, reason, message string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.released = append(r.released, teardown{ref: ref, reserved: reserved, reason: reason, message: message})
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.released)
+}
+
 // env is a manager over fake ports and a fake clock.
 type env struct {
 	m   *Manager
@@ -290,7 +316,7 @@ func newEnv() *env {
 	clk := testingclock.NewFakeClock(t0)
 	rec := &recorder{}
 	dir, fx := newFakeDir(), &fakeFx{}
-	m := NewManager(NewLifecycle(clk, rec), dir, fx, nil)
+	m := NewManager(lifecycle.NewLifecycle(clk, rec), dir, fx, nil)
 	m.Timeout = 30 * time.Second
 	m.ReserveAfter = time.Minute
 	return &env{m: m, clk: clk, dir: dir, fx: fx, rec: rec}
@@ -312,7 +338,7 @@ func (e *env) waitReleased(n int) bool {
 	return e.rec.count() == n
 }
 
-func heldCPU(lc *Lifecycle, node string, except Ref, prio int32) int64 {
+func heldCPU(lc *lifecycle.Lifecycle, node string, except ident.Ref, prio int32) int64 {
 	held, _ := lc.Held(node, except, prio)
 	return held[v1.ResourceCPU]
 }

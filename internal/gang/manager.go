@@ -14,6 +14,8 @@ import (
 
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -23,7 +25,7 @@ import (
 // many whole copies of a gang fit. It keeps the lifecycle (members, plans,
 // holds) and reaches the scheduler only through its ports.
 type Manager struct {
-	*Lifecycle
+	*lifecycle.Lifecycle
 	dir Directory
 	fx  Effects
 	// devices allocates members' DRA devices as plans are made; nil when
@@ -47,7 +49,7 @@ type Manager struct {
 }
 
 // NewManager returns a manager over lc. devices may be nil.
-func NewManager(lc *Lifecycle, dir Directory, fx Effects, dev *devices.Devices) *Manager {
+func NewManager(lc *lifecycle.Lifecycle, dir Directory, fx Effects, dev *devices.Devices) *Manager {
 	return &Manager{Lifecycle: lc, dir: dir, fx: fx, devices: dev}
 }
 
@@ -55,7 +57,7 @@ func NewManager(lc *Lifecycle, dir Directory, fx Effects, dev *devices.Devices) 
 // the expected GPU fragmentation for the workload (FragmentationDelta), on
 // the node's free room net of what gangs hold against priority.
 func (m *Manager) FragmentationAfter(node string, free, request resources.List, priority int32, workload []fragment.WorkloadShape) float64 {
-	if held, _ := m.Held(node, Ref{}, priority); held != nil {
+	if held, _ := m.Held(node, ident.Ref{}, priority); held != nil {
 		free = free.Clone()
 		free.Sub(held)
 	}
@@ -84,8 +86,8 @@ func (m *Manager) demand() planner.DemandFunc {
 // what it learns (the view) for the rest of the cycle.
 type Attempt struct {
 	Pod      *v1.Pod
-	Ref      Ref   // zero outside gangs
-	Spec     *Spec // nil outside gangs
+	Ref      ident.Ref // zero outside gangs
+	Spec     *Spec     // nil outside gangs
 	Priority int32
 	// Prober runs the filters for the member on every node.
 	Prober Prober
@@ -269,7 +271,7 @@ func (m *Manager) planFailed(ctx context.Context, a *Attempt, p *planRun, req pl
 		msg += "; " + note
 	}
 	m.fx.SetCondition(spec, reason, msg)
-	m.FailCost(ref, m.Now().Sub(p.start)+FailedCycleOverhead)
+	m.FailCost(ref, m.Now().Sub(p.start)+lifecycle.FailedCycleOverhead)
 	return fmt.Errorf("%s", msg)
 }
 
@@ -295,7 +297,7 @@ func (m *Manager) commitPlan(ctx context.Context, a *Attempt, p *planRun, plan *
 // room is node i's room for the attempt: free net of what other gangs hold,
 // plus what victims would free.
 func (m *Manager) room(a *Attempt, freed map[string]Usage) planner.Capacity {
-	claimant := Claimant{Ref: a.Ref, Priority: a.Priority, Ends: m.endsBy(a)}
+	claimant := lifecycle.Claimant{Ref: a.Ref, Priority: a.Priority, Ends: m.endsBy(a)}
 	return func(i int) (resources.List, int64) {
 		ns := a.view.Nodes[i]
 		free, pods := ns.Free.Clone(), ns.FreePods

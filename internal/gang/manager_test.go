@@ -11,15 +11,17 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 // plannedCPU is what the gang's plan holds per node (as other gangs see it).
-func plannedCPU(lc *Lifecycle, nodes []string) map[string]int64 {
+func plannedCPU(lc *lifecycle.Lifecycle, nodes []string) map[string]int64 {
 	out := map[string]int64{}
 	for _, n := range nodes {
-		if c := heldCPU(lc, n, Ref{Name: "someone-else"}, 0); c > 0 {
+		if c := heldCPU(lc, n, ident.Ref{Name: "someone-else"}, 0); c > 0 {
 			out[n] = c
 		}
 	}
@@ -43,7 +45,7 @@ func TestManagerPlan(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Plan failed: %v", err)
 				}
-				if got := e.m.Phase(spec.Ref); got != PhasePlanned {
+				if got := e.m.Phase(spec.Ref); got != lifecycle.PhasePlanned {
 					t.Fatalf("phase %s, want Planned", got)
 				}
 				if node != "a" {
@@ -79,7 +81,7 @@ func TestManagerPlan(t *testing.T) {
 						t.Errorf("message %q does not say %q", msg, want)
 					}
 				}
-				if e.m.Phase(spec.Ref) != PhaseIdle || e.m.HoldsAnywhere() {
+				if e.m.Phase(spec.Ref) != lifecycle.PhaseIdle || e.m.HoldsAnywhere() {
 					t.Fatalf("a failed plan holds something: phase %s", e.m.Phase(spec.Ref))
 				}
 				cond, ok := e.fx.cond(spec.Ref)
@@ -121,7 +123,7 @@ func TestManagerPlan(t *testing.T) {
 				if c.probes != 0 {
 					t.Fatalf("probed %d times, want 0", c.probes)
 				}
-				if e.m.Phase(spec.Ref) != PhaseIdle || e.m.HoldsAnywhere() {
+				if e.m.Phase(spec.Ref) != lifecycle.PhaseIdle || e.m.HoldsAnywhere() {
 					t.Fatal("a gang short of members holds something")
 				}
 				if _, failed := e.m.Failed(spec.Ref); failed {
@@ -137,7 +139,7 @@ func TestManagerPlan(t *testing.T) {
 				if err == nil || err.Error() != "queue q: cpu 10 of capability 8" {
 					t.Fatalf("Plan = %q, %v; want the queue's refusal", node, err)
 				}
-				if e.m.Phase(spec.Ref) != PhaseIdle || e.m.HoldsAnywhere() {
+				if e.m.Phase(spec.Ref) != lifecycle.PhaseIdle || e.m.HoldsAnywhere() {
 					t.Fatal("a refused gang holds something")
 				}
 				if _, failed := e.m.Failed(spec.Ref); failed {
@@ -256,7 +258,7 @@ func TestManagerStarvedReservation(t *testing.T) {
 		t.Fatal("planned")
 	}
 	r, ok := e.m.ReservationOf(spec.Ref)
-	if !ok || r.Kind != ReservationStarved || e.m.Phase(spec.Ref) != PhaseReserving {
+	if !ok || r.Kind != lifecycle.ReservationStarved || e.m.Phase(spec.Ref) != lifecycle.PhaseReserving {
 		t.Fatalf("reservation %+v %v phase %s, want Starved", r, ok, e.m.Phase(spec.Ref))
 	}
 	if !r.Since.Equal(t0.Add(time.Minute)) {
@@ -279,7 +281,7 @@ func TestManagerStarvedReservation(t *testing.T) {
 	if e.fx.observed[len(e.fx.observed)-1] != "reserved" {
 		t.Fatalf("observed %v, want reserved last", e.fx.observed)
 	}
-	other := Ref{Namespace: "ns", Name: "other"}
+	other := ident.Ref{Namespace: "ns", Name: "other"}
 	for _, n := range []string{"a", "b"} {
 		if got := heldCPU(e.m.Lifecycle, n, other, 10); got != 2000 {
 			t.Errorf("%s against equal priority: held %d, want 2000", n, got)
@@ -300,10 +302,10 @@ func TestManagerStarvedReservation(t *testing.T) {
 	}
 	// Fits, as Filter asks it: a lower-priority pod does not fit the held
 	// room on b, a higher-priority one does.
-	if e.m.Fits("b", Claimant{Ref: other, Priority: 5}, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
+	if e.m.Fits("b", lifecycle.Claimant{Ref: other, Priority: 5}, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
 		t.Error("a lower-priority pod fits reserved room")
 	}
-	if !e.m.Fits("b", Claimant{Ref: other, Priority: 11}, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
+	if !e.m.Fits("b", lifecycle.Claimant{Ref: other, Priority: 11}, cpu(1000), func() (resources.List, int64) { return cpu(2000), 110 }) {
 		t.Error("a higher-priority pod is kept off a reservation")
 	}
 }
@@ -382,7 +384,7 @@ func TestManagerPlanExpires(t *testing.T) {
 
 			e.clk.Step(tc.want - time.Second)
 			time.Sleep(10 * time.Millisecond)
-			if e.rec.count() != 0 || e.m.Phase(spec.Ref) != PhasePlanned {
+			if e.rec.count() != 0 || e.m.Phase(spec.Ref) != lifecycle.PhasePlanned {
 				t.Fatalf("released before the timeout: %+v", e.rec.released)
 			}
 			e.clk.Step(time.Second)
@@ -390,13 +392,13 @@ func TestManagerPlanExpires(t *testing.T) {
 				t.Fatalf("teardowns %d, want 1", e.rec.count())
 			}
 			rel := e.rec.released[0]
-			if rel.reason != ReasonTimeout || !reflect.DeepEqual(rel.reserved, []types.UID{pods[0].UID}) {
+			if rel.reason != lifecycle.ReasonTimeout || !reflect.DeepEqual(rel.reserved, []types.UID{pods[0].UID}) {
 				t.Fatalf("teardown %+v, want ScheduleTimeout rejecting the reserved member", rel)
 			}
 			if want := "only 1 of 2 members were placed within " + tc.want.String(); !strings.Contains(rel.message, want) {
 				t.Fatalf("teardown message %q, want it to say %q", rel.message, want)
 			}
-			if e.m.Phase(spec.Ref) != PhaseIdle || e.m.HoldsAnywhere() || e.m.Placed(spec.Ref) != 0 {
+			if e.m.Phase(spec.Ref) != lifecycle.PhaseIdle || e.m.HoldsAnywhere() || e.m.Placed(spec.Ref) != 0 {
 				t.Fatalf("after expiry phase %s holds %v", e.m.Phase(spec.Ref), e.m.HoldsAnywhere())
 			}
 			// The member's Permit timing out at the same time, and more
@@ -436,10 +438,10 @@ func TestManagerMissedSlot(t *testing.T) {
 		t.Fatalf("teardowns %d, want 1", e.rec.count())
 	}
 	rel := e.rec.released[0]
-	if rel.reason != ReasonPlanBroken || rel.message != msg || !reflect.DeepEqual(rel.reserved, []types.UID{pods[0].UID}) {
+	if rel.reason != lifecycle.ReasonPlanBroken || rel.message != msg || !reflect.DeepEqual(rel.reserved, []types.UID{pods[0].UID}) {
 		t.Fatalf("teardown %+v", rel)
 	}
-	if e.m.Phase(spec.Ref) != PhaseIdle || e.m.HoldsAnywhere() {
+	if e.m.Phase(spec.Ref) != lifecycle.PhaseIdle || e.m.HoldsAnywhere() {
 		t.Fatal("the broken plan still holds")
 	}
 	// A second member missing its slot in the same round: no second teardown.
@@ -501,7 +503,7 @@ func TestManagerBackfillOnRunTimeLimits(t *testing.T) {
 			if _, ok := e.m.ReservationOf(spec.Ref); !ok {
 				t.Fatal("no reservation")
 			}
-			claimant := Claimant{Ref: Ref{Namespace: "ns", Name: "small"}, Priority: 10}
+			claimant := lifecycle.Claimant{Ref: ident.Ref{Namespace: "ns", Name: "small"}, Priority: 10}
 			if tc.claimantEnds > 0 {
 				claimant.Ends = e.clk.Now().Add(tc.claimantEnds)
 			}

@@ -6,12 +6,14 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 // SpecFromPodGroup reads a scheduler-plugins PodGroup.
 func SpecFromPodGroup(pg *pgv1alpha1.PodGroup) *Spec {
 	s := &Spec{
-		Ref:         Ref{Namespace: pg.Namespace, Name: pg.Name},
+		Ref:         ident.Ref{Namespace: pg.Namespace, Name: pg.Name},
 		UID:         pg.UID,
 		Generation:  pg.Generation,
 		MinMember:   int(pg.Spec.MinMember),

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -59,15 +60,15 @@ func (v *View) index(node string) (int, bool) {
 type Directory interface {
 	// Spec is the gang's definition; an error when its group object is
 	// missing.
-	Spec(ref Ref) (*Spec, error)
+	Spec(ref ident.Ref) (*Spec, error)
 	// RefOf is the gang of a pod (false outside gangs).
-	RefOf(pod *v1.Pod) (Ref, bool)
+	RefOf(pod *v1.Pod) (ident.Ref, bool)
 	// PriorityOf is the priority a pod counts with (its gang's, else its own).
 	PriorityOf(pod *v1.Pod) int32
 	// Pending lists the gang's members that wait for a node.
-	Pending(ref Ref) []*v1.Pod
+	Pending(ref ident.Ref) []*v1.Pod
 	// Members lists the gang's pods, bound or not.
-	Members(ref Ref) []*v1.Pod
+	Members(ref ident.Ref) []*v1.Pod
 }
 
 // Effects are what the manager's decisions do outside it.
@@ -75,11 +76,11 @@ type Effects interface {
 	// SetCondition says why a gang waits (its Scheduled condition, False).
 	SetCondition(spec *Spec, reason, message string)
 	// Wake puts a planned gang's pending members into the active queue.
-	Wake(ref Ref)
+	Wake(ref ident.Ref)
 	// WakeOne retries a gang without a plan through one member (the one
 	// standing for its failed plan, or a lead; its plan wakes the rest); why
 	// is a Wake* reason, counted by the runtime's metrics.
-	WakeOne(ref Ref, why string)
+	WakeOne(ref ident.Ref, why string)
 	// Activate puts one pod back into the active queue.
 	Activate(pod *v1.Pod)
 	// Evict deletes the pods of a victim, saying why on them.

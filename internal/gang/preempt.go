@@ -4,6 +4,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -13,7 +14,7 @@ type Victim struct {
 	// Key names it: "namespace/group" for a gang, "namespace/pod:name" for a
 	// plain pod.
 	Key      string
-	Ref      Ref // zero for a plain pod
+	Ref      ident.Ref // zero for a plain pod
 	Queue    string
 	Priority int32
 	Members  int

@@ -10,6 +10,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -44,7 +46,7 @@ type running struct {
 // when no room is made, with why.
 func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 	if a.Spec != nil {
-		if r, ok := m.ReservationOf(a.Ref); ok && r.Kind == ReservationPreempting {
+		if r, ok := m.ReservationOf(a.Ref); ok && r.Kind == lifecycle.ReservationPreempting {
 			return nil, "waiting for the gangs it preempted to leave"
 		}
 	}
@@ -197,7 +199,7 @@ func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor
 // becomes old enough to reclaim without any cluster event.
 func (m *Manager) retryAfter(a *Attempt, d time.Duration) {
 	ref, pod := a.Ref, a.Pod
-	m.clock.AfterFunc(d, func() {
+	m.AfterFunc(d, func() {
 		if !ref.IsZero() {
 			m.Retry(ref)
 			m.fx.WakeOne(ref, WakeRetryAfter)
@@ -226,7 +228,7 @@ func (m *Manager) running(a *Attempt) *running {
 			if member {
 				key = ref.String()
 			} else {
-				ref = Ref{}
+				ref = ident.Ref{}
 			}
 			prio := m.dir.PriorityOf(p)
 			i, ok := index[key]
@@ -342,8 +344,8 @@ func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims [
 	if reason == ReasonConsolidated {
 		ttl += m.Consolidation.EvictionGrace
 	}
-	m.Reserve(a.Ref, ReservationRequest{
-		Kind: ReservationPreempting, Priority: a.Priority, Created: a.Spec.Created,
+	m.Reserve(a.Ref, lifecycle.ReservationRequest{
+		Kind: lifecycle.ReservationPreempting, Priority: a.Priority, Created: a.Spec.Created,
 		Plan: plan, Shapes: shapes, TTL: ttl,
 	})
 	m.Retry(a.Ref)

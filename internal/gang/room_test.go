@@ -4,12 +4,15 @@ import (
 	"context"
 	"reflect"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -24,7 +27,7 @@ func (e *env) runningGang(name string, prio int32, n int, cpuM int64, node strin
 	return pods
 }
 
-func reservedNodes(r Reservation) []string {
+func reservedNodes(r lifecycle.Reservation) []string {
 	var out []string
 	for n := range r.Slots {
 		out = append(out, n)
@@ -152,22 +155,22 @@ func TestManagerMakeRoomPriority(t *testing.T) {
 				t.Fatalf("evicted pods %v, want %v", evicted, tc.wantPods)
 			}
 			for _, name := range tc.wantVictims {
-				if cond, ok := e.fx.cond(Ref{Namespace: "ns", Name: name}); !ok || cond.reason != ReasonPreempted {
+				if cond, ok := e.fx.cond(ident.Ref{Namespace: "ns", Name: name}); !ok || cond.reason != ReasonPreempted {
 					t.Errorf("victim %s: condition %+v, want Preempted", name, cond)
 				}
 			}
-			if want := []string{ReasonPreempted + "//" + itoa(len(tc.wantVictims))}; !reflect.DeepEqual(e.fx.evicted, want) {
+			if want := []string{ReasonPreempted + "//" + strconv.Itoa(len(tc.wantVictims))}; !reflect.DeepEqual(e.fx.evicted, want) {
 				t.Errorf("Evicted %v, want %v", e.fx.evicted, want)
 			}
 			if cond, _ := e.fx.cond(spec.Ref); cond.reason != ReasonPreempting || cond.message != msg {
 				t.Errorf("preemptor: condition %+v, want Preempting", cond)
 			}
 			r, ok := e.m.ReservationOf(spec.Ref)
-			if !ok || r.Kind != ReservationPreempting || !reflect.DeepEqual(reservedNodes(r), tc.wantNodes) {
+			if !ok || r.Kind != lifecycle.ReservationPreempting || !reflect.DeepEqual(reservedNodes(r), tc.wantNodes) {
 				t.Fatalf("reservation %+v %v, want Preempting on %v", r, ok, tc.wantNodes)
 			}
 			// The freed room is held against the victims' priority.
-			other := Ref{Namespace: "ns", Name: "other"}
+			other := ident.Ref{Namespace: "ns", Name: "other"}
 			for _, n := range tc.wantNodes {
 				if heldCPU(e.m.Lifecycle, n, other, 1) == 0 {
 					t.Errorf("%s is not held against lower priority", n)
@@ -259,8 +262,8 @@ func reclaimEnv(t *testing.T, oldBound, youngBound time.Time) (*env, *Attempt, *
 func TestFailedPlanCostCountsTheCycle(t *testing.T) {
 	e, _, _ := reclaimEnv(t, t0.Add(-time.Hour), t0.Add(-time.Minute))
 	refs, cost := e.m.FailedGangs()
-	if len(refs) != 1 || cost != FailedCycleOverhead {
-		t.Fatalf("failed gangs %v cost %v; want one costing %v", refs, cost, FailedCycleOverhead)
+	if len(refs) != 1 || cost != lifecycle.FailedCycleOverhead {
+		t.Fatalf("failed gangs %v cost %v; want one costing %v", refs, cost, lifecycle.FailedCycleOverhead)
 	}
 }
 
@@ -279,10 +282,10 @@ func TestManagerMakeRoomReclaim(t *testing.T) {
 	if !strings.Contains(msg, "queue starved is below its deserved share") || !strings.Contains(msg, "ns/old (queue greedy)") {
 		t.Fatalf("message %q", msg)
 	}
-	if cond, _ := e.fx.cond(Ref{Namespace: "ns", Name: "old"}); cond.reason != ReasonReclaimed {
+	if cond, _ := e.fx.cond(ident.Ref{Namespace: "ns", Name: "old"}); cond.reason != ReasonReclaimed {
 		t.Fatalf("victim condition %+v, want Reclaimed", cond)
 	}
-	if _, ok := e.fx.cond(Ref{Namespace: "ns", Name: "young"}); ok {
+	if _, ok := e.fx.cond(ident.Ref{Namespace: "ns", Name: "young"}); ok {
 		t.Fatal("the young gang was touched")
 	}
 	if !reflect.DeepEqual(e.fx.evicted, []string{"Reclaimed/starved/1"}) {
@@ -291,7 +294,7 @@ func TestManagerMakeRoomReclaim(t *testing.T) {
 	if cond, _ := e.fx.cond(a.Ref); cond.reason != ReasonPreempting {
 		t.Fatalf("reclaimer condition %+v, want Preempting", cond)
 	}
-	if r, ok := e.m.ReservationOf(a.Ref); !ok || r.Kind != ReservationPreempting || !reflect.DeepEqual(reservedNodes(r), []string{"a"}) {
+	if r, ok := e.m.ReservationOf(a.Ref); !ok || r.Kind != lifecycle.ReservationPreempting || !reflect.DeepEqual(reservedNodes(r), []string{"a"}) {
 		t.Fatalf("reservation %+v %v, want Preempting on a", r, ok)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -26,7 +28,7 @@ type Route struct {
 // slot (or lets an extra member of another shape pass); a gang paused after
 // a timed-out plan, or whose plan failed, is turned away until the pause ends
 // or capacity changes; any other gang is planned.
-func (m *Manager) Route(ref Ref, spec *Spec, shape string) Route {
+func (m *Manager) Route(ref ident.Ref, spec *Spec, shape string) Route {
 	node, live := m.NextSlot(ref, shape)
 	if live && node != "" {
 		return Route{Node: node}
@@ -46,7 +48,7 @@ func (m *Manager) Route(ref Ref, spec *Spec, shape string) Route {
 
 // routeToPlan turns the member away while the gang's pause after a timeout
 // or its cached failure stands, else plans.
-func (m *Manager) routeToPlan(ref Ref) Route {
+func (m *Manager) routeToPlan(ref ident.Ref) Route {
 	if until, paused := m.Paused(ref); paused {
 		return Route{Refusal: fmt.Sprintf("the gang's last plan ended at its timeout; it plans again at %s and holds nothing until then",
 			until.UTC().Format(time.RFC3339))}
@@ -63,7 +65,7 @@ func (m *Manager) routeToPlan(ref Ref) Route {
 // whole when all its members are there and none is placed, waits for its
 // members when some are missing, and joins freely when the sub-group
 // already has placed members (a replacement).
-func (m *Manager) routeSubGroup(ref Ref, spec *Spec, shape string, planLive bool) Route {
+func (m *Manager) routeSubGroup(ref ident.Ref, spec *Spec, shape string, planLive bool) Route {
 	sg := spec.SubGroups
 	own := planner.SubGroupOfShape(shape)
 	if planLive {
@@ -101,7 +103,7 @@ func (m *Manager) routeSubGroup(ref Ref, spec *Spec, shape string, planLive bool
 // what other gangs' plans and reservations hold there is taken away. room
 // is asked only when something is held there (Filter runs per node and pod)
 // and returns a list Fits may change.
-func (m *Manager) Fits(node string, c Claimant, request resources.List, room func() (resources.List, int64)) bool {
+func (m *Manager) Fits(node string, c lifecycle.Claimant, request resources.List, room func() (resources.List, int64)) bool {
 	held, heldPods := m.HeldFrom(node, c)
 	if held == nil && heldPods == 0 {
 		return true
@@ -131,12 +133,12 @@ func (m *Manager) Fits(node string, c Claimant, request resources.List, room fun
 // MissedSlot tears down, once, the plan of a gang whose member fits no node
 // although it was steered to its planned one; it returns why, or false
 // when the gang has its quorum (no plan to break).
-func (m *Manager) MissedSlot(ref Ref, spec *Spec, member, shape string) (string, bool) {
+func (m *Manager) MissedSlot(ref ident.Ref, spec *Spec, member, shape string) (string, bool) {
 	if m.Placed(ref) >= Quorum(spec) {
 		return "", false
 	}
 	node, _ := m.NextSlot(ref, shape)
 	msg := fmt.Sprintf("plan broken: member %s does not fit its planned node %s; replanning the gang", member, node)
-	m.Release(ref, ReasonPlanBroken, msg)
+	m.Release(ref, lifecycle.ReasonPlanBroken, msg)
 	return msg, true
 }

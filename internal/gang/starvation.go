@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -23,9 +24,9 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	ref, spec := a.Ref, a.Spec
 	if r, ok := m.ReservationOf(ref); ok {
 		switch r.Kind {
-		case ReservationPreempting:
+		case lifecycle.ReservationPreempting:
 			return reservationNote(r, a.view, "preempted victims are leaving"), true
-		case ReservationMoved:
+		case lifecycle.ReservationMoved:
 			return reservationNote(r, a.view, "consolidation moved the gang here; its pods come back to it"), true
 		}
 	}
@@ -55,7 +56,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	if a.Queue != nil {
 		queueName = a.Queue.Queue
 	}
-	ask := ReservationRequest{Kind: ReservationStarved, Queue: queueName, Priority: a.Priority, Created: spec.Created}
+	ask := lifecycle.ReservationRequest{Kind: lifecycle.ReservationStarved, Queue: queueName, Priority: a.Priority, Created: spec.Created}
 	future, futurePods, busy := make([]resources.List, n), make([]int64, n), make([]int64, n)
 	unheld, unheldPods := make([]resources.List, n), make([]int64, n)
 	othersHold := false
@@ -82,7 +83,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	}
 	plan := placeOn(future, futurePods)
 	if plan == nil {
-		if r, ok := m.ReservationOf(ref); ok && r.Kind == ReservationStarved {
+		if r, ok := m.ReservationOf(ref); ok && r.Kind == lifecycle.ReservationStarved {
 			m.DropReservation(ref)
 		}
 		if othersHold && placeOn(unheld, unheldPods) != nil {
@@ -176,7 +177,7 @@ func (m *Manager) futureRoom(ns planner.NodeState, running []*v1.Pod, priority i
 
 // reservationNote says what a reserving gang holds and how much of it is
 // still in use.
-func reservationNote(r Reservation, view *View, tail string) string {
+func reservationNote(r lifecycle.Reservation, view *View, tail string) string {
 	members, waiting := 0, 0
 	for node, byShape := range r.Slots {
 		i, ok := view.index(node)

@@ -1,10 +1,12 @@
-package gang
+package lifecycle
 
 import (
 	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 // notePartialLocked tracks gangs that are partly bound without a plan: some
@@ -30,11 +32,11 @@ func (lc *Lifecycle) notePartialLocked(g *gangState) {
 // reservation, for longer than their timeout, and that cannot be completed:
 // their last plan failed, or fewer members exist than the quorum. They hold
 // capacity they cannot use, so their bound members should go.
-func (lc *Lifecycle) Stranded(defaultTimeout time.Duration) []Ref {
+func (lc *Lifecycle) Stranded(defaultTimeout time.Duration) []ident.Ref {
 	lc.mu.Lock()
 	defer lc.unlock()
 	now := lc.clock.Now()
-	var out []Ref
+	var out []ident.Ref
 	for ref, g := range lc.gangs {
 		if g.partialSince.IsZero() || g.phase == PhasePlanned || g.phase == PhaseReserving {
 			continue
@@ -55,7 +57,7 @@ func (lc *Lifecycle) Stranded(defaultTimeout time.Duration) []Ref {
 }
 
 // BoundMembers returns the members the API shows bound.
-func (lc *Lifecycle) BoundMembers(ref Ref) []types.UID {
+func (lc *Lifecycle) BoundMembers(ref ident.Ref) []types.UID {
 	lc.mu.Lock()
 	defer lc.unlock()
 	var out []types.UID

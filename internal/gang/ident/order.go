@@ -1,4 +1,4 @@
-package gang
+package ident
 
 import (
 	"cmp"

@@ -1,4 +1,7 @@
-package gang
+// Package lifecycle tracks every gang the scheduler works on: its members,
+// its plan or reservation and the capacity they hold on nodes, its cached
+// plan failures and pauses. It decides a plan's end and reports it once.
+package lifecycle
 
 import (
 	"strconv"
@@ -8,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -55,14 +59,14 @@ const (
 type Listener interface {
 	// Released: the gang's plan ended before its quorum. The members in
 	// reserved are assumed by the scheduler and must be rejected.
-	Released(ref Ref, reserved []types.UID, reason, message string)
+	Released(ref ident.Ref, reserved []types.UID, reason, message string)
 }
 
 // ResumeListener is a Listener that also hears when a gang's pause after a
 // timed-out plan ends (Paused), outside the lifecycle's lock, so its members
 // can be woken to plan again. It must not block.
 type ResumeListener interface {
-	Resumed(ref Ref)
+	Resumed(ref ident.Ref)
 }
 
 // FreedListener is a Listener that also hears when capacity a plan or a
@@ -78,7 +82,7 @@ type FreedListener interface {
 // the gang started or released), outside the lifecycle's lock: HeldOf says
 // what it holds now. It must not block.
 type HoldsListener interface {
-	HoldsChanged(ref Ref)
+	HoldsChanged(ref ident.Ref)
 }
 
 // Lifecycle tracks every gang the scheduler works on: its members (pending,
@@ -92,16 +96,16 @@ type Lifecycle struct {
 	listener Listener
 
 	mu    sync.Mutex
-	gangs map[Ref]*gangState
+	gangs map[ident.Ref]*gangState
 	// holds indexes gangs with open slots by node, so that Held costs
 	// O(gangs holding that node).
-	holds map[string]map[Ref]*gangState
+	holds map[string]map[ident.Ref]*gangState
 	// version counts capacity changes; plan failures are cached per version.
 	version    uint64
 	generation uint64
 	// heldChanged: gangs whose holds changed under the lock, told to the
 	// HoldsListener by unlock.
-	heldChanged map[Ref]struct{}
+	heldChanged map[ident.Ref]struct{}
 	// freed: held capacity was given up under the lock, told to the
 	// FreedListener by unlock.
 	freed bool
@@ -123,9 +127,9 @@ func (lc *Lifecycle) unlock() {
 }
 
 // holdsChangedLocked records that the gang's holds changed.
-func (lc *Lifecycle) holdsChangedLocked(ref Ref) {
+func (lc *Lifecycle) holdsChangedLocked(ref ident.Ref) {
 	if lc.heldChanged == nil {
-		lc.heldChanged = map[Ref]struct{}{}
+		lc.heldChanged = map[ident.Ref]struct{}{}
 	}
 	lc.heldChanged[ref] = struct{}{}
 }
@@ -149,7 +153,7 @@ type member struct {
 }
 
 type gangState struct {
-	ref     Ref
+	ref     ident.Ref
 	min     int
 	timeout time.Duration
 	members map[types.UID]*member
@@ -215,7 +219,7 @@ func NewLifecycle(clk clock.WithDelayedExecution, l Listener) *Lifecycle {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Lifecycle{clock: clk, listener: l, gangs: map[Ref]*gangState{}, holds: map[string]map[Ref]*gangState{}}
+	return &Lifecycle{clock: clk, listener: l, gangs: map[ident.Ref]*gangState{}, holds: map[string]map[ident.Ref]*gangState{}}
 }
 
 // Tracked is how many gangs the lifecycle keeps state for.
@@ -226,7 +230,7 @@ func (lc *Lifecycle) Tracked() int {
 }
 
 // Tracks reports whether the lifecycle keeps state for the gang.
-func (lc *Lifecycle) Tracks(ref Ref) bool {
+func (lc *Lifecycle) Tracks(ref ident.Ref) bool {
 	lc.mu.Lock()
 	defer lc.unlock()
 	_, ok := lc.gangs[ref]
@@ -236,7 +240,10 @@ func (lc *Lifecycle) Tracks(ref Ref) bool {
 // Now is the lifecycle's clock.
 func (lc *Lifecycle) Now() time.Time { return lc.clock.Now() }
 
-func (lc *Lifecycle) gang(ref Ref) *gangState {
+// AfterFunc runs f after d on the lifecycle's clock.
+func (lc *Lifecycle) AfterFunc(d time.Duration, f func()) { lc.clock.AfterFunc(d, f) }
+
+func (lc *Lifecycle) gang(ref ident.Ref) *gangState {
 	g := lc.gangs[ref]
 	if g == nil {
 		g = &gangState{ref: ref, phase: PhaseIdle, members: map[types.UID]*member{}}
@@ -246,7 +253,7 @@ func (lc *Lifecycle) gang(ref Ref) *gangState {
 }
 
 // SetSpec records the gang's quorum and timeout (from its group object).
-func (lc *Lifecycle) SetSpec(ref Ref, minMember int, timeout time.Duration) {
+func (lc *Lifecycle) SetSpec(ref ident.Ref, minMember int, timeout time.Duration) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gang(ref)
@@ -261,7 +268,7 @@ func (lc *Lifecycle) notify(rel *release) {
 }
 
 // Forget removes everything known about a gang (its group object is gone).
-func (lc *Lifecycle) Forget(ref Ref) {
+func (lc *Lifecycle) Forget(ref ident.Ref) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
@@ -277,7 +284,7 @@ func (lc *Lifecycle) Forget(ref Ref) {
 
 // ForgetIfEmpty drops a gang that has no members and holds nothing, so
 // finished gangs do not accumulate.
-func (lc *Lifecycle) ForgetIfEmpty(ref Ref) {
+func (lc *Lifecycle) ForgetIfEmpty(ref ident.Ref) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil && len(g.members) == 0 && len(g.slots) == 0 && g.phase != PhaseReserving {

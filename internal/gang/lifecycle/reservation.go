@@ -1,9 +1,10 @@
-package gang
+package lifecycle
 
 import (
 	"sort"
 	"time"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -41,7 +42,7 @@ type Reservation struct {
 // are one per queue: the gang that goes first in the queue's order (Compare:
 // priority, then age, then names) keeps it; a gang ahead of the holder displaces it. granted is false
 // when another gang of the queue keeps the reservation.
-func (lc *Lifecycle) Reserve(ref Ref, req ReservationRequest) (granted bool, displaced Ref) {
+func (lc *Lifecycle) Reserve(ref ident.Ref, req ReservationRequest) (granted bool, displaced ident.Ref) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if req.Kind == ReservationStarved {
@@ -50,7 +51,7 @@ func (lc *Lifecycle) Reserve(ref Ref, req ReservationRequest) (granted bool, dis
 				continue
 			}
 			if goesFirst(g.priority, g.created, other, req.Priority, req.Created, ref) {
-				return false, Ref{}
+				return false, ident.Ref{}
 			}
 			lc.clearReservationLocked(g)
 			displaced = other
@@ -75,15 +76,15 @@ func (lc *Lifecycle) Reserve(ref Ref, req ReservationRequest) (granted bool, dis
 
 // goesFirst reports whether gang a goes before gang b of the same queue:
 // Compare without queue shares.
-func goesFirst(prioA int32, createdA time.Time, a Ref, prioB int32, createdB time.Time, b Ref) bool {
-	c, _ := Compare(
-		Order{Priority: prioA, Created: createdA, Namespace: a.Namespace, Name: a.Name, Source: a.Source},
-		Order{Priority: prioB, Created: createdB, Namespace: b.Namespace, Name: b.Name, Source: b.Source}, nil)
+func goesFirst(prioA int32, createdA time.Time, a ident.Ref, prioB int32, createdB time.Time, b ident.Ref) bool {
+	c, _ := ident.Compare(
+		ident.Order{Priority: prioA, Created: createdA, Namespace: a.Namespace, Name: a.Name, Source: a.Source},
+		ident.Order{Priority: prioB, Created: createdB, Namespace: b.Namespace, Name: b.Name, Source: b.Source}, nil)
 	return c < 0
 }
 
 // DropReservation ends the gang's reservation, if it holds one.
-func (lc *Lifecycle) DropReservation(ref Ref) {
+func (lc *Lifecycle) DropReservation(ref ident.Ref) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil && g.phase == PhaseReserving {
@@ -92,7 +93,7 @@ func (lc *Lifecycle) DropReservation(ref Ref) {
 }
 
 // ReservationOf returns the gang's reservation, if it holds one.
-func (lc *Lifecycle) ReservationOf(ref Ref) (Reservation, bool) {
+func (lc *Lifecycle) ReservationOf(ref ident.Ref) (Reservation, bool) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
@@ -110,10 +111,10 @@ func (lc *Lifecycle) ReservationOf(ref Ref) (Reservation, bool) {
 }
 
 // Reservations lists the gangs that hold a reservation.
-func (lc *Lifecycle) Reservations() []Ref {
+func (lc *Lifecycle) Reservations() []ident.Ref {
 	lc.mu.Lock()
 	defer lc.unlock()
-	var out []Ref
+	var out []ident.Ref
 	for ref, g := range lc.gangs {
 		if g.phase == PhaseReserving {
 			out = append(out, ref)
@@ -124,10 +125,10 @@ func (lc *Lifecycle) Reservations() []Ref {
 }
 
 // ReservationsOn lists the gangs whose reservation holds room on node.
-func (lc *Lifecycle) ReservationsOn(node string) []Ref {
+func (lc *Lifecycle) ReservationsOn(node string) []ident.Ref {
 	lc.mu.Lock()
 	defer lc.unlock()
-	var out []Ref
+	var out []ident.Ref
 	for ref, g := range lc.gangs {
 		if _, ok := g.slots[node]; ok && g.phase == PhaseReserving {
 			out = append(out, ref)

@@ -1,6 +1,10 @@
-package gang
+package lifecycle
 
-import "time"
+import (
+	"time"
+
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+)
 
 // Pauses after timed-out plans: the first lasts half the plan's timeout,
 // each further one in a row twice the last, within these bounds.
@@ -40,7 +44,7 @@ func (lc *Lifecycle) endPauseLocked(g *gangState) {
 }
 
 // resume ends a pause that is still the gang's and tells the listener.
-func (lc *Lifecycle) resume(ref Ref, until time.Time) {
+func (lc *Lifecycle) resume(ref ident.Ref, until time.Time) {
 	lc.mu.Lock()
 	g := lc.gangs[ref]
 	ended := g != nil && g.pausedUntil.Equal(until)
@@ -56,7 +60,7 @@ func (lc *Lifecycle) resume(ref Ref, until time.Time) {
 
 // Paused reports whether the gang waits out a pause after a timed-out plan,
 // and until when. Its members are turned away meanwhile.
-func (lc *Lifecycle) Paused(ref Ref) (time.Time, bool) {
+func (lc *Lifecycle) Paused(ref ident.Ref) (time.Time, bool) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]

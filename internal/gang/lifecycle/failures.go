@@ -1,10 +1,12 @@
-package gang
+package lifecycle
 
 import (
 	"sort"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 // Changed records that capacity may have changed (a pod left a node, a node
@@ -27,13 +29,13 @@ func (lc *Lifecycle) Version() uint64 {
 // Fail caches why the gang could not be planned (by member uid's cycle): its
 // members are turned away with this reason, without planning again, until
 // capacity changes.
-func (lc *Lifecycle) Fail(ref Ref, uid types.UID, reason string) {
+func (lc *Lifecycle) Fail(ref ident.Ref, uid types.UID, reason string) {
 	lc.FailAt(ref, uid, reason, lc.Version())
 }
 
 // FailAt is Fail for a plan that saw capacity version version: a change
 // since (a node added while the gang was planned) voids the failure at once.
-func (lc *Lifecycle) FailAt(ref Ref, uid types.UID, reason string, version uint64) {
+func (lc *Lifecycle) FailAt(ref ident.Ref, uid types.UID, reason string, version uint64) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gang(ref)
@@ -45,7 +47,7 @@ func (lc *Lifecycle) FailAt(ref Ref, uid types.UID, reason string, version uint6
 }
 
 // Failed returns the cached failure of the gang if nothing changed since.
-func (lc *Lifecycle) Failed(ref Ref) (string, bool) {
+func (lc *Lifecycle) Failed(ref ident.Ref) (string, bool) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
@@ -58,7 +60,7 @@ func (lc *Lifecycle) Failed(ref Ref) (string, bool) {
 // Representative returns the member that stands for a gang whose plan
 // failed (zero when the gang has not failed or that member is gone): cluster
 // events retry it alone, and its plan wakes the others.
-func (lc *Lifecycle) Representative(ref Ref) types.UID {
+func (lc *Lifecycle) Representative(ref ident.Ref) types.UID {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
@@ -73,7 +75,7 @@ func (lc *Lifecycle) Representative(ref Ref) types.UID {
 
 // FailedSince reports whether uid stands for the gang (Representative) and
 // the gang's failed plan began at capacity version v or later.
-func (lc *Lifecycle) FailedSince(ref Ref, uid types.UID, v uint64) bool {
+func (lc *Lifecycle) FailedSince(ref ident.Ref, uid types.UID, v uint64) bool {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
@@ -85,7 +87,7 @@ func (lc *Lifecycle) FailedSince(ref Ref, uid types.UID, v uint64) bool {
 }
 
 // Retry voids the gang's cached failure, so its next member plans again.
-func (lc *Lifecycle) Retry(ref Ref) {
+func (lc *Lifecycle) Retry(ref ident.Ref) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
@@ -97,11 +99,11 @@ func (lc *Lifecycle) Retry(ref Ref) {
 // what changed since may not have produced a capacity change (another
 // queue's demand, a victim growing old enough to reclaim), so they are
 // planned again now and then.
-func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
+func (lc *Lifecycle) FailedBefore(age time.Duration) []ident.Ref {
 	lc.mu.Lock()
 	defer lc.unlock()
 	now := lc.clock.Now()
-	var out []Ref
+	var out []ident.Ref
 	for ref, g := range lc.gangs {
 		if g.failed && now.Sub(g.failedTime) >= age {
 			out = append(out, ref)
@@ -124,7 +126,7 @@ func (lc *Lifecycle) FailedBefore(age time.Duration) []Ref {
 const FailedCycleOverhead = 20 * time.Millisecond
 
 // FailCost records what the gang's failed plan cost the scheduling loop.
-func (lc *Lifecycle) FailCost(ref Ref, d time.Duration) {
+func (lc *Lifecycle) FailCost(ref ident.Ref, d time.Duration) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil && g.failed {
@@ -134,7 +136,7 @@ func (lc *Lifecycle) FailCost(ref Ref, d time.Duration) {
 
 // FailedGangs lists the gangs whose last plan failed, and what their failed
 // plans took together.
-func (lc *Lifecycle) FailedGangs() (refs []Ref, cost time.Duration) {
+func (lc *Lifecycle) FailedGangs() (refs []ident.Ref, cost time.Duration) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	for ref, g := range lc.gangs {
@@ -143,30 +145,30 @@ func (lc *Lifecycle) FailedGangs() (refs []Ref, cost time.Duration) {
 			cost += g.failedCost
 		}
 	}
-	SortRefs(refs)
+	ident.SortRefs(refs)
 	return refs, cost
 }
 
 // Stalled lists the gangs whose last plan failed while nothing has changed
 // since (Failed holds for each), and the gangs paused after a timed-out plan:
 // they cannot use room that is free now.
-func (lc *Lifecycle) Stalled() []Ref {
+func (lc *Lifecycle) Stalled() []ident.Ref {
 	lc.mu.Lock()
 	defer lc.unlock()
-	var out []Ref
+	var out []ident.Ref
 	now := lc.clock.Now()
 	for ref, g := range lc.gangs {
 		if (g.failed && g.failedAt == lc.version) || now.Before(g.pausedUntil) {
 			out = append(out, ref)
 		}
 	}
-	SortRefs(out)
+	ident.SortRefs(out)
 	return out
 }
 
 // WaitingSince is when the gang started failing to plan (zero if it is not
 // waiting).
-func (lc *Lifecycle) WaitingSince(ref Ref) time.Time {
+func (lc *Lifecycle) WaitingSince(ref ident.Ref) time.Time {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {

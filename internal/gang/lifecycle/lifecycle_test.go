@@ -1,4 +1,4 @@
-package gang
+package lifecycle
 
 import (
 	"math"
@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -21,7 +22,7 @@ type recorder struct {
 	released []release
 }
 
-func (r *recorder) Released(ref Ref, reserved []types.UID, reason, message string) {
+func (r *recorder) Released(ref ident.Ref, reserved []types.UID, reason, message string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.released = append(r.released, release{ref: ref, reserved: reserved, reason: reason, message: message})
@@ -33,7 +34,7 @@ func (r *recorder) count() int {
 	return len(r.released)
 }
 
-var g1 = Ref{Namespace: "ns", Name: "g"}
+var g1 = ident.Ref{Namespace: "ns", Name: "g"}
 
 func twoNodePlan() *planner.Plan {
 	return &planner.Plan{Slots: map[string]map[string]int{"a": {"w": 2}, "b": {"w": 1}}}
@@ -53,7 +54,7 @@ func TestLifecycleHoldsAndSteering(t *testing.T) {
 	lc, _, _ := newTestLifecycle()
 	lc.CommitPlan(g1, twoNodePlan(), cpuShapes, time.Minute)
 
-	held, pods := lc.Held("a", Ref{}, 0)
+	held, pods := lc.Held("a", ident.Ref{}, 0)
 	if held[v1.ResourceCPU] != 2000 || pods != 2 {
 		t.Fatalf("held on a = %v/%d, want 2000m/2", held, pods)
 	}
@@ -203,24 +204,24 @@ func TestLifecycleFailureCache(t *testing.T) {
 // order.
 func TestLifecycleReservations(t *testing.T) {
 	lc, clk, _ := newTestLifecycle()
-	older := Ref{Namespace: "ns", Name: "older"}
+	older := ident.Ref{Namespace: "ns", Name: "older"}
 	t0 := clk.Now()
 	plan := &planner.Plan{Slots: map[string]map[string]int{"a": {"w": 1}}}
 	granted, _ := lc.Reserve(g1, ReservationRequest{Kind: ReservationStarved, Queue: "q", Priority: 10, Created: t0.Add(time.Second), Plan: plan, Shapes: cpuShapes})
 	if !granted {
 		t.Fatal("first reservation of the queue not granted")
 	}
-	if held, _ := lc.Held("a", Ref{}, 10); held[v1.ResourceCPU] != 1000 {
+	if held, _ := lc.Held("a", ident.Ref{}, 10); held[v1.ResourceCPU] != 1000 {
 		t.Fatalf("equal priority must be held off, held %v", held)
 	}
-	if held, _ := lc.Held("a", Ref{}, 11); held != nil {
+	if held, _ := lc.Held("a", ident.Ref{}, 11); held != nil {
 		t.Fatalf("higher priority passes a reservation, held %v", held)
 	}
-	if held, _ := lc.Held("a", Ref{}, math.MinInt32); held == nil {
+	if held, _ := lc.Held("a", ident.Ref{}, math.MinInt32); held == nil {
 		t.Fatal("MinInt32 sees every hold")
 	}
 	// A newer gang of the same queue and priority waits behind it.
-	newer := Ref{Namespace: "ns", Name: "newer"}
+	newer := ident.Ref{Namespace: "ns", Name: "newer"}
 	if granted, _ := lc.Reserve(newer, ReservationRequest{Kind: ReservationStarved, Queue: "q", Priority: 10, Created: t0.Add(2 * time.Second), Plan: plan, Shapes: cpuShapes}); granted {
 		t.Fatal("a gang behind the holder got the queue's reservation")
 	}
@@ -230,14 +231,14 @@ func TestLifecycleReservations(t *testing.T) {
 		t.Fatalf("older gang: granted %v displaced %v", granted, displaced)
 	}
 	// A pod leaving node a concerns the reservation on it, not others.
-	if on, off := lc.ReservationsOn("a"), lc.ReservationsOn("b"); !reflect.DeepEqual(on, []Ref{older}) || len(off) != 0 {
+	if on, off := lc.ReservationsOn("a"), lc.ReservationsOn("b"); !reflect.DeepEqual(on, []ident.Ref{older}) || len(off) != 0 {
 		t.Fatalf("reservations on a %v, on b %v; want [%v] and none", on, off, older)
 	}
 	if _, ok := lc.ReservationOf(g1); ok {
 		t.Fatal("the displaced gang still holds a reservation")
 	}
 	// Another queue has its own.
-	other := Ref{Namespace: "ns", Name: "other"}
+	other := ident.Ref{Namespace: "ns", Name: "other"}
 	if granted, _ := lc.Reserve(other, ReservationRequest{Kind: ReservationStarved, Queue: "q2", Priority: 0, Created: t0, Plan: plan, Shapes: cpuShapes}); !granted {
 		t.Fatal("a second queue's reservation refused")
 	}
@@ -290,11 +291,11 @@ func TestLifecycleStranded(t *testing.T) {
 // pauseRecorder also hears resumes and freed holds.
 type pauseRecorder struct {
 	recorder
-	resumed []Ref
+	resumed []ident.Ref
 	freed   int
 }
 
-func (r *pauseRecorder) Resumed(ref Ref) {
+func (r *pauseRecorder) Resumed(ref ident.Ref) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.resumed = append(r.resumed, ref)
@@ -409,7 +410,7 @@ func TestLifecycleHoldsFreed(t *testing.T) {
 		t.Fatalf("members taking every slot freed capacity %d times", freed())
 	}
 
-	g2 := Ref{Namespace: "ns", Name: "g2"}
+	g2 := ident.Ref{Namespace: "ns", Name: "g2"}
 	lc.SetSpec(g2, 3, time.Minute)
 	lc.CommitPlan(g2, twoNodePlan(), cpuShapes, time.Minute)
 	lc.MemberReserved(g2, "v1", "a", "w")

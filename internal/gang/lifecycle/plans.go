@@ -1,4 +1,4 @@
-package gang
+package lifecycle
 
 import (
 	"sort"
@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -13,7 +14,7 @@ import (
 // CommitPlan records a plan for the gang and holds its capacity until ttl
 // passes, the quorum is reached or the plan breaks. A reservation the gang
 // held is replaced. Members reserved before keep their reservations.
-func (lc *Lifecycle) CommitPlan(ref Ref, plan *planner.Plan, shapes map[string]resources.List, ttl time.Duration) {
+func (lc *Lifecycle) CommitPlan(ref ident.Ref, plan *planner.Plan, shapes map[string]resources.List, ttl time.Duration) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gang(ref)
@@ -51,7 +52,7 @@ func (lc *Lifecycle) setSlotsLocked(g *gangState, plan *planner.Plan, shapes map
 		g.slots[node] = open
 		g.nodes = append(g.nodes, node)
 		if lc.holds[node] == nil {
-			lc.holds[node] = map[Ref]*gangState{}
+			lc.holds[node] = map[ident.Ref]*gangState{}
 		}
 		lc.holds[node][g.ref] = g
 		lc.holdsChangedLocked(g.ref)
@@ -60,7 +61,7 @@ func (lc *Lifecycle) setSlotsLocked(g *gangState, plan *planner.Plan, shapes map
 }
 
 // expire ends a plan that ran out of time before its quorum.
-func (lc *Lifecycle) expire(ref Ref, generation uint64) {
+func (lc *Lifecycle) expire(ref ident.Ref, generation uint64) {
 	lc.mu.Lock()
 	g := lc.gangs[ref]
 	var rel *release
@@ -83,7 +84,7 @@ func timeoutMessage(g *gangState) string {
 }
 
 // Phase returns the gang's phase.
-func (lc *Lifecycle) Phase(ref Ref) Phase {
+func (lc *Lifecycle) Phase(ref ident.Ref) Phase {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
@@ -95,7 +96,7 @@ func (lc *Lifecycle) Phase(ref Ref) Phase {
 // NextSlot returns the node the next member of the shape goes to under the
 // gang's plan. live is false when the gang has no plan; node is "" when the
 // plan has no open slot for the shape (the member is beyond the plan).
-func (lc *Lifecycle) NextSlot(ref Ref, shape string) (node string, live bool) {
+func (lc *Lifecycle) NextSlot(ref ident.Ref, shape string) (node string, live bool) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
@@ -111,7 +112,7 @@ func (lc *Lifecycle) NextSlot(ref Ref, shape string) (node string, live bool) {
 }
 
 // Remaining is how long the gang's plan has left; zero without one.
-func (lc *Lifecycle) Remaining(ref Ref) time.Duration {
+func (lc *Lifecycle) Remaining(ref ident.Ref) time.Duration {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
@@ -125,7 +126,7 @@ func (lc *Lifecycle) Remaining(ref Ref) time.Duration {
 // time it does, the plan is consumed (its holds are gone: every planned member
 // is assumed) and first is true. A gang below its quorum again (a member lost
 // after starting) is no longer Started.
-func (lc *Lifecycle) Quorum(ref Ref, min int) (reached, first bool, placed int) {
+func (lc *Lifecycle) Quorum(ref ident.Ref, min int) (reached, first bool, placed int) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gang(ref)
@@ -160,7 +161,7 @@ func (lc *Lifecycle) Quorum(ref Ref, min int) (reached, first bool, placed int) 
 // Release tears the gang's plan or reservation down, once: holds are freed,
 // reserved members are released for the caller to reject, and the listener
 // hears the reason. It reports whether there was anything to release.
-func (lc *Lifecycle) Release(ref Ref, reason, message string) bool {
+func (lc *Lifecycle) Release(ref ident.Ref, reason, message string) bool {
 	lc.mu.Lock()
 	g := lc.gangs[ref]
 	var rel *release
@@ -180,7 +181,7 @@ func (lc *Lifecycle) Release(ref Ref, reason, message string) bool {
 }
 
 type release struct {
-	ref             Ref
+	ref             ident.Ref
 	reserved        []types.UID
 	reason, message string
 }

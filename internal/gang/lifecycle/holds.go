@@ -1,15 +1,16 @@
-package gang
+package lifecycle
 
 import (
 	"time"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 // Held returns the capacity that gangs other than except hold on node
 // against a pod of the given priority: the open slots of plans (against
 // every pod) and of reservations of equal or higher priority.
-func (lc *Lifecycle) Held(node string, except Ref, priority int32) (resources.List, int64) {
+func (lc *Lifecycle) Held(node string, except ident.Ref, priority int32) (resources.List, int64) {
 	return lc.HeldFrom(node, Claimant{Ref: except, Priority: priority})
 }
 
@@ -17,7 +18,7 @@ func (lc *Lifecycle) Held(node string, except Ref, priority int32) (resources.Li
 // priority, and when it is sure to be gone (its pods' activeDeadlineSeconds
 // from now; zero: no limit).
 type Claimant struct {
-	Ref      Ref
+	Ref      ident.Ref
 	Priority int32
 	Ends     time.Time
 }
@@ -27,7 +28,7 @@ type Claimant struct {
 // (readyBy) does not hold against it — it backfills without delaying the
 // reservation (conservative backfill, on run-time limits).
 func (lc *Lifecycle) HeldFrom(node string, c Claimant) (resources.List, int64) {
-	return lc.held(node, func(ref Ref, g *gangState) bool {
+	return lc.held(node, func(ref ident.Ref, g *gangState) bool {
 		switch {
 		case ref == c.Ref:
 			return true
@@ -44,14 +45,14 @@ func (lc *Lifecycle) HeldFrom(node string, c Claimant) (resources.List, int64) {
 // leave alone on node: every hold but its own and the starvation
 // reservations of its queue that it goes before (Reserve would displace
 // them, so their room is the gang's to claim).
-func (lc *Lifecycle) HeldAhead(node string, req ReservationRequest, ref Ref) (resources.List, int64) {
-	return lc.held(node, func(other Ref, g *gangState) bool {
+func (lc *Lifecycle) HeldAhead(node string, req ReservationRequest, ref ident.Ref) (resources.List, int64) {
+	return lc.held(node, func(other ident.Ref, g *gangState) bool {
 		return other == ref || (g.phase == PhaseReserving && g.kind == ReservationStarved && req.Kind == ReservationStarved &&
 			g.queue == req.Queue && goesFirst(req.Priority, req.Created, ref, g.priority, g.created, other))
 	})
 }
 
-func (lc *Lifecycle) held(node string, skip func(Ref, *gangState) bool) (resources.List, int64) {
+func (lc *Lifecycle) held(node string, skip func(ident.Ref, *gangState) bool) (resources.List, int64) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	var held resources.List
@@ -84,10 +85,10 @@ func (lc *Lifecycle) HoldsAnywhere() bool {
 
 // HeldByGang returns, per gang that holds capacity, the resources its open
 // slots hold: queue accounting charges them to the gang's queue.
-func (lc *Lifecycle) HeldByGang() map[Ref]resources.List {
+func (lc *Lifecycle) HeldByGang() map[ident.Ref]resources.List {
 	lc.mu.Lock()
 	defer lc.unlock()
-	out := map[Ref]resources.List{}
+	out := map[ident.Ref]resources.List{}
 	for _, byGang := range lc.holds {
 		for ref, g := range byGang {
 			if _, seen := out[ref]; !seen {
@@ -99,7 +100,7 @@ func (lc *Lifecycle) HeldByGang() map[Ref]resources.List {
 }
 
 // HeldOf returns what HeldByGang says of one gang: nil when it holds nothing.
-func (lc *Lifecycle) HeldOf(ref Ref) resources.List {
+func (lc *Lifecycle) HeldOf(ref ident.Ref) resources.List {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]

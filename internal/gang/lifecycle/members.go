@@ -1,16 +1,18 @@
-package gang
+package lifecycle
 
 import (
 	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 // ObserveMember records a member as the API shows it: bound to node, or
 // pending when node is "". A member that the scheduler reserved stays
 // reserved until the API shows it bound.
-func (lc *Lifecycle) ObserveMember(ref Ref, uid types.UID, node string) {
+func (lc *Lifecycle) ObserveMember(ref ident.Ref, uid types.UID, node string) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gang(ref)
@@ -24,7 +26,7 @@ func (lc *Lifecycle) ObserveMember(ref Ref, uid types.UID, node string) {
 
 // MemberDeleted forgets a member that is gone or terminating. A member of a
 // gang still short of its quorum breaks the gang's plan.
-func (lc *Lifecycle) MemberDeleted(ref Ref, uid types.UID) {
+func (lc *Lifecycle) MemberDeleted(ref ident.Ref, uid types.UID) {
 	lc.mu.Lock()
 	g := lc.gangs[ref]
 	if g == nil || g.members[uid] == nil {
@@ -48,7 +50,7 @@ func (lc *Lifecycle) MemberDeleted(ref Ref, uid types.UID) {
 
 // MemberReserved records that the scheduler assumed a member on node. It
 // takes a planned slot for the member's shape when one is open there.
-func (lc *Lifecycle) MemberReserved(ref Ref, uid types.UID, node, shape string) {
+func (lc *Lifecycle) MemberReserved(ref ident.Ref, uid types.UID, node, shape string) {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gang(ref)
@@ -71,7 +73,7 @@ func (lc *Lifecycle) MemberReserved(ref Ref, uid types.UID, node, shape string) 
 // MemberUnreserved undoes MemberReserved (the member was rejected, timed out
 // in Permit or failed to bind). Before the quorum that breaks the plan: the
 // whole gang is torn down, once, with the reason.
-func (lc *Lifecycle) MemberUnreserved(ref Ref, uid types.UID, name string) {
+func (lc *Lifecycle) MemberUnreserved(ref ident.Ref, uid types.UID, name string) {
 	lc.mu.Lock()
 	g := lc.gangs[ref]
 	if g == nil {
@@ -100,7 +102,7 @@ func (lc *Lifecycle) MemberUnreserved(ref Ref, uid types.UID, name string) {
 
 // Placed is the number of members that count toward the quorum: bound, or
 // reserved by this scheduler.
-func (lc *Lifecycle) Placed(ref Ref) int {
+func (lc *Lifecycle) Placed(ref ident.Ref) int {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
@@ -111,7 +113,7 @@ func (lc *Lifecycle) Placed(ref Ref) int {
 
 // Untouched reports whether the gang has no plan or reservation and no
 // member placed: nothing of it has begun.
-func (lc *Lifecycle) Untouched(ref Ref) bool {
+func (lc *Lifecycle) Untouched(ref ident.Ref) bool {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
@@ -134,7 +136,7 @@ func (g *gangState) setState(m *member, s memberState) {
 // the moment it is made: it wakes the members before the first of them is
 // reserved, and the scheduling queue orders a pod when it enters, not
 // after.
-func (lc *Lifecycle) Incomplete(ref Ref) bool {
+func (lc *Lifecycle) Incomplete(ref ident.Ref) bool {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
@@ -146,7 +148,7 @@ func (lc *Lifecycle) Incomplete(ref Ref) bool {
 }
 
 // IsPlaced reports whether the member is bound or reserved.
-func (lc *Lifecycle) IsPlaced(ref Ref, uid types.UID) bool {
+func (lc *Lifecycle) IsPlaced(ref ident.Ref, uid types.UID) bool {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
@@ -158,7 +160,7 @@ func (lc *Lifecycle) IsPlaced(ref Ref, uid types.UID) bool {
 }
 
 // PlacedUIDs returns the members that count toward the quorum.
-func (lc *Lifecycle) PlacedUIDs(ref Ref) sets.Set[types.UID] {
+func (lc *Lifecycle) PlacedUIDs(ref ident.Ref) sets.Set[types.UID] {
 	lc.mu.Lock()
 	defer lc.unlock()
 	out := sets.New[types.UID]()
@@ -174,7 +176,7 @@ func (lc *Lifecycle) PlacedUIDs(ref Ref) sets.Set[types.UID] {
 
 // PlacedShapes counts the gang's reserved members by shape (bound members
 // the API shows carry no shape: they count under "").
-func (lc *Lifecycle) PlacedShapes(ref Ref) map[string]int {
+func (lc *Lifecycle) PlacedShapes(ref ident.Ref) map[string]int {
 	lc.mu.Lock()
 	defer lc.unlock()
 	out := map[string]int{}
@@ -191,7 +193,7 @@ func (lc *Lifecycle) PlacedShapes(ref Ref) map[string]int {
 // PlacedNodes returns the nodes of the gang's bound and reserved members, in
 // no particular order: it is asked once per member's cycle, and sorting a
 // 1024-member gang's nodes each time was a tenth of the scheduler's CPU.
-func (lc *Lifecycle) PlacedNodes(ref Ref) []string {
+func (lc *Lifecycle) PlacedNodes(ref ident.Ref) []string {
 	lc.mu.Lock()
 	defer lc.unlock()
 	g := lc.gangs[ref]
@@ -208,7 +210,7 @@ func (lc *Lifecycle) PlacedNodes(ref Ref) []string {
 }
 
 // Reserved returns the members reserved by this scheduler and not yet bound.
-func (lc *Lifecycle) Reserved(ref Ref) []types.UID {
+func (lc *Lifecycle) Reserved(ref ident.Ref) []types.UID {
 	lc.mu.Lock()
 	defer lc.unlock()
 	if g := lc.gangs[ref]; g != nil {
