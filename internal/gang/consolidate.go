@@ -13,6 +13,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
+	"github.com/phalanx-sched/phalanx/internal/gang/preempt"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -112,7 +113,7 @@ func (l *consolidationLog) movedAt(ref ident.Ref) time.Time {
 	return l.moved[ref]
 }
 
-func (l *consolidationLog) record(queue string, now time.Time, victims []Victim) {
+func (l *consolidationLog) record(queue string, now time.Time, victims []preempt.Victim) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byQueue == nil {
@@ -132,7 +133,7 @@ func (l *consolidationLog) record(queue string, now time.Time, victims []Victim)
 // moveCandidate is a running gang that consolidation may move, with what
 // moving it costs.
 type moveCandidate struct {
-	Victim
+	preempt.Victim
 	pods []*v1.Pod
 	// cost is the GPU-seconds of work lost: GPUs times the time since the
 	// gang last started, or since its last checkpoint.
@@ -145,7 +146,7 @@ type moveCandidate struct {
 // and the waiting gang's plan.
 type consolidation struct {
 	domain  string
-	victims []Victim
+	victims []preempt.Victim
 	moves   []move
 	plan    *planner.Plan
 	cost    float64
@@ -171,7 +172,7 @@ type move struct {
 // least GPU-seconds lost, then the fewest pods). It returns nil and a note
 // when nothing is moved; the note is empty when consolidation does not
 // apply to the gang.
-func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, planFor func([]Victim) *planner.Plan) (*Room, string) {
+func (m *Manager) consolidate(ctx context.Context, a *Attempt, all *running, planFor func([]preempt.Victim) *planner.Plan) (*Room, string) {
 	c := m.Consolidation
 	if c.After <= 0 || a.Spec == nil || a.Topology == nil || a.Topology.Tree == nil || a.Topology.Required == "" || a.devices != nil {
 		return nil, ""
@@ -307,7 +308,7 @@ func movable(pods []*v1.Pod) bool {
 // gangs in it whose eviction lets the waiting gang fit (dropping those it
 // then does not need, the costliest first), and keeps the cheapest set
 // whose gangs all fit elsewhere.
-func (m *Manager) cheapestMove(a *Attempt, cands []moveCandidate, planFor func([]Victim) *planner.Plan) *consolidation {
+func (m *Manager) cheapestMove(a *Attempt, cands []moveCandidate, planFor func([]preempt.Victim) *planner.Plan) *consolidation {
 	byDomain := map[string][]moveCandidate{}
 	var domains []string
 	for _, c := range cands {
@@ -320,7 +321,7 @@ func (m *Manager) cheapestMove(a *Attempt, cands []moveCandidate, planFor func([
 	}
 	sort.Strings(domains)
 	tries := 0
-	fits := func(vs []Victim) bool {
+	fits := func(vs []preempt.Victim) bool {
 		tries++
 		return tries <= maxConsolidationTries && planFor(vs) != nil
 	}
@@ -367,8 +368,8 @@ func (m *Manager) cheapestMove(a *Attempt, cands []moveCandidate, planFor func([
 	return best
 }
 
-func victimsOf(cs []moveCandidate) []Victim {
-	out := make([]Victim, len(cs))
+func victimsOf(cs []moveCandidate) []preempt.Victim {
+	out := make([]preempt.Victim, len(cs))
 	for i, c := range cs {
 		out[i] = c.Victim
 	}
@@ -379,9 +380,9 @@ func victimsOf(cs []moveCandidate) []Victim {
 // they are gone and the waiting gang holds its plan: largest first, each
 // inside one domain of its own required level, each taking its room from
 // the next. It returns where each goes.
-func (m *Manager) relocate(a *Attempt, moved []moveCandidate, victims []Victim, plan *planner.Plan) ([]move, bool) {
+func (m *Manager) relocate(a *Attempt, moved []moveCandidate, victims []preempt.Victim, plan *planner.Plan) ([]move, bool) {
 	n := len(a.view.Nodes)
-	freed := Freed(victims)
+	freed := preempt.Freed(victims)
 	_, requests := planner.Shapes(a.groups)
 	room, pods := make([]resources.List, n), make([]int64, n)
 	for i, ns := range a.view.Nodes {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
+	"github.com/phalanx-sched/phalanx/internal/gang/preempt"
 )
 
 // Two racks of two 2-CPU nodes; gang x runs on a1, gang y on b1, a2 and b2
@@ -169,7 +170,7 @@ func TestManagerConsolidationRate(t *testing.T) {
 	if ok, _ := l.allowed("q", t0, 1); !ok {
 		t.Fatal("the first consolidation refused")
 	}
-	l.record("q", t0, []Victim{{Ref: ident.Ref{Namespace: "ns", Name: "v"}}})
+	l.record("q", t0, []preempt.Victim{{Ref: ident.Ref{Namespace: "ns", Name: "v"}}})
 	if ok, next := l.allowed("q", t0.Add(59*time.Minute), 1); ok || !next.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("second within the hour: allowed %v, next %v", ok, next)
 	}

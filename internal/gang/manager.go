@@ -17,6 +17,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
+	"github.com/phalanx-sched/phalanx/internal/gang/preempt"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -296,7 +297,7 @@ func (m *Manager) commitPlan(ctx context.Context, a *Attempt, p *planRun, plan *
 
 // room is node i's room for the attempt: free net of what other gangs hold,
 // plus what victims would free.
-func (m *Manager) room(a *Attempt, freed map[string]Usage) planner.Capacity {
+func (m *Manager) room(a *Attempt, freed map[string]preempt.Usage) planner.Capacity {
 	claimant := lifecycle.Claimant{Ref: a.Ref, Priority: a.Priority, Ends: m.endsBy(a)}
 	return func(i int) (resources.List, int64) {
 		ns := a.view.Nodes[i]

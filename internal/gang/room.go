@@ -13,6 +13,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
+	"github.com/phalanx-sched/phalanx/internal/gang/preempt"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -26,7 +27,7 @@ type Room struct {
 
 // running is every gang and plain pod on the nodes, as eviction candidates.
 type running struct {
-	victims []Victim
+	victims []preempt.Victim
 	pods    map[string][]*v1.Pod
 }
 
@@ -70,7 +71,7 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 	}
 	qc := a.Queue
 	all := m.running(a)
-	planFor := func(victims []Victim) *planner.Plan {
+	planFor := func(victims []preempt.Victim) *planner.Plan {
 		if a.devices != nil {
 			// The victims' devices count as free.
 			var pods []*v1.Pod
@@ -79,11 +80,11 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 			}
 			defer a.devices.Without(pods)()
 		}
-		req, _ := m.request(a, m.room(a, Freed(victims)), true)
+		req, _ := m.request(a, m.room(a, preempt.Freed(victims)), true)
 		plan, _ := m.place(a, req)
 		return plan
 	}
-	fits := func(victims []Victim) bool { return planFor(victims) != nil }
+	fits := func(victims []preempt.Victim) bool { return planFor(victims) != nil }
 	if !fits(all.victims) {
 		// Not even an empty cluster takes it (a pod larger than any NUMA
 		// zone, a gang larger than any domain): eviction cannot help, and
@@ -92,7 +93,7 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 	}
 
 	if qc == nil || qc.Admitted {
-		var cands []Victim
+		var cands []preempt.Victim
 		for _, v := range all.victims {
 			if v.Priority >= a.Priority {
 				continue
@@ -102,7 +103,7 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 			}
 			cands = append(cands, v)
 		}
-		if chosen := ChooseVictims(cands, fits); chosen != nil {
+		if chosen := preempt.ChooseVictims(cands, fits); chosen != nil {
 			why := fmt.Sprintf("priority %d preempts lower priority", a.Priority)
 			return m.evict(ctx, a, all, chosen, planFor(chosen), ReasonPreempted, why, "")
 		}
@@ -134,7 +135,7 @@ func joinNotes(notes ...string) string {
 
 // reclaim evicts whole gangs of queues above their deserved share for a
 // queue below its own.
-func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor func([]Victim) *planner.Plan) (*Room, string) {
+func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor func([]preempt.Victim) *planner.Plan) (*Room, string) {
 	qc := a.Queue
 	others := false
 	for _, v := range all.victims {
@@ -151,7 +152,7 @@ func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor
 	now := m.Now()
 	var cands []queue.Gang
 	var youngest time.Duration
-	byKey := make(map[string]Victim, len(all.victims))
+	byKey := make(map[string]preempt.Victim, len(all.victims))
 	for _, v := range all.victims {
 		if v.Queue == qc.Queue || v.Of != "" {
 			continue
@@ -183,7 +184,7 @@ func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor
 	if !qc.Admitted && !qc.Snapshot().AdmitsWithout(qc.Queue, qc.Need, picked) {
 		return nil, qc.Refusal
 	}
-	chosen := make([]Victim, 0, len(picked))
+	chosen := make([]preempt.Victim, 0, len(picked))
 	for _, g := range picked {
 		chosen = append(chosen, byKey[g.Key])
 	}
@@ -235,7 +236,7 @@ func (m *Manager) running(a *Attempt) *running {
 			if !ok {
 				i = len(out.victims)
 				index[key] = i
-				v := Victim{Key: key, Ref: ref, Priority: prio, OnNode: map[string]Usage{}, Total: resources.List{}}
+				v := preempt.Victim{Key: key, Ref: ref, Priority: prio, OnNode: map[string]preempt.Usage{}, Total: resources.List{}}
 				if a.Queue != nil && a.Queue.QueueOf != nil {
 					v.Queue = a.Queue.QueueOf(p)
 				}
@@ -282,9 +283,9 @@ func (m *Manager) addSurplus(out *running) {
 		for _, p := range pods[:v.Members-spec.MinMember] {
 			req := m.Demand(p)
 			key := v.Key + "/member:" + p.Name
-			out.victims = append(out.victims, Victim{
+			out.victims = append(out.victims, preempt.Victim{
 				Key: key, Ref: v.Ref, Of: v.Key, Queue: v.Queue, Priority: v.Priority, Members: 1,
-				Started: boundAt(p), OnNode: map[string]Usage{p.Spec.NodeName: {Request: req, Pods: 1}}, Total: req.Clone(),
+				Started: boundAt(p), OnNode: map[string]preempt.Usage{p.Spec.NodeName: {Request: req, Pods: 1}}, Total: req.Clone(),
 			})
 			out.pods[key] = []*v1.Pod{p}
 		}
@@ -309,7 +310,7 @@ func boundAt(p *v1.Pod) time.Time {
 // group objects, and lets the preemptor hold the room it frees: a gang
 // reserves the planned nodes against pods of equal or lower priority; a plain
 // pod is nominated to its node.
-func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims []Victim, plan *planner.Plan, reason, why, forQueue string) (*Room, string) {
+func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims []preempt.Victim, plan *planner.Plan, reason, why, forQueue string) (*Room, string) {
 	who := a.Pod.Namespace + "/" + a.Pod.Name
 	if a.Spec != nil {
 		who = "gang " + a.Ref.String()
@@ -353,7 +354,7 @@ func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims [
 	return &Room{Message: msg}, msg
 }
 
-func victimNames(victims []Victim) string {
+func victimNames(victims []preempt.Victim) string {
 	names := make([]string, len(victims))
 	for i, v := range victims {
 		names[i] = v.Key

@@ -1,4 +1,7 @@
-package gang
+// Package preempt chooses victims: the running gangs (and plain pods)
+// whose eviction lets a gang that fits nowhere be placed, fewest and lowest
+// priority first, and what they free on each node.
+package preempt
 
 import (
 	"sort"

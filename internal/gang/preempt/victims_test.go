@@ -1,4 +1,4 @@
-package gang
+package preempt
 
 import (
 	"fmt"
@@ -119,5 +119,35 @@ func TestFreedSumsPerNode(t *testing.T) {
 	got := Freed([]Victim{victim("x", 1, 2, 2, "a"), victim("y", 1, 1, 1, "a"), victim("z", 1, 1, 1, "b")})
 	if fmt.Sprint(got["a"].Request) != "nvidia.com/gpu=3" || got["a"].Pods != 3 || got["b"].Pods != 1 {
 		t.Fatalf("Freed = %v", got)
+	}
+}
+
+// TestSingleMembersOfAChosenGang: a member evicted alone (disruptionMode
+// single) is dropped when its whole gang is a victim too: the gang frees it
+// already, and it is not counted twice.
+func TestSingleMembersOfAChosenGang(t *testing.T) {
+	whole := victim("ns/g", 1, 4, 4, "n1")
+	member := victim("ns/g/member:p3", 1, 1, 1, "n1")
+	member.Of = whole.Key
+	plain := victim("ns/pod:x", 0, 1, 1, "n2")
+
+	freed := Freed([]Victim{whole, member, plain})
+	if got := freed["n1"].Request["nvidia.com/gpu"]; got != 4 || freed["n1"].Pods != 4 {
+		t.Errorf("freed on n1 = %v, want the whole gang's 4 GPUs and 4 pods, its member not again", freed["n1"])
+	}
+	if got := freed["n2"].Request["nvidia.com/gpu"]; got != 1 {
+		t.Errorf("freed on n2 = %v, want the plain pod's GPU", freed["n2"])
+	}
+
+	// One member suffices for 1 GPU: evicting it alone is the smaller cost.
+	if got := keysOf(ChooseVictims([]Victim{whole, member}, needOnOneNode(1))); !reflect.DeepEqual(got, []string{member.Key}) {
+		t.Errorf("need 1 GPU: victims %v, want the single member", got)
+	}
+	// Four GPUs take the whole gang, which covers its member.
+	if got := keysOf(ChooseVictims([]Victim{member, whole}, needOnOneNode(4))); !reflect.DeepEqual(got, []string{whole.Key}) {
+		t.Errorf("need 4 GPUs: victims %v, want the whole gang only", got)
+	}
+	if got := ChooseVictims(nil, needGPUs(0)); got != nil {
+		t.Errorf("no candidates: victims %v, want none", got)
 	}
 }
