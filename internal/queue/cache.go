@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
+	"github.com/phalanx-sched/phalanx/internal/queue/tree"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -39,8 +40,8 @@ func ChargeOf(pod *v1.Pod, q string, request resources.List, reserved bool) (Cha
 type Cache struct {
 	mu     sync.Mutex
 	queues map[string]Queue
-	tree   *Tree
-	errs   []QueueError
+	tree   *tree.Tree
+	errs   []tree.QueueError
 	stale  bool
 
 	nodes map[string]resources.List

@@ -95,39 +95,6 @@ func (r *recentUsage) snapshot(placed map[string]resources.List) map[string]reso
 	return out
 }
 
-// minWeightFactor bounds how far recent usage lowers a queue's weight: to a
-// tenth of what it is configured, so a queue that ran hot still gets some
-// of the room nobody else asks for first, and returns to its weight as its
-// usage decays.
-const minWeightFactor = 0.1
-
-// weightScale turns the fractional weights of recentWeights into the
-// integers fill splits by.
-const weightScale = 1 << 20
-
-// recentWeights adjusts sibling queues' weights w by their recent usage u
-// (of one resource): with s the weight's part of the siblings' total and h
-// the usage's, a queue splits room by s + (s − h), at least s/10. A queue
-// that used more than its weight's part recently gets less of the room
-// above guarantees, one that used less gets more, until recent usage
-// matches the weights. Without recent usage the weights are unchanged.
-func recentWeights(w, u []int64) []int64 {
-	var sw, su float64
-	for i := range w {
-		sw += float64(w[i])
-		su += float64(max(0, u[i]))
-	}
-	if su <= 0 || sw <= 0 {
-		return w
-	}
-	out := make([]int64, len(w))
-	for i := range w {
-		s, h := float64(w[i])/sw, float64(max(0, u[i]))/su
-		out[i] = max(1, int64(math.Round(max(minWeightFactor*s, 2*s-h)*weightScale)))
-	}
-	return out
-}
-
 // orderUse is what queue order counts as a queue's use with decayed fair
 // share: per resource, the larger of its allocation now and its recent
 // average (so a queue that just took a lot counts it at once, and one that

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/phalanx-sched/phalanx/internal/queue/tree"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -12,8 +13,8 @@ import (
 // capacity that plans hold), pending and deserved. It is not modified after
 // Cache.Snapshot returns it.
 type Snapshot struct {
-	Tree     *Tree
-	Problems []QueueError
+	Tree     *tree.Tree
+	Problems []tree.QueueError
 	Total    resources.List
 	// Allocated, Pending and Deserved are keyed by leaf queue (Deserved by
 	// every queue of the tree).
@@ -83,13 +84,7 @@ func (s *Snapshot) AdmitInOrder(q string, need resources.List, ahead func(other 
 // Exceeds reports the first resource of need for which queue q's allocation
 // plus need would go above its deserved share, rendered for messages.
 func (s *Snapshot) Exceeds(q string, need resources.List) (string, bool) {
-	used, deserved := s.Allocated[q], s.Deserved[q]
-	for _, r := range sortedNames(need) {
-		if need[r] > 0 && used[r]+need[r] > deserved[r] {
-			return fmt.Sprintf("%s %s of %s", r, fmtAmount(r, used[r]+need[r]), fmtAmount(r, deserved[r])), true
-		}
-	}
-	return "", false
+	return tree.Exceeds(s.Allocated[q], s.Deserved[q], need)
 }
 
 // starvedOther returns a leaf queue other than q that has pending demand,
@@ -156,7 +151,19 @@ func (s *Snapshot) Compare(a, b string) int {
 // Reclaim picks whole gangs that queue starved may reclaim to get need
 // (Tree.PlanReclaim on this snapshot).
 func (s *Snapshot) Reclaim(starved string, need resources.List, running []Gang) ([]Gang, string) {
-	return s.Tree.PlanReclaim(starved, need, running, s.Allocated, s.Deserved)
+	gangs := make([]tree.Gang, len(running))
+	for i, g := range running {
+		gangs[i] = tree.Gang(g)
+	}
+	picked, why := s.Tree.PlanReclaim(starved, need, gangs, s.Allocated, s.Deserved)
+	if picked == nil {
+		return nil, why
+	}
+	out := make([]Gang, len(picked))
+	for i, g := range picked {
+		out[i] = Gang(g)
+	}
+	return out, why
 }
 
 // AdmitsWithout reports whether queue q admits need once the victims' usage

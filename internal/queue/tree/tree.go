@@ -1,11 +1,13 @@
-// Package queue is the queue model of phalanx: a validated hierarchy of
-// weighted queues, deserved shares by hierarchical water-filling, usage
-// accounting, gang admission against capabilities and guarantees, fair-share
-// ordering and the choice of whole gangs to reclaim.
+// Package tree is the queue model of phalanx: a validated hierarchy of
+// weighted queues, deserved shares by hierarchical water-filling (decayed by
+// recent usage when asked), usage aggregation, gang admission against
+// capabilities and guarantees, fair-share ordering and the choice of whole
+// gangs to reclaim.
 //
 // Everything here is pure logic over resources.List values (CPU in
-// millicores); the scheduler plugins adapt Queue objects and pods to it.
-package queue
+// millicores) with no state over time; package queue keeps the accounting
+// that feeds it and adapts Queue objects and pods to it.
+package tree
 
 import (
 	"fmt"

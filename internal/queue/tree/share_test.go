@@ -1,4 +1,4 @@
-package queue
+package tree
 
 import (
 	"math"
@@ -254,5 +254,31 @@ func TestCompareHierarchical(t *testing.T) {
 	}
 	if c := tr.Compare("ghost", "team-y", allocated, deserved); c != 1 {
 		t.Errorf("unknown queue should go last, got %d", c)
+	}
+}
+
+func TestRecentWeights(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		w, u []int64
+		want []float64 // parts of the total
+	}{
+		{"no usage: weights unchanged", []int64{1, 3}, []int64{0, 0}, []float64{0.25, 0.75}},
+		{"usage as weights: unchanged", []int64{1, 3}, []int64{10, 30}, []float64{0.25, 0.75}},
+		{"one used all: floored at a tenth", []int64{1, 1}, []int64{16, 0}, []float64{0.05 / 1.05, 1 / 1.05}},
+		{"one used a quarter of an equal split", []int64{1, 1}, []int64{1, 3}, []float64{0.75, 0.25}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := recentWeights(tc.w, tc.u)
+			var sum float64
+			for _, v := range got {
+				sum += float64(v)
+			}
+			for i := range got {
+				if p := float64(got[i]) / sum; math.Abs(p-tc.want[i]) > 1e-4 {
+					t.Errorf("part %d = %.4f, want %.4f (weights %v)", i, p, tc.want[i], got)
+				}
+			}
+		})
 	}
 }

@@ -1,4 +1,4 @@
-package queue
+package tree
 
 import (
 	"math/rand"

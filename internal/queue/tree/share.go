@@ -1,6 +1,7 @@
-package queue
+package tree
 
 import (
+	"fmt"
 	"math"
 	"math/big"
 	"sort"
@@ -244,6 +245,17 @@ func (t *Tree) Share(leaf string, allocated map[string]resources.List, deserved 
 	return dominant(t.usageOf(leaf, allocated), deserved[leaf])
 }
 
+// Exceeds reports the first resource of need, by name, for which used plus
+// need goes above deserved, rendered for messages ("cpu 7000m of 6000m").
+func Exceeds(used, deserved, need resources.List) (string, bool) {
+	for _, r := range sortedNames(need) {
+		if need[r] > 0 && used[r]+need[r] > deserved[r] {
+			return fmt.Sprintf("%s %s of %s", r, fmtAmount(r, used[r]+need[r]), fmtAmount(r, deserved[r])), true
+		}
+	}
+	return "", false
+}
+
 func dominant(use, des resources.List) float64 {
 	best := 0.0
 	for r, a := range use {
@@ -309,4 +321,37 @@ func cmpFloat(a, b float64) int {
 		return 1
 	}
 	return 0
+}
+
+// minWeightFactor bounds how far recent usage lowers a queue's weight: to a
+// tenth of what it is configured, so a queue that ran hot still gets some
+// of the room nobody else asks for first, and returns to its weight as its
+// usage decays.
+const minWeightFactor = 0.1
+
+// weightScale turns the fractional weights of recentWeights into the
+// integers fill splits by.
+const weightScale = 1 << 20
+
+// recentWeights adjusts sibling queues' weights w by their recent usage u
+// (of one resource): with s the weight's part of the siblings' total and h
+// the usage's, a queue splits room by s + (s − h), at least s/10. A queue
+// that used more than its weight's part recently gets less of the room
+// above guarantees, one that used less gets more, until recent usage
+// matches the weights. Without recent usage the weights are unchanged.
+func recentWeights(w, u []int64) []int64 {
+	var sw, su float64
+	for i := range w {
+		sw += float64(w[i])
+		su += float64(max(0, u[i]))
+	}
+	if su <= 0 || sw <= 0 {
+		return w
+	}
+	out := make([]int64, len(w))
+	for i := range w {
+		s, h := float64(w[i])/sw, float64(max(0, u[i]))/su
+		out[i] = max(1, int64(math.Round(max(minWeightFactor*s, 2*s-h)*weightScale)))
+	}
+	return out
 }
