@@ -31,6 +31,7 @@ func (g *Gangs) sizes() map[string]int {
 	out["gangs.order"] = len(g.order.keys)
 	g.order.mu.Unlock()
 	out["lifecycle.gangs"] = g.Lifecycle.Tracked()
+	out["directory.memberAnnotations"] = g.Directory.Tracked()
 	for k, n := range g.Status.Tracked() {
 		out["status."+k] = n
 	}
@@ -49,42 +50,42 @@ func (g *Gangs) Sizes() map[string]int { return g.sizes() }
 // informers do: the object is already in (or out of) the informer's store,
 // then the handlers run.
 func (g *Gangs) GroupAdded(obj any) {
-	if err := g.pgIndexer.Add(obj); err != nil {
+	if err := g.PodGroupIndex().Add(obj); err != nil {
 		panic(err)
 	}
-	g.onGroup(nil, g.specOf(obj))
+	g.onGroup(nil, g.SpecOf(obj))
 }
 
 func (g *Gangs) GroupUpdated(oldObj, obj any) {
-	if err := g.pgIndexer.Update(obj); err != nil {
+	if err := g.PodGroupIndex().Update(obj); err != nil {
 		panic(err)
 	}
-	g.onGroup(g.specOf(oldObj), g.specOf(obj))
+	g.onGroup(g.SpecOf(oldObj), g.SpecOf(obj))
 }
 
 func (g *Gangs) GroupDeleted(obj any) {
-	if err := g.pgIndexer.Delete(obj); err != nil {
+	if err := g.PodGroupIndex().Delete(obj); err != nil {
 		panic(err)
 	}
-	g.onGroupDelete(g.specOf(obj))
+	g.onGroupDelete(g.SpecOf(obj))
 }
 
 func (g *Gangs) PodAdded(obj any) {
-	if err := g.podIndex.Add(obj); err != nil {
+	if err := g.PodIndex().Add(obj); err != nil {
 		panic(err)
 	}
 	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnAdd(obj, false) })
 }
 
 func (g *Gangs) PodUpdated(oldObj, obj any) {
-	if err := g.podIndex.Update(obj); err != nil {
+	if err := g.PodIndex().Update(obj); err != nil {
 		panic(err)
 	}
 	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnUpdate(oldObj, obj) })
 }
 
 func (g *Gangs) PodDeleted(obj any) {
-	if err := g.podIndex.Delete(obj); err != nil {
+	if err := g.PodIndex().Delete(obj); err != nil {
 		panic(err)
 	}
 	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnDelete(obj) })

@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -43,11 +42,6 @@ import (
 // waiting members in its name.
 const GangPlugin = "Coscheduling"
 
-const (
-	gangIndex      = "phalanx.gang"
-	dependsOnIndex = "phalanx.dependsOn"
-)
-
 // Gangs is the gang directory and lifecycle of the process: which gang a pod
 // belongs to, each gang's definition (from a scheduler-plugins PodGroup or an
 // upstream PodGroup), its members, and the lifecycle that plans, holds and
@@ -61,16 +55,10 @@ type Gangs struct {
 	Manager *gang.Manager
 	Status  *status.Writer
 
-	// podGroups reads scheduler-plugins PodGroups (labelled and implicit
-	// gangs); upstream the Workload API's PodGroups, nil while the API
-	// server does not serve them (workloadAPI follows it at run time).
-	podGroups  workload.PodGroups
-	upstream   atomic.Pointer[workload.Upstream]
-	composites atomic.Pointer[workload.Composites]
-	pgIndexer  cache.Indexer
-	pgClient   pgclientset.Interface
-	pods       corelisters.PodLister
-	podIndex   cache.Indexer
+	// Directory: which gang a pod belongs to, its definition, its members.
+	*workload.Directory
+	pgClient pgclientset.Interface
+	pods     corelisters.PodLister
 	// groupEvents handles every adapter's group-object events.
 	groupEvents cache.ResourceEventHandlerFuncs
 	workloadAPI *workloadAPI
@@ -87,12 +75,9 @@ type Gangs struct {
 	// nomination), so each is sent once at a time.
 	implicit map[string]bool
 	// startup: what the last check of a short gang's workload found.
-	startup map[gang.Ref]startupVerdict
-	// memberAnnotations: a member's annotations, for gangs whose pods (not
-	// their group object) declare sub-groups.
-	memberAnnotations map[gang.Ref]map[string]string
-	sweeperOnce       sync.Once
-	workloadOnce      sync.Once
+	startup      map[gang.Ref]startupVerdict
+	sweeperOnce  sync.Once
+	workloadOnce sync.Once
 	// evictor deletes evicted gangs, or asks consolidation's moved gangs to leave.
 	evictor *eviction.Evictor
 	// order caches the queue sort's keys.
@@ -115,11 +100,10 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	metrics.Register()
 	g := &Gangs{
 		rt: r, fw: fw, pgClient: pgClient,
-		pods:              fw.Informers.Core().V1().Pods().Lister(),
-		podEvents:         map[types.UID]string{},
-		implicit:          map[string]bool{},
-		startup:           map[gang.Ref]startupVerdict{},
-		memberAnnotations: map[gang.Ref]map[string]string{},
+		pods:      fw.Informers.Core().V1().Pods().Lister(),
+		podEvents: map[types.UID]string{},
+		implicit:  map[string]bool{},
+		startup:   map[gang.Ref]startupVerdict{},
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.wakes = requeue.New(requeue.Ports{Directory: directory{g}, Lifecycle: g.Lifecycle, Clock: r.clock,
@@ -143,11 +127,14 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	r.Leader.OnLead(g.Status.RequeueAll)
 	r.Leader.OnLead(g.clearStaleHeld)
 
-	podInformer := fw.Informers.Core().V1().Pods().Informer()
-	if err := podInformer.AddIndexers(cache.Indexers{gangIndex: g.indexByGang}); err != nil {
-		return nil, fmt.Errorf("indexing pods by gang: %w", err)
+	factory := pginformers.NewSharedInformerFactoryWithOptions(pgClient, 0, pginformers.WithTransform(trimManagedFields))
+	pgInformer := factory.Scheduling().V1alpha1().PodGroups()
+	dir, err := workload.NewDirectory(fw.Informers.Core().V1().Pods().Informer(), pgInformer.Informer(),
+		workload.PodGroups{Lister: pgInformer.Lister()}, g.Lifecycle.PlacedUIDs)
+	if err != nil {
+		return nil, err
 	}
-	g.podIndex = podInformer.GetIndexer()
+	g.Directory = dir
 	r.addPodHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    g.onPodAdd,
 		UpdateFunc: g.onPodUpdate,
@@ -164,16 +151,10 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		return nil, err
 	}
 
-	factory := pginformers.NewSharedInformerFactoryWithOptions(pgClient, 0, pginformers.WithTransform(trimManagedFields))
-	pgInformer := factory.Scheduling().V1alpha1().PodGroups()
-	if err := pgInformer.Informer().AddIndexers(cache.Indexers{dependsOnIndex: indexByDependency}); err != nil {
-		return nil, err
-	}
-	g.podGroups, g.pgIndexer = workload.PodGroups{Lister: pgInformer.Lister()}, pgInformer.Informer().GetIndexer()
 	g.groupEvents = cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { g.onGroup(nil, g.specOf(obj)) },
-		UpdateFunc: func(oldObj, obj any) { g.onGroup(g.specOf(oldObj), g.specOf(obj)) },
-		DeleteFunc: func(obj any) { g.onGroupDelete(g.specOf(obj)) },
+		AddFunc:    func(obj any) { g.onGroup(nil, g.SpecOf(obj)) },
+		UpdateFunc: func(oldObj, obj any) { g.onGroup(g.SpecOf(oldObj), g.SpecOf(obj)) },
+		DeleteFunc: func(obj any) { g.onGroupDelete(g.SpecOf(obj)) },
 	}
 	if _, err := pgInformer.Informer().AddEventHandler(g.groupEvents); err != nil {
 		return nil, err
@@ -200,133 +181,6 @@ func newGangs(r *Runtime) (*Gangs, error) {
 
 // --- identity ------------------------------------------------------------
 
-// RefOf returns the gang a pod belongs to (false for pods outside gangs and
-// for pods whose gang annotations are invalid).
-func (g *Gangs) RefOf(pod *v1.Pod) (gang.Ref, bool) {
-	ref, _, ok, err := g.resolve(pod)
-	return ref, ok && err == nil
-}
-
-func (g *Gangs) indexByGang(obj any) ([]string, error) {
-	pod, ok := obj.(*v1.Pod)
-	if !ok {
-		return nil, nil
-	}
-	if ref, _, ok, err := g.leafRef(pod); ok && err == nil {
-		return []string{ref.String()}, nil
-	}
-	return nil, nil
-}
-
-func indexByDependency(obj any) ([]string, error) {
-	pg, ok := obj.(*pgv1alpha1.PodGroup)
-	if !ok {
-		return nil, nil
-	}
-	spec := gang.SpecFromPodGroup(pg)
-	var out []string
-	for _, d := range spec.DependsOn() {
-		out = append(out, pg.Namespace+"/"+d)
-	}
-	return out, nil
-}
-
-// GangOf returns a pod's gang and its definition. ok is false for pods
-// outside gangs; err is set when the group object is missing (NotFound) —
-// for an implicit gang it is being made, outside the scheduling cycle — or
-// the pod's gang annotations are invalid. It never writes to the API: the
-// queue sort, PreEnqueue, PreFilter and Filter call it.
-func (g *Gangs) GangOf(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err error) {
-	ref, _, ok, err = g.resolve(pod)
-	if !ok || err != nil {
-		return ref, nil, ok, err
-	}
-	spec, err = g.Spec(ref)
-	return ref, spec, true, err
-}
-
-// Members lists the gang's pods known to the scheduler (terminal pods are
-// not: the scheduler's pod informer drops them).
-func (g *Gangs) Members(ref gang.Ref) []*v1.Pod {
-	if ref.Source == gang.SourceComposite {
-		// The pods of its PodGroups: each names its own.
-		var out []*v1.Pod
-		if comp := g.composites.Load(); comp != nil {
-			for _, child := range comp.Children(ref.Namespace, ref.Name) {
-				out = append(out, g.Members(gang.Ref{Source: gang.SourceWorkload, Namespace: child.Namespace, Name: child.Name})...)
-			}
-		}
-		return out
-	}
-	objs, err := g.podIndex.ByIndex(gangIndex, ref.String())
-	if err != nil {
-		return nil
-	}
-	pods := make([]*v1.Pod, 0, len(objs))
-	for _, o := range objs {
-		if p, ok := o.(*v1.Pod); ok {
-			pods = append(pods, p)
-		}
-	}
-	return pods
-}
-
-// Pending lists the gang's members that wait for a node: not bound, not
-// reserved by this scheduler, not terminating, and free of scheduling gates
-// (a gated member cannot be placed, so no plan counts on it).
-func (g *Gangs) Pending(ref gang.Ref) []*v1.Pod {
-	placed := g.Lifecycle.PlacedUIDs(ref)
-	var out []*v1.Pod
-	for _, m := range g.Members(ref) {
-		if m.Spec.NodeName == "" && m.DeletionTimestamp == nil && len(m.Spec.SchedulingGates) == 0 && !placed.Has(m.UID) {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// Dependents lists the gangs (PodGroups of the same namespace) that depend
-// on ref.
-func (g *Gangs) Dependents(ref gang.Ref) []gang.Ref {
-	objs, err := g.pgIndexer.ByIndex(dependsOnIndex, ref.Namespace+"/"+ref.Name)
-	if err != nil {
-		return nil
-	}
-	var out []gang.Ref
-	for _, o := range objs {
-		if pg, ok := o.(*pgv1alpha1.PodGroup); ok {
-			out = append(out, gang.Ref{Namespace: pg.Namespace, Name: pg.Name})
-		}
-	}
-	return out
-}
-
-// dependentsOfPodGroup lists the gangs that depend on ref without an index
-// lookup for other sources: only scheduler-plugins PodGroups (and the
-// implicit ones phalanx makes) carry the depends-on annotation.
-func (g *Gangs) dependentsOfPodGroup(ref gang.Ref) []gang.Ref {
-	if ref.Source != gang.SourcePodGroup {
-		return nil
-	}
-	return g.Dependents(ref)
-}
-
-// DependencyProgress counts a dependency's members running (from the
-// informer, which is fresh) or succeeded (from the group's status: the
-// scheduler does not watch finished pods), against its quorum.
-func (g *Gangs) DependencyProgress(dep *gang.Spec) (done, need int) {
-	if dep.Finished {
-		return dep.MinMember, dep.MinMember
-	}
-	running := 0
-	for _, m := range g.Members(dep.Ref) {
-		if m.Status.Phase == v1.PodRunning {
-			running++
-		}
-	}
-	return max(running, dep.Running) + dep.Succeeded, dep.MinMember
-}
-
 // --- events --------------------------------------------------------------
 
 func (g *Gangs) onPod(obj any) {
@@ -347,7 +201,7 @@ func (g *Gangs) onPod(obj any) {
 		return
 	}
 	g.Lifecycle.ObserveMember(ref, pod.UID, pod.Spec.NodeName)
-	g.noteMemberAnnotations(ref, pod)
+	g.NoteMember(ref, pod)
 	if pod.Spec.NodeName == "" && pod.Status.NominatedNodeName != "" && !g.Lifecycle.IsPlaced(ref, pod.UID) {
 		g.clearNomination(pod)
 	}
@@ -666,7 +520,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 	}
 	g.regroup(spec.Ref)
 	if spec.Ref.Source == gang.SourceWorkload {
-		if root, ok := g.compositeOf(spec.Ref); ok {
+		if root, ok := g.CompositeOf(spec.Ref); ok {
 			// A sub-group of a composite gang: the gang is the composite's.
 			g.order.changed()
 			g.wakes.Wake(metrics.WokenGroupChanged, root)
@@ -702,9 +556,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.Status.Forget(spec.Ref)
 	g.forgetStartup(spec.Ref)
 	g.forgetImplicit(spec.Ref)
-	g.mu.Lock()
-	delete(g.memberAnnotations, spec.Ref)
-	g.mu.Unlock()
+	g.Directory.Forget(spec.Ref)
 	g.wakes.ForgetGang(spec.Ref) // all woken below
 	// An implicit gang's PodGroup deleted while members remain is made again.
 	members := g.Members(spec.Ref)

@@ -25,14 +25,14 @@ func (g *Gangs) clearStaleHeld() {
 			}
 		}
 	}
-	if g.podGroups.Lister != nil {
-		if pgs, err := g.podGroups.Lister.List(labels.Everything()); err == nil {
+	if g.PodGroups().Lister != nil {
+		if pgs, err := g.PodGroups().Lister.List(labels.Everything()); err == nil {
 			for _, pg := range pgs {
 				stale(gang.Ref{Namespace: pg.Namespace, Name: pg.Name}, pg.Annotations)
 			}
 		}
 	}
-	if up := g.upstream.Load(); up != nil {
+	if up := g.Upstream(); up != nil {
 		if pgs, err := up.PodGroups.List(labels.Everything()); err == nil {
 			for _, pg := range pgs {
 				stale(gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, pg.Annotations)

@@ -28,7 +28,7 @@ func (g *Gangs) ensureImplicitFor(pod *v1.Pod) {
 	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !g.rt.Leader.Leading() {
 		return
 	}
-	ref, implicit, ok, err := g.resolve(pod)
+	ref, implicit, ok, err := g.Resolve(pod)
 	if !ok || err != nil || implicit == nil {
 		return
 	}
@@ -98,7 +98,7 @@ func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
 		if owner == nil {
 			return
 		}
-		pg, err := g.podGroups.Lister.PodGroups(pod.Namespace).Get(im.Name)
+		pg, err := g.PodGroups().Lister.PodGroups(pod.Namespace).Get(im.Name)
 		if err != nil {
 			// The informer may not have it yet.
 			pg, err = client.Get(ctx, im.Name, metav1.GetOptions{})

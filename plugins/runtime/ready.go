@@ -168,7 +168,7 @@ func (g *Gangs) dependencyStarted(pod *v1.Pod) {
 	if !ok {
 		return
 	}
-	dependents := g.dependentsOfPodGroup(ref)
+	dependents := g.DependentsOfPodGroup(ref)
 	if len(dependents) == 0 {
 		return
 	}

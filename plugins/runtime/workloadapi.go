@@ -55,8 +55,7 @@ func (w *workloadAPI) apply(ctx context.Context, _, want served.WorkloadAPI) boo
 	if w.stop != nil {
 		w.stop()
 		w.stop = nil
-		w.g.upstream.Store(nil)
-		w.g.composites.Store(nil)
+		w.g.ServeWorkloadAPI(nil, nil)
 	}
 	if !want.PodGroups {
 		logger.Info("The API server no longer serves the Workload API; pods naming its PodGroups wait until it does again")
@@ -113,14 +112,12 @@ func (w *workloadAPI) start(ctx context.Context, want served.WorkloadAPI) error 
 	// Readers see the adapters before their informers deliver anything:
 	// each add wakes the pods that waited for that group (onGroup), and
 	// they must then find it.
-	w.g.upstream.Store(up)
-	w.g.composites.Store(comp)
+	w.g.ServeWorkloadAPI(up, comp)
 	err := informersync.StartAndWait(ictx, "the Workload API", factory.Start, func(stop <-chan struct{}) []string {
 		return informersync.Unsynced(factory.WaitForCacheSync(stop))
 	})
 	if err != nil {
-		w.g.upstream.Store(nil)
-		w.g.composites.Store(nil)
+		w.g.ServeWorkloadAPI(nil, nil)
 		cancel()
 		factory.Shutdown()
 		return err
@@ -151,7 +148,7 @@ func (r *Runtime) UpstreamPodGroup(namespace, name string) *schedulingv1beta1.Po
 	if g == nil {
 		return nil
 	}
-	up := g.upstream.Load()
+	up := g.Upstream()
 	if up == nil {
 		return nil
 	}
