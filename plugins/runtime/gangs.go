@@ -28,6 +28,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
+	"github.com/phalanx-sched/phalanx/internal/devices/schedulerdra"
 	"github.com/phalanx-sched/phalanx/internal/eviction"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/informersync"
@@ -112,7 +113,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 			q := r.queues.Load()
 			return q != nil && q.Blocked(ref)
 		}})
-	g.Devices = newDevices(fw)
+	g.Devices = schedulerdra.New(fw.DRA, fw.Client)
 	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, g.Devices)
 	// Off until a Coscheduling profile sets its half-life (TrackWorkload).
 	g.Manager.Workload = gang.NewShapeHistory(0)
