@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/cache"
 
@@ -9,7 +10,6 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/informersync"
-	v1 "k8s.io/api/core/v1"
 )
 
 // Queues is the queue accounting of the process (admission.Queues), fed by
