@@ -29,6 +29,10 @@ import (
 
 	"github.com/phalanx-sched/phalanx/examples"
 	"github.com/phalanx-sched/phalanx/internal/bench"
+	"github.com/phalanx-sched/phalanx/internal/bench/estimatorbench"
+	"github.com/phalanx-sched/phalanx/internal/bench/host"
+	"github.com/phalanx-sched/phalanx/internal/bench/side"
+	"github.com/phalanx-sched/phalanx/internal/bench/side/report"
 	"github.com/phalanx-sched/phalanx/internal/sim"
 	"github.com/phalanx-sched/phalanx/internal/version"
 )
@@ -231,24 +235,24 @@ func runBench(ctx context.Context, args []string) error {
 	}
 	logw, closeLog := quietLogs(*logFile)
 	defer closeLog()
-	machine := bench.Machine()
+	machine := host.Machine()
 	start := time.Now()
-	fmt.Printf("phalanx-sim bench: %d workload(s), %d timed pass(es) each; %s; load %s\n", len(workloads), *runs, machine, bench.LoadAverage())
-	results, err := bench.Run(ctx, workloads, bench.Options{
+	fmt.Printf("phalanx-sim bench: %d workload(s), %d timed pass(es) each; %s; load %s\n", len(workloads), *runs, machine, host.LoadAverage())
+	results, err := side.Run(ctx, workloads, side.Options{
 		Runs: *runs, Profile: *profile, ProfileDir: *profileDir,
-		Binaries:   bench.Binaries{KubeScheduler: *kubeScheduler, Phalanx: *phalanxScheduler},
+		Binaries:   side.Binaries{KubeScheduler: *kubeScheduler, Phalanx: *phalanxScheduler},
 		Schedulers: picked,
 		Log:        logw, Progress: os.Stdout,
-		Done: func(r bench.Result) { bench.WriteDetails(os.Stdout, r) },
+		Done: func(r side.Result) { report.WriteDetails(os.Stdout, r) },
 	})
-	bench.WriteReport(os.Stdout, results, machine, *runs)
-	fmt.Printf("\nbench took %s; load at the end %s\n", time.Since(start).Round(time.Second), bench.LoadAverage())
+	report.WriteReport(os.Stdout, results, machine, *runs)
+	fmt.Printf("\nbench took %s; load at the end %s\n", time.Since(start).Round(time.Second), host.LoadAverage())
 	return err
 }
 
 func runEstimatorBench(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("estimator-bench", flag.ExitOnError)
-	var o bench.EstimatorOptions
+	var o estimatorbench.Options
 	fs.StringVar(&o.PhalanxBinary, "phalanx-scheduler", "bin/phalanx-scheduler", "phalanx-scheduler binary")
 	fs.IntVar(&o.Nodes, "nodes", 5000, "nodes of the member cluster (8 GPUs each, half of them taken)")
 	fs.IntVar(&o.GangSize, "gang", 1024, "pods per set: one master and gang-1 GPU workers")
@@ -266,10 +270,10 @@ func runEstimatorBench(ctx context.Context, args []string) error {
 	logw, closeLog := quietLogs(*logFile)
 	defer closeLog()
 	o.Log, o.Progress = logw, os.Stdout
-	machine := bench.Machine()
-	fmt.Printf("phalanx-sim estimator-bench: %d nodes, %d-pod sets, %d calls per case; %s; load %s\n", o.Nodes, o.GangSize, o.Runs, machine, bench.LoadAverage())
-	rep, err := bench.RunEstimator(ctx, o)
-	bench.WriteEstimatorReport(os.Stdout, rep, machine, command)
-	fmt.Printf("\nestimator-bench took %s; load at the end %s\n", rep.Wall.Round(time.Second), bench.LoadAverage())
+	machine := host.Machine()
+	fmt.Printf("phalanx-sim estimator-bench: %d nodes, %d-pod sets, %d calls per case; %s; load %s\n", o.Nodes, o.GangSize, o.Runs, machine, host.LoadAverage())
+	rep, err := estimatorbench.Run(ctx, o)
+	estimatorbench.WriteReport(os.Stdout, rep, machine, command)
+	fmt.Printf("\nestimator-bench took %s; load at the end %s\n", rep.Wall.Round(time.Second), host.LoadAverage())
 	return err
 }

@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"math"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -105,9 +104,9 @@ func (w Workload) PlacementOf(nodeOf map[int]string, labels func(node string) ma
 	return p
 }
 
-// checkPlacement lists the pass's pods and computes their placement; the
+// CheckPlacement lists the pass's pods and computes their placement; the
 // nodes' labels are the workload's own (Node).
-func checkPlacement(ctx context.Context, c *testcluster.Cluster, w Workload, ns string) (*Placement, error) {
+func CheckPlacement(ctx context.Context, c *testcluster.Cluster, w Workload, ns string) (*Placement, error) {
 	pods, err := c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
@@ -129,27 +128,4 @@ func checkPlacement(ctx context.Context, c *testcluster.Cluster, w Workload, ns 
 	}
 	p := w.PlacementOf(nodeOf, func(node string) map[string]string { return labels[node] })
 	return &p, nil
-}
-
-// placementFigures summarises a scheduler's placements over its passes:
-// how many passes placed everything whole, and the split counts.
-func placementFigures(passes []Pass) (whole, checked int, splitGangs, splitSubGroups Spread, last *Placement) {
-	var gangs, subs []float64
-	for _, p := range passes {
-		if p.Placement == nil {
-			continue
-		}
-		checked++
-		if p.Placement.Whole() {
-			whole++
-		}
-		gangs = append(gangs, float64(p.Placement.SplitGangs))
-		subs = append(subs, float64(p.Placement.SplitSubGroups))
-		last = p.Placement
-	}
-	splitGangs, splitSubGroups = SpreadOf(gangs), SpreadOf(subs)
-	if len(subs) == 0 {
-		splitSubGroups = Spread{math.NaN(), math.NaN(), math.NaN()}
-	}
-	return whole, checked, splitGangs, splitSubGroups, last
 }

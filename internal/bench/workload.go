@@ -1,9 +1,10 @@
-// Package bench holds phalanx's benchmark workloads and the two engines that
-// run them: the side-by-side engine (Run: stock kube-scheduler, upstream's
-// in-tree GangScheduling and phalanx as child processes against one
-// in-process API server, with pods/s, CPU, peak RSS, per-plugin latency and
-// profiles) and upstream's scheduler_perf (Render: the same workloads as a
-// scheduler_perf config, run by test/schedperf).
+// Package bench holds phalanx's benchmark workloads: the schedulers they
+// run through, their nodes, pods and gang objects (phalanx's and upstream's
+// Workload API), creating and checking them on an API server, and where a
+// pass placed their gangs. The engines that run them are side (the
+// side-by-side engine, reported by side/report) and perf (upstream's
+// scheduler_perf, run by test/schedperf); estimatorbench times the Karmada
+// estimator on a member of its own.
 package bench
 
 import (
@@ -82,6 +83,18 @@ var UpstreamGates = []string{"GenericWorkload", "TopologyAwareWorkloadScheduling
 // (scheduling.k8s.io/v1alpha3), on for the API server and the UpstreamGang
 // scheduler of workloads with sub-groups only.
 const CompositeGate = "CompositePodGroup"
+
+// StockConfig is kube-scheduler's default profile with the same client limits
+// as the canonical phalanx config, so the comparison is about scheduling.
+// The profile's schedulerName is filled in per run.
+var StockConfig = []byte(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  qps: 2000
+  burst: 4000
+profiles:
+- schedulerName: stock-scheduler
+`)
 
 // Node topology of the topology workload: IB clusters of IBSize nodes, leaf
 // switches of LeafSize nodes, then hosts.

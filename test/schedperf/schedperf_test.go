@@ -29,6 +29,9 @@ import (
 	"k8s.io/kubernetes/test/utils/client-go/ktesting"
 
 	"github.com/phalanx-sched/phalanx/internal/bench"
+	"github.com/phalanx-sched/phalanx/internal/bench/host"
+	benchperf "github.com/phalanx-sched/phalanx/internal/bench/perf"
+	"github.com/phalanx-sched/phalanx/internal/bench/stats"
 	"github.com/phalanx-sched/phalanx/plugins"
 )
 
@@ -78,7 +81,7 @@ func BenchmarkPerfScheduling(b *testing.B) {
 		}
 		*resultsDir = dir
 	}
-	config, err := bench.RenderPerf(filepath.Join(*resultsDir, "config"), bench.Workloads(sizes))
+	config, err := benchperf.Render(filepath.Join(*resultsDir, "config"), bench.Workloads(sizes))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -101,7 +104,7 @@ func registry(b *testing.B) frameworkruntime.Registry {
 	}
 	for name, factory := range reg {
 		reg[name] = func(ctx context.Context, args runtime.Object, h fwk.Handle) (fwk.Plugin, error) {
-			if err := bench.InstallCRDs(ctx, h.KubeConfig()); err != nil {
+			if err := benchperf.InstallCRDs(ctx, h.KubeConfig()); err != nil {
 				return nil, fmt.Errorf("installing CRDs for %s: %w", name, err)
 			}
 			return factory(ctx, args, h)
@@ -111,10 +114,10 @@ func registry(b *testing.B) frameworkruntime.Registry {
 }
 
 func publishNRTs(tCtx ktesting.TContext, _ *scheduler.Scheduler, _ *perf.Workload, nodes *v1.NodeList) error {
-	if err := bench.InstallCRDs(tCtx, tCtx.RESTConfig()); err != nil {
+	if err := benchperf.InstallCRDs(tCtx, tCtx.RESTConfig()); err != nil {
 		return err
 	}
-	return bench.PublishNRTs(tCtx, tCtx.RESTConfig(), nodes.Items)
+	return benchperf.PublishNRTs(tCtx, tCtx.RESTConfig(), nodes.Items)
 }
 
 type dataItems struct {
@@ -177,12 +180,12 @@ func figures(root string) (map[string]map[string]map[int]float64, int, error) {
 	return out, n, nil
 }
 
-func spread(m map[int]float64, f func(float64) float64) bench.Spread {
+func spread(m map[int]float64, f func(float64) float64) stats.Spread {
 	var v []float64
 	for _, x := range m {
 		v = append(v, f(x))
 	}
-	return bench.SpreadOf(v)
+	return stats.SpreadOf(v)
 }
 
 func summarise(w *os.File, root string) error {
@@ -192,36 +195,36 @@ func summarise(w *os.File, root string) error {
 	}
 	tp, dur := fig["SchedulingThroughput"], fig["SchedulingDuration"]
 	fmt.Fprintf(w, "\nscheduler_perf (upstream's harness; each test case on its own etcd, API server and in-process scheduler)\n")
-	fmt.Fprintf(w, "median (min–max) over %d pass(es); %s; load %s; data items in %s\n", n, bench.Machine(), bench.LoadAverage(), root)
+	fmt.Fprintf(w, "median (min–max) over %d pass(es); %s; load %s; data items in %s\n", n, host.Machine(), host.LoadAverage(), root)
 	fmt.Fprintf(w, "throughput: SchedulingThroughput Average (mean of 1 s samples; upstream's threshold metric); overall: pods / SchedulingDuration\n\n")
 	fmt.Fprintf(w, "%-11s %-14s %-36s %-20s %-20s %s\n", "WORKLOAD", "SCHEDULER", "scheduler_perf test", "throughput pods/s", "overall pods/s", "upstream threshold")
-	ratio := func(m map[string]map[int]float64, tcA, tcB string, f func(float64) float64) bench.Spread {
+	ratio := func(m map[string]map[int]float64, tcA, tcB string, f func(float64) float64) stats.Spread {
 		var v []float64
 		for pass, a := range m[tcA] {
 			if b, ok := m[tcB][pass]; ok && f(b) > 0 {
 				v = append(v, f(a)/f(b))
 			}
 		}
-		return bench.SpreadOf(v)
+		return stats.SpreadOf(v)
 	}
 	var ratios []string
 	for _, wl := range bench.Workloads(sizes) {
 		overall := func(d float64) float64 { return float64(wl.Total()) / d }
 		same := func(x float64) float64 { return x }
 		for _, s := range wl.Schedulers() {
-			tc := bench.PerfTestCase(wl, s)
+			tc := benchperf.TestCase(wl, s)
 			if len(dur[tc]) == 0 {
 				continue
 			}
 			threshold := "-"
-			if t, ok := bench.UpstreamThresholds[wl.Name]; ok && wl.Nodes == 5000 {
+			if t, ok := benchperf.UpstreamThresholds[wl.Name]; ok && wl.Nodes == 5000 {
 				threshold = fmt.Sprintf("%.0f (SchedulingBasic/5000Nodes_10000Pods)", t)
 			}
-			fmt.Fprintf(w, "%-11s %-14s %-36s %-20s %-20s %s\n", wl.Name, s, tc+"/"+bench.PerfWorkloadName(wl),
+			fmt.Fprintf(w, "%-11s %-14s %-36s %-20s %-20s %s\n", wl.Name, s, tc+"/"+benchperf.WorkloadName(wl),
 				spread(tp[tc], same).Format("%.0f"), spread(dur[tc], overall).Format("%.0f"), threshold)
 		}
 		for _, other := range []bench.Scheduler{bench.Stock, bench.UpstreamGang} {
-			a, b := bench.PerfTestCase(wl, bench.Phalanx), bench.PerfTestCase(wl, other)
+			a, b := benchperf.TestCase(wl, bench.Phalanx), benchperf.TestCase(wl, other)
 			if sp := ratio(dur, a, b, overall); !math.IsNaN(sp.Median) {
 				ratios = append(ratios, fmt.Sprintf("  %-11s phalanx / %-14s throughput %-20s overall %s", wl.Name, other,
 					ratio(tp, a, b, same).Format("%.2f"), sp.Format("%.2f")))
@@ -239,7 +242,7 @@ func summarise(w *os.File, root string) error {
 // objects and measured pods (the benchmark itself runs in make bench-perf).
 func TestRenderPerf(t *testing.T) {
 	dir := t.TempDir()
-	path, err := bench.RenderPerf(dir, bench.Workloads(sizes))
+	path, err := benchperf.Render(dir, bench.Workloads(sizes))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,7 @@
-package bench
+// Package report prints the side-by-side engine's results: the throughput
+// table, the ratios of issue 13's goals, placements, where scheduler time
+// goes and the profiles' top functions.
+package report
 
 import (
 	"fmt"
@@ -6,52 +9,25 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/phalanx-sched/phalanx/internal/bench"
+	"github.com/phalanx-sched/phalanx/internal/bench/profiles"
+	"github.com/phalanx-sched/phalanx/internal/bench/scrape"
+	"github.com/phalanx-sched/phalanx/internal/bench/side"
+	"github.com/phalanx-sched/phalanx/internal/bench/stats"
 )
 
-// Spread is the median and range of a set of figures.
-type Spread struct{ Median, Min, Max float64 }
-
-// SpreadOf summarises values (NaN ones are left out).
-func SpreadOf(values []float64) Spread {
-	var v []float64
-	for _, x := range values {
-		if !math.IsNaN(x) && !math.IsInf(x, 0) {
-			v = append(v, x)
-		}
-	}
-	if len(v) == 0 {
-		return Spread{math.NaN(), math.NaN(), math.NaN()}
-	}
-	sort.Float64s(v)
-	m := v[len(v)/2]
-	if len(v)%2 == 0 {
-		m = (v[len(v)/2-1] + v[len(v)/2]) / 2
-	}
-	return Spread{Median: m, Min: v[0], Max: v[len(v)-1]}
-}
-
-// Format prints the spread with the given verb, e.g. "%.0f" → "231 (225–240)".
-func (s Spread) Format(verb string) string {
-	if math.IsNaN(s.Median) {
-		return "-"
-	}
-	if s.Min == s.Max {
-		return fmt.Sprintf(verb, s.Median)
-	}
-	return fmt.Sprintf(verb+" ("+verb+"–"+verb+")", s.Median, s.Min, s.Max)
-}
-
-func figures(passes []Pass, f func(Pass) float64) Spread {
+func figures(passes []side.Pass, f func(side.Pass) float64) stats.Spread {
 	v := make([]float64, len(passes))
 	for i, p := range passes {
 		v[i] = f(p)
 	}
-	return SpreadOf(v)
+	return stats.SpreadOf(v)
 }
 
 // ratios pairs the timed passes of a and b by index (same round, same API
 // server) and summarises f(a)/f(b).
-func (r Result) ratios(a, b Scheduler, f func(Pass) float64) Spread {
+func ratios(r side.Result, a, b bench.Scheduler, f func(side.Pass) float64) stats.Spread {
 	pa, pb := r.Timed(a), r.Timed(b)
 	var v []float64
 	for i := 0; i < len(pa) && i < len(pb); i++ {
@@ -59,10 +35,10 @@ func (r Result) ratios(a, b Scheduler, f func(Pass) float64) Spread {
 			v = append(v, f(pa[i])/d)
 		}
 	}
-	return SpreadOf(v)
+	return stats.SpreadOf(v)
 }
 
-func planMS(p Pass) float64 {
+func planMS(p side.Pass) float64 {
 	h := p.Metrics.Plan()
 	if h.Count == 0 {
 		return math.NaN()
@@ -70,18 +46,18 @@ func planMS(p Pass) float64 {
 	return h.Sum / h.Count * 1000
 }
 
-func planCount(p Pass) float64 { return p.Metrics.Plan().Count }
+func planCount(p side.Pass) float64 { return p.Metrics.Plan().Count }
 
 // planQuantileMS is the q-quantile of a pass's gang plan times, in ms.
-func planQuantileMS(q float64) func(Pass) float64 {
-	return func(p Pass) float64 { return p.Metrics.Plan().Quantile(q) * 1000 }
+func planQuantileMS(q float64) func(side.Pass) float64 {
+	return func(p side.Pass) float64 { return p.Metrics.Plan().Quantile(q) * 1000 }
 }
 
 // Goal is a target of issue 13: a ratio of two schedulers on a workload.
 type Goal struct {
 	Workload string
 	What     string
-	A, B     Scheduler
+	A, B     bench.Scheduler
 	// Metric is "pods/s" (A/B of throughput, goal ≥ Min), "end-to-end
 	// pods/s" (the same from process start), "rss" (A/B of
 	// peak RSS, goal ≤ Max), "plan" (A/B of the mean plan time, goal ≤ Max)
@@ -96,35 +72,35 @@ type Goal struct {
 // every workload, gang members at half the raw bind rate), with DRA gangs'
 // (issue 18) and sub-groups' goals.
 var Goals = []Goal{
-	{Workload: "gangs", What: "gangs: phalanx / stock (same pods as plain pods)", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.5},
-	{Workload: "topology", What: "topology gang: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.5},
-	{Workload: "plain-pods", What: "plain pods: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
-	{Workload: "gangs", What: "gangs: phalanx / raw bind", A: Phalanx, B: RawBind, Metric: "pods/s", Min: 0.5},
-	{Workload: "gangs", What: "gangs: phalanx / raw bind, from process start", A: Phalanx, B: RawBind, Metric: "end-to-end pods/s", Min: 0.5},
-	{Workload: "topology", What: "topology gang: phalanx / raw bind", A: Phalanx, B: RawBind, Metric: "pods/s", Min: 0.5},
-	{Workload: "topology", What: "topology gang: phalanx / raw bind, from process start", A: Phalanx, B: RawBind, Metric: "end-to-end pods/s", Min: 0.5},
-	{Workload: "gangs", What: "gangs: phalanx / upstream GangScheduling", A: Phalanx, B: UpstreamGang, Metric: "pods/s", Min: 1.5},
-	{Workload: "topology", What: "topology gang: phalanx / upstream TopologyPlacement", A: Phalanx, B: UpstreamGang, Metric: "pods/s", Min: 1.5},
-	{Workload: "dra-gangs", What: "DRA gangs: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
-	{Workload: "dra-gangs", What: "DRA gangs: phalanx / upstream GangScheduling", A: Phalanx, B: UpstreamGang, Metric: "pods/s", Min: 1.5},
-	{Workload: "plain-pods", What: "peak RSS, plain-pods: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
-	{Workload: "gangs", What: "peak RSS, gangs: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
-	{Workload: "topology", What: "peak RSS, topology: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
-	{Workload: "queues", What: "peak RSS, queues: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
-	{Workload: "dra-gangs", What: "peak RSS, dra-gangs: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
-	{Workload: "subgroups", What: "peak RSS, subgroups: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
-	{Workload: "subgroups", What: "sub-groups: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
-	{Workload: "subgroups", What: "sub-groups: plan ms, phalanx / phalanx-flat", A: Phalanx, B: PhalanxFlat, Metric: "plan", Max: 2.0},
-	{Workload: "subgroups", What: "sub-groups: phalanx places each whole", A: Phalanx, Metric: "placement"},
-	{Workload: "topology", What: "topology gang: phalanx places it whole", A: Phalanx, Metric: "placement"},
-	{Workload: "scale", What: "scale: phalanx / stock", A: Phalanx, B: Stock, Metric: "pods/s", Min: 1.0},
-	{Workload: "scale", What: "peak RSS, scale: phalanx / stock", A: Phalanx, B: Stock, Metric: "rss", Max: 1.2},
-	{Workload: "scale", What: "scale: phalanx plan p99, seconds", A: Phalanx, Metric: "plan p99", Max: 1.0},
-	{Workload: "scale", What: "scale: phalanx places each required gang whole", A: Phalanx, Metric: "placement"},
+	{Workload: "gangs", What: "gangs: phalanx / stock (same pods as plain pods)", A: bench.Phalanx, B: bench.Stock, Metric: "pods/s", Min: 1.5},
+	{Workload: "topology", What: "topology gang: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "pods/s", Min: 1.5},
+	{Workload: "plain-pods", What: "plain pods: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "pods/s", Min: 1.0},
+	{Workload: "gangs", What: "gangs: phalanx / raw bind", A: bench.Phalanx, B: bench.RawBind, Metric: "pods/s", Min: 0.5},
+	{Workload: "gangs", What: "gangs: phalanx / raw bind, from process start", A: bench.Phalanx, B: bench.RawBind, Metric: "end-to-end pods/s", Min: 0.5},
+	{Workload: "topology", What: "topology gang: phalanx / raw bind", A: bench.Phalanx, B: bench.RawBind, Metric: "pods/s", Min: 0.5},
+	{Workload: "topology", What: "topology gang: phalanx / raw bind, from process start", A: bench.Phalanx, B: bench.RawBind, Metric: "end-to-end pods/s", Min: 0.5},
+	{Workload: "gangs", What: "gangs: phalanx / upstream GangScheduling", A: bench.Phalanx, B: bench.UpstreamGang, Metric: "pods/s", Min: 1.5},
+	{Workload: "topology", What: "topology gang: phalanx / upstream TopologyPlacement", A: bench.Phalanx, B: bench.UpstreamGang, Metric: "pods/s", Min: 1.5},
+	{Workload: "dra-gangs", What: "DRA gangs: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "pods/s", Min: 1.0},
+	{Workload: "dra-gangs", What: "DRA gangs: phalanx / upstream GangScheduling", A: bench.Phalanx, B: bench.UpstreamGang, Metric: "pods/s", Min: 1.5},
+	{Workload: "plain-pods", What: "peak RSS, plain-pods: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "rss", Max: 1.2},
+	{Workload: "gangs", What: "peak RSS, gangs: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "rss", Max: 1.2},
+	{Workload: "topology", What: "peak RSS, topology: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "rss", Max: 1.2},
+	{Workload: "queues", What: "peak RSS, queues: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "rss", Max: 1.2},
+	{Workload: "dra-gangs", What: "peak RSS, dra-gangs: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "rss", Max: 1.2},
+	{Workload: "subgroups", What: "peak RSS, subgroups: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "rss", Max: 1.2},
+	{Workload: "subgroups", What: "sub-groups: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "pods/s", Min: 1.0},
+	{Workload: "subgroups", What: "sub-groups: plan ms, phalanx / phalanx-flat", A: bench.Phalanx, B: bench.PhalanxFlat, Metric: "plan", Max: 2.0},
+	{Workload: "subgroups", What: "sub-groups: phalanx places each whole", A: bench.Phalanx, Metric: "placement"},
+	{Workload: "topology", What: "topology gang: phalanx places it whole", A: bench.Phalanx, Metric: "placement"},
+	{Workload: "scale", What: "scale: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "pods/s", Min: 1.0},
+	{Workload: "scale", What: "peak RSS, scale: phalanx / stock", A: bench.Phalanx, B: bench.Stock, Metric: "rss", Max: 1.2},
+	{Workload: "scale", What: "scale: phalanx plan p99, seconds", A: bench.Phalanx, Metric: "plan p99", Max: 1.0},
+	{Workload: "scale", What: "scale: phalanx places each required gang whole", A: bench.Phalanx, Metric: "placement"},
 }
 
 // WriteReport prints the throughput table and the ratios of the goals.
-func WriteReport(out io.Writer, results []Result, machine string, runs int) {
+func WriteReport(out io.Writer, results []side.Result, machine string, runs int) {
 	fmt.Fprintf(out, "\nMachine: %s. Medians of %d timed passes (min–max); every figure of a workload from one API server.\n", machine, runs)
 	fmt.Fprintf(out, "pods/s counts from the scheduler's readiness (informers synced; or its first bind, if earlier) to the last bind,\n")
 	fmt.Fprintf(out, "end-to-end from process start to the last bind; CPU is the scheduler process's.\n\n")
@@ -135,12 +111,12 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 			if len(all) == 0 {
 				continue
 			}
-			if s == RawBind {
+			if s == bench.RawBind {
 				fmt.Fprintf(out, "%-11s %-14s %-20s %-20s (%d clients binding straight through the binding subresource, no scheduler)\n", r.Workload.Name, s,
-					figures(all, Pass.PodsPerS).Format("%.0f"), figures(all, Pass.EndToEndPodsPerS).Format("%.0f"), RawBindWorkers)
+					figures(all, side.Pass.PodsPerS).Format("%.0f"), figures(all, side.Pass.EndToEndPodsPerS).Format("%.0f"), bench.RawBindWorkers)
 				continue
 			}
-			var passes []Pass
+			var passes []side.Pass
 			for _, p := range all {
 				if p.Failed == "" {
 					passes = append(passes, p)
@@ -152,13 +128,13 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 					"; p50 " + figures(passes, planQuantileMS(0.5)).Format("%.1f") + ", p99 " + figures(passes, planQuantileMS(0.99)).Format("%.1f")
 			}
 			fmt.Fprintf(out, "%-11s %-14s %-20s %-20s %-18s %-16s %-18s %-18s %-14s %-6s %s\n", r.Workload.Name, s,
-				figures(passes, Pass.PodsPerS).Format("%.0f"),
-				figures(passes, Pass.EndToEndPodsPerS).Format("%.0f"),
-				figures(passes, Pass.CPUPerPod).Format("%.2f"),
-				figures(all, func(p Pass) float64 { return p.PeakRSS / (1 << 20) }).Format("%.0f"),
-				figures(all, Pass.AttemptsPerPod).Format("%.2f"),
-				figures(all, Pass.RequestsPerPod).Format("%.1f"),
-				figures(passes, func(p Pass) float64 { return p.Startup }).Format("%.1f"),
+				figures(passes, side.Pass.PodsPerS).Format("%.0f"),
+				figures(passes, side.Pass.EndToEndPodsPerS).Format("%.0f"),
+				figures(passes, side.Pass.CPUPerPod).Format("%.2f"),
+				figures(all, func(p side.Pass) float64 { return p.PeakRSS / (1 << 20) }).Format("%.0f"),
+				figures(all, side.Pass.AttemptsPerPod).Format("%.2f"),
+				figures(all, side.Pass.RequestsPerPod).Format("%.1f"),
+				figures(passes, func(p side.Pass) float64 { return p.Startup }).Format("%.1f"),
 				fmt.Sprintf("%d/%d", len(all)-len(passes), len(all)),
 				plan)
 		}
@@ -170,7 +146,7 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 		if r == nil {
 			continue
 		}
-		var sp Spread
+		var sp stats.Spread
 		goal := ""
 		switch g.Metric {
 		case "placement":
@@ -182,7 +158,7 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 			fmt.Fprintf(out, "  %-58s %-20s goal: every pass: %s\n", g.What, fmt.Sprintf("%d/%d passes", whole, checked), met)
 			continue
 		case "plan p99":
-			sp = figures(r.Timed(g.A), func(p Pass) float64 { return p.Metrics.Plan().Quantile(0.99) })
+			sp = figures(r.Timed(g.A), func(p side.Pass) float64 { return p.Metrics.Plan().Quantile(0.99) })
 			met := "met"
 			if math.IsNaN(sp.Median) || sp.Median > g.Max {
 				met = "NOT met"
@@ -190,16 +166,16 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 			fmt.Fprintf(out, "  %-58s %-20s goal ≤ %.2f: %s\n", g.What, sp.Format("%.3f"), g.Max, met)
 			continue
 		case "rss":
-			sp = r.ratios(g.A, g.B, func(p Pass) float64 { return p.PeakRSS })
+			sp = ratios(*r, g.A, g.B, func(p side.Pass) float64 { return p.PeakRSS })
 			goal = fmt.Sprintf("goal ≤ %.2f", g.Max)
 		case "plan":
-			sp = r.ratios(g.A, g.B, planMS)
+			sp = ratios(*r, g.A, g.B, planMS)
 			goal = fmt.Sprintf("goal ≤ %.2f", g.Max)
 		case "end-to-end pods/s":
-			sp = r.ratios(g.A, g.B, Pass.EndToEndPodsPerS)
+			sp = ratios(*r, g.A, g.B, side.Pass.EndToEndPodsPerS)
 			goal = fmt.Sprintf("goal ≥ %.2f", g.Min)
 		default:
-			sp = r.ratios(g.A, g.B, Pass.PodsPerS)
+			sp = ratios(*r, g.A, g.B, side.Pass.PodsPerS)
 			goal = fmt.Sprintf("goal ≥ %.2f", g.Min)
 		}
 		if len(r.Timed(g.B)) == 0 {
@@ -211,8 +187,8 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 			met = "NOT met"
 		}
 		fmt.Fprintf(out, "  %-58s %-20s %s: %s\n", g.What, sp.Format("%.2f"), goal, met)
-		if g.Metric == "pods/s" && g.B != RawBind {
-			cpu := r.ratios(g.B, g.A, Pass.CPUPerPod)
+		if g.Metric == "pods/s" && g.B != bench.RawBind {
+			cpu := ratios(*r, g.B, g.A, side.Pass.CPUPerPod)
 			fmt.Fprintf(out, "  %-58s %s\n", "  same, by scheduler CPU per pod ("+string(g.B)+"/"+string(g.A)+")", cpu.Format("%.2f"))
 		}
 	}
@@ -220,7 +196,7 @@ func WriteReport(out io.Writer, results []Result, machine string, runs int) {
 
 // writePlacements prints, for workloads with a required level, where each
 // scheduler's timed passes put the gangs and sub-groups.
-func writePlacements(out io.Writer, results []Result) {
+func writePlacements(out io.Writer, results []side.Result) {
 	header := false
 	for _, r := range results {
 		if r.Workload.RequiredLevel == "" {
@@ -246,12 +222,12 @@ func writePlacements(out io.Writer, results []Result) {
 
 // WriteDetails prints a workload's top costs and, for profiled runs, the
 // profiles' top functions.
-func WriteDetails(out io.Writer, r Result) {
+func WriteDetails(out io.Writer, r side.Result) {
 	writeCosts(out, r)
 	writeProfiles(out, r)
 }
 
-func find(results []Result, name string) *Result {
+func find(results []side.Result, name string) *side.Result {
 	for i := range results {
 		if results[i].Workload.Name == name {
 			return &results[i]
@@ -262,13 +238,13 @@ func find(results []Result, name string) *Result {
 
 // writeCosts prints, per extension point and per plugin, the scheduler time
 // spent per pod, summed over the timed passes: where the time goes.
-func writeCosts(out io.Writer, r Result) {
+func writeCosts(out io.Writer, r side.Result) {
 	scheds := r.Workload.Schedulers()
-	points := map[Scheduler]map[string]Cost{}
-	plugins := map[Scheduler]map[string]Cost{}
-	pods := map[Scheduler]float64{}
+	points := map[bench.Scheduler]map[string]scrape.Cost{}
+	plugins := map[bench.Scheduler]map[string]scrape.Cost{}
+	pods := map[bench.Scheduler]float64{}
 	for _, s := range scheds {
-		sum := Scrape{}
+		sum := scrape.Scrape{}
 		for _, p := range r.Timed(s) {
 			sum.Add(p.Metrics)
 			pods[s] += float64(p.Pods)
@@ -277,7 +253,7 @@ func writeCosts(out io.Writer, r Result) {
 	}
 	fmt.Fprintf(out, "\nTop costs, %s (%s): scheduler time per pod, µs, all timed passes\n", r.Workload.Name, r.Workload.Describe())
 	for _, s := range scheds {
-		req := Scrape{}
+		req := scrape.Scrape{}
 		for _, p := range r.Timed(s) {
 			req.Add(p.Metrics)
 		}
@@ -303,7 +279,7 @@ func writeCosts(out io.Writer, r Result) {
 	fmt.Fprintln(out, header)
 	for _, table := range []struct {
 		title string
-		rows  map[Scheduler]map[string]Cost
+		rows  map[bench.Scheduler]map[string]scrape.Cost
 		n     int
 	}{{"extension points of the scheduling cycle (one pod at a time)", cyclePoints(points, true), 10},
 		{"extension points of the binding cycle (goroutine per pod, in parallel: wall time, not a bound)", cyclePoints(points, false), 5},
@@ -329,10 +305,10 @@ var bindingPoints = map[string]bool{"WaitOnPermit": true, "PreBindPreFlight": tr
 
 // cyclePoints keeps the extension points of the scheduling cycle (or, with
 // cycle false, of the binding cycle).
-func cyclePoints(rows map[Scheduler]map[string]Cost, cycle bool) map[Scheduler]map[string]Cost {
-	out := map[Scheduler]map[string]Cost{}
+func cyclePoints(rows map[bench.Scheduler]map[string]scrape.Cost, cycle bool) map[bench.Scheduler]map[string]scrape.Cost {
+	out := map[bench.Scheduler]map[string]scrape.Cost{}
 	for s, m := range rows {
-		out[s] = map[string]Cost{}
+		out[s] = map[string]scrape.Cost{}
 		for name, c := range m {
 			if bindingPoints[name] != cycle {
 				out[s][name] = c
@@ -343,7 +319,7 @@ func cyclePoints(rows map[Scheduler]map[string]Cost, cycle bool) map[Scheduler]m
 }
 
 // topNames orders rows by their largest per-pod cost over the schedulers.
-func topNames(rows map[Scheduler]map[string]Cost, scheds []Scheduler, pods map[Scheduler]float64, n int) []string {
+func topNames(rows map[bench.Scheduler]map[string]scrape.Cost, scheds []bench.Scheduler, pods map[bench.Scheduler]float64, n int) []string {
 	best := map[string]float64{}
 	for _, s := range scheds {
 		for name, c := range rows[s] {
@@ -368,13 +344,13 @@ func topNames(rows map[Scheduler]map[string]Cost, scheds []Scheduler, pods map[S
 	return names
 }
 
-func writeProfiles(out io.Writer, r Result) {
+func writeProfiles(out io.Writer, r side.Result) {
 	for _, s := range r.Workload.Schedulers() {
 		p := r.Profiled(s)
 		if p == nil {
 			continue
 		}
-		for _, top := range []*Top{p.StartupCPU, p.CPU, p.Block, p.Heap, p.PeakHeap} {
+		for _, top := range []*profiles.Top{p.StartupCPU, p.CPU, p.Block, p.Heap, p.PeakHeap} {
 			if top == nil {
 				continue
 			}
@@ -398,18 +374,41 @@ func writeProfiles(out io.Writer, r Result) {
 			fmt.Fprintln(out)
 			fmt.Fprintf(out, "  %-6s %-6s %s\n", "flat%", "cum%", "top functions by flat")
 			for _, f := range top.Flat {
-				fmt.Fprintf(out, "  %5.1f%% %5.1f%% %s\n", f.Flat*100, f.Cum*100, shortFunc(f.Func))
+				fmt.Fprintf(out, "  %5.1f%% %5.1f%% %s\n", f.Flat*100, f.Cum*100, profiles.ShortFunc(f.Func))
 			}
 			fmt.Fprintf(out, "  %-6s %-6s %s\n", "flat%", "cum%", "top functions by cum (outside runtime, sync, wait loops)")
 			for _, f := range top.Cum {
-				fmt.Fprintf(out, "  %5.1f%% %5.1f%% %s\n", f.Flat*100, f.Cum*100, shortFunc(f.Func))
+				fmt.Fprintf(out, "  %5.1f%% %5.1f%% %s\n", f.Flat*100, f.Cum*100, profiles.ShortFunc(f.Func))
 			}
 			if len(top.Own) > 0 {
 				fmt.Fprintf(out, "  %-6s %-6s %s\n", "flat%", "cum%", "phalanx functions by cum")
 				for _, f := range top.Own {
-					fmt.Fprintf(out, "  %5.1f%% %5.1f%% %s\n", f.Flat*100, f.Cum*100, shortFunc(f.Func))
+					fmt.Fprintf(out, "  %5.1f%% %5.1f%% %s\n", f.Flat*100, f.Cum*100, profiles.ShortFunc(f.Func))
 				}
 			}
 		}
 	}
+}
+
+// placementFigures summarises a scheduler's placements over its passes:
+// how many passes placed everything whole, and the split counts.
+func placementFigures(passes []side.Pass) (whole, checked int, splitGangs, splitSubGroups stats.Spread, last *bench.Placement) {
+	var gangs, subs []float64
+	for _, p := range passes {
+		if p.Placement == nil {
+			continue
+		}
+		checked++
+		if p.Placement.Whole() {
+			whole++
+		}
+		gangs = append(gangs, float64(p.Placement.SplitGangs))
+		subs = append(subs, float64(p.Placement.SplitSubGroups))
+		last = p.Placement
+	}
+	splitGangs, splitSubGroups = stats.SpreadOf(gangs), stats.SpreadOf(subs)
+	if len(subs) == 0 {
+		splitSubGroups = stats.Spread{Median: math.NaN(), Min: math.NaN(), Max: math.NaN()}
+	}
+	return whole, checked, splitGangs, splitSubGroups, last
 }

@@ -1,4 +1,6 @@
-package bench
+// Package host reads the figures of the benchmark machine and of the
+// scheduler processes it runs from /proc.
+package host
 
 import (
 	"bufio"
@@ -12,8 +14,8 @@ import (
 // 100 on every Linux architecture Go supports.
 const clockTicks = 100
 
-// procCPUSeconds is the user+system CPU time a process has used.
-func procCPUSeconds(pid int) (float64, error) {
+// CPUSeconds is the user+system CPU time a process has used.
+func CPUSeconds(pid int) (float64, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -33,8 +35,8 @@ func procCPUSeconds(pid int) (float64, error) {
 	return (utime + stime) / clockTicks, nil
 }
 
-// procPeakRSS is the process's peak resident set size (VmHWM) in bytes.
-func procPeakRSS(pid int) (float64, error) {
+// PeakRSS is the process's peak resident set size (VmHWM) in bytes.
+func PeakRSS(pid int) (float64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err

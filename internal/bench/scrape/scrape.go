@@ -1,4 +1,8 @@
-package bench
+// Package scrape reads the histograms and counters the benchmarks take from
+// a scheduler's /metrics: extension point and plugin durations, scheduling
+// attempts, gang plan times and API requests, and the differences of two
+// reads.
+package scrape
 
 import (
 	"fmt"
@@ -137,11 +141,11 @@ func (s Scrape) Sub(before Scrape) Scrape {
 	return out
 }
 
-// withPlans replaces s's gang plan series with those of total. The
+// WithPlans replaces s's gang plan series with those of total. The
 // scheduler is a fresh process per pass, so every plan it recorded is the
 // pass's own, including those made before the first scrape: a small gang
 // can be planned (and bound) before /readyz answers.
-func (s Scrape) withPlans(total Scrape) Scrape {
+func (s Scrape) WithPlans(total Scrape) Scrape {
 	for k := range s {
 		if name, _ := parseKey(k); name == planMetric {
 			delete(s, k)

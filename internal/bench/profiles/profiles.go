@@ -1,11 +1,11 @@
-package bench
+// Package profiles summarises the pprof profiles the benchmarks take of a
+// scheduler (top functions by flat and cumulative share, phalanx's own) and
+// collects a process's CPU profile in windows from its pprof endpoint.
+package profiles
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"sort"
 	"strings"
@@ -50,8 +50,8 @@ var lockFuncs = map[string]bool{
 	"sync.(*RWMutex).Lock": true, "sync.(*RWMutex).RLock": true,
 }
 
-// waitsOnLock reports whether a block-profile sample waits on a lock.
-func waitsOnLock(s *profile.Sample) bool {
+// WaitsOnLock reports whether a block-profile sample waits on a lock.
+func WaitsOnLock(s *profile.Sample) bool {
 	for _, loc := range s.Location {
 		for _, line := range loc.Line {
 			if line.Function != nil && lockFuncs[line.Function.Name] {
@@ -72,10 +72,10 @@ func infrastructure(fn string) bool {
 	return false
 }
 
-// summarise computes flat and cumulative shares per function of sample
+// Summarise computes flat and cumulative shares per function of sample
 // value index vi over the samples keep accepts (nil: all), and keeps the n
 // largest.
-func summarise(p *profile.Profile, kind string, vi, n int, keep func(*profile.Sample) bool) Top {
+func Summarise(p *profile.Profile, kind string, vi, n int, keep func(*profile.Sample) bool) Top {
 	flat, cum := map[string]float64{}, map[string]float64{}
 	total := 0.0
 	for _, s := range p.Sample {
@@ -133,14 +133,14 @@ func summarise(p *profile.Profile, kind string, vi, n int, keep func(*profile.Sa
 	}
 	byCum(t.Own)
 	byCum(t.Cum)
-	t.Flat, t.Cum, t.Own = head(t.Flat, n), head(t.Cum, n), head(t.Own, n)
+	t.Flat, t.Cum, t.Own = Head(t.Flat, n), Head(t.Cum, n), Head(t.Own, n)
 	return t
 }
 
-// cpuProfiler collects a scheduler's CPU profile in short windows from its
+// CPUProfiler collects a scheduler's CPU profile in short windows from its
 // pprof endpoint, from the process's start until stopped; windows that
 // start before readiness make the startup profile, the others the run's.
-type cpuProfiler struct {
+type CPUProfiler struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
@@ -162,9 +162,14 @@ type window struct {
 
 const cpuWindowSeconds = 2
 
-func startCPUProfile(ctx context.Context, client *http.Client, base string) *cpuProfiler {
+// Get reads a path of a process's debug server ("/debug/pprof/heap").
+type Get func(ctx context.Context, path string) ([]byte, error)
+
+// StartCPUProfile starts taking CPU profile windows (and a heap profile
+// after each) through get until Stop or Cancel.
+func StartCPUProfile(ctx context.Context, get Get) *CPUProfiler {
 	ctx, cancel := context.WithCancel(ctx)
-	cp := &cpuProfiler{cancel: cancel}
+	cp := &CPUProfiler{cancel: cancel}
 	cp.wg.Add(1)
 	go func() {
 		defer cp.wg.Done()
@@ -175,14 +180,14 @@ func startCPUProfile(ctx context.Context, client *http.Client, base string) *cpu
 			// and the next one starts; before the first success the process
 			// is not serving yet, and nothing is lost.
 			start := time.Now()
-			raw, err := get(context.Background(), client, fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", base, cpuWindowSeconds))
+			raw, err := get(context.Background(), fmt.Sprintf("/debug/pprof/profile?seconds=%d", cpuWindowSeconds))
 			var p *profile.Profile
 			if err == nil {
 				p, err = profile.ParseData(raw)
 			}
 			var heap *profile.Profile
 			if err == nil {
-				if raw, herr := get(context.Background(), client, base+"/debug/pprof/heap"); herr == nil {
+				if raw, herr := get(context.Background(), "/debug/pprof/heap"); herr == nil {
 					heap, _ = profile.ParseData(raw)
 				}
 			}
@@ -206,15 +211,15 @@ func startCPUProfile(ctx context.Context, client *http.Client, base string) *cpu
 	return cp
 }
 
-// markReady ends the startup: windows that start later are the run's.
-func (cp *cpuProfiler) markReady(at time.Time) {
+// MarkReady ends the startup: windows that start later are the run's.
+func (cp *CPUProfiler) MarkReady(at time.Time) {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	cp.ready = at
 }
 
-// lost says how many windows failed.
-func (cp *cpuProfiler) lost() string {
+// Lost says how many windows failed.
+func (cp *CPUProfiler) Lost() string {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	if cp.failed == 0 {
@@ -236,16 +241,19 @@ func heapInUse(p *profile.Profile) int64 {
 	return total
 }
 
-// peak is the heap profile with the most bytes in use, nil if none was taken.
-func (cp *cpuProfiler) peak() *profile.Profile {
+// Cancel ends the windows without waiting (Stop already does).
+func (cp *CPUProfiler) Cancel() { cp.cancel() }
+
+// Peak is the heap profile with the most bytes in use, nil if none was taken.
+func (cp *CPUProfiler) Peak() *profile.Profile {
 	cp.mu.Lock()
 	defer cp.mu.Unlock()
 	return cp.peakHeap
 }
 
-// stop waits for the last window and merges the windows of the startup
+// Stop waits for the last window and merges the windows of the startup
 // (nil if none) and of the run.
-func (cp *cpuProfiler) stop() (startup, run *profile.Profile, err error) {
+func (cp *CPUProfiler) Stop() (startup, run *profile.Profile, err error) {
 	cp.cancel()
 	cp.wg.Wait()
 	cp.mu.Lock()
@@ -273,28 +281,8 @@ func (cp *cpuProfiler) stop() (startup, run *profile.Profile, err error) {
 	return startup, run, err
 }
 
-func get(ctx context.Context, client *http.Client, url string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, bytes.TrimSpace(body))
-	}
-	return body, nil
-}
-
-// writeProfile keeps the raw profile for `go tool pprof`.
-func writeProfile(p *profile.Profile, path string) error {
+// Write keeps the raw profile for `go tool pprof`.
+func Write(p *profile.Profile, path string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -306,8 +294,8 @@ func writeProfile(p *profile.Profile, path string) error {
 	return f.Close()
 }
 
-// shortFunc trims the module paths off a function name for tables.
-func shortFunc(fn string) string {
+// ShortFunc trims the module paths off a function name for tables.
+func ShortFunc(fn string) string {
 	for _, prefix := range []string{phalanxPackage, "k8s.io/kubernetes/pkg/", "k8s.io/", "sigs.k8s.io/"} {
 		if strings.HasPrefix(fn, prefix) {
 			return strings.TrimPrefix(fn, prefix)
@@ -316,7 +304,8 @@ func shortFunc(fn string) string {
 	return fn
 }
 
-func head(l []FuncCost, n int) []FuncCost {
+// Head is the first n of l.
+func Head(l []FuncCost, n int) []FuncCost {
 	if len(l) > n {
 		return l[:n]
 	}

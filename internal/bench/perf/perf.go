@@ -1,4 +1,7 @@
-package bench
+// Package perf writes the benchmark workloads as a config of upstream's
+// scheduler_perf, and holds the hooks test/schedperf needs on its API
+// servers, so both engines run the same objects.
+package perf
 
 import (
 	"context"
@@ -15,6 +18,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/bench"
+	"github.com/phalanx-sched/phalanx/internal/bench/schedproc"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 	"github.com/phalanx-sched/phalanx/manifests"
 )
@@ -22,18 +27,18 @@ import (
 // Upstream's scheduler_perf (k8s.io/kubernetes/test/integration/scheduler_perf)
 // runs each test case on its own etcd, API server and in-process scheduler,
 // creates nodes, then pods while it samples scheduled pods once a second; its
-// SchedulingThroughput is the average of those samples. RenderPerf writes the
-// workloads of this package as a scheduler_perf config, so both engines run
+// SchedulingThroughput is the average of those samples. Render writes the
+// workloads of internal/bench as a scheduler_perf config, so both engines run
 // the same objects.
 
-// PerfNamespace is where scheduler_perf creates a test case's measured pods.
-const PerfNamespace = "bench"
+// Namespace is where scheduler_perf creates a test case's measured pods.
+const Namespace = "bench"
 
-// PerfTestCase names the scheduler_perf test case of a workload and scheduler.
-func PerfTestCase(w Workload, s Scheduler) string { return w.Name + "_" + string(s) }
+// TestCase names the scheduler_perf test case of a workload and scheduler.
+func TestCase(w bench.Workload, s bench.Scheduler) string { return w.Name + "_" + string(s) }
 
-// PerfWorkloadName names the single workload of a test case.
-func PerfWorkloadName(w Workload) string {
+// WorkloadName names the single workload of a test case.
+func WorkloadName(w bench.Workload) string {
 	if w.GangSize > 0 {
 		return fmt.Sprintf("%dNodes_%dx%d", w.Nodes, w.Gangs, w.GangSize)
 	}
@@ -61,9 +66,9 @@ type perfWorkload struct {
 	Params map[string]any `json:"params"`
 }
 
-// RenderPerf writes performance-config.yaml and its templates into dir and
+// Render writes performance-config.yaml and its templates into dir and
 // returns the config's path.
-func RenderPerf(dir string, workloads []Workload) (string, error) {
+func Render(dir string, workloads []bench.Workload) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -81,7 +86,7 @@ func RenderPerf(dir string, workloads []Workload) (string, error) {
 			// gangs of many sizes, which one pod template cannot index.
 			continue
 		}
-		nodeTmpl, err := w.perfNodeTemplate()
+		nodeTmpl, err := nodeTemplate(w)
 		if err != nil {
 			return "", err
 		}
@@ -90,7 +95,7 @@ func RenderPerf(dir string, workloads []Workload) (string, error) {
 			return "", err
 		}
 		for _, s := range w.Schedulers() {
-			tc := perfTestCase{Name: PerfTestCase(w, s)}
+			tc := perfTestCase{Name: TestCase(w, s)}
 			cfg, err := perfSchedulerConfig(s)
 			if err != nil {
 				return "", err
@@ -98,14 +103,14 @@ func RenderPerf(dir string, workloads []Workload) (string, error) {
 			if tc.SchedulerConfigPath, err = write(tc.Name+"-scheduler.yaml", cfg); err != nil {
 				return "", err
 			}
-			if s == UpstreamGang {
+			if s == bench.UpstreamGang {
 				tc.FeatureGates = map[string]any{}
-				for _, g := range UpstreamGates {
+				for _, g := range bench.UpstreamGates {
 					tc.FeatureGates[g] = true
 				}
 			}
 			tc.WorkloadTemplate = append(tc.WorkloadTemplate, perfOp{"opcode": "createNodes", "countParam": "$nodes", "nodeTemplatePath": nodePath})
-			objects, err := w.perfObjects(s)
+			objects, err := objects(w, s)
 			if err != nil {
 				return "", err
 			}
@@ -116,11 +121,11 @@ func RenderPerf(dir string, workloads []Workload) (string, error) {
 				}
 				op := perfOp{"opcode": "createAny", "templatePath": p, "count": o.count}
 				if o.namespaced {
-					op["namespace"] = PerfNamespace
+					op["namespace"] = Namespace
 				}
 				tc.WorkloadTemplate = append(tc.WorkloadTemplate, op)
 			}
-			podTmpl, err := w.perfPodTemplate(s)
+			podTmpl, err := podTemplate(w, s)
 			if err != nil {
 				return "", err
 			}
@@ -130,9 +135,9 @@ func RenderPerf(dir string, workloads []Workload) (string, error) {
 			}
 			tc.WorkloadTemplate = append(tc.WorkloadTemplate, perfOp{
 				"opcode": "createPods", "countParam": "$pods", "podTemplatePath": podPath,
-				"namespace": PerfNamespace, "collectMetrics": true,
+				"namespace": Namespace, "collectMetrics": true,
 			})
-			tc.Workloads = []perfWorkload{{Name: PerfWorkloadName(w), Labels: []string{"performance", w.Name}, Params: map[string]any{"nodes": w.Nodes, "pods": w.Total()}}}
+			tc.Workloads = []perfWorkload{{Name: WorkloadName(w), Labels: []string{"performance", w.Name}, Params: map[string]any{"nodes": w.Nodes, "pods": w.Total()}}}
 			cases = append(cases, tc)
 		}
 	}
@@ -145,41 +150,41 @@ func RenderPerf(dir string, workloads []Workload) (string, error) {
 
 // perfSchedulerConfig is the scheduler config of a test case. scheduler_perf
 // takes the profiles from it (its own client has QPS 5000).
-func perfSchedulerConfig(s Scheduler) ([]byte, error) {
-	config := StockConfig
-	if s == Phalanx {
+func perfSchedulerConfig(s bench.Scheduler) ([]byte, error) {
+	config := bench.StockConfig
+	if s == bench.Phalanx {
 		config = manifests.SchedulerConfig
 	}
-	return schedulerConfig(config, s.SchedulerName(), false)
+	return schedproc.Config(config, s.SchedulerName(), false)
 }
 
-// perfNodeTemplate is Node(i) with {{.Index}} where i goes.
-func (w Workload) perfNodeTemplate() ([]byte, error) {
+// nodeTemplate is Node(i) with {{.Index}} where i goes.
+func nodeTemplate(w bench.Workload) ([]byte, error) {
 	node := w.Node(0).Node()
 	node.Name = "node-{{.Index}}"
 	node.Labels[v1.LabelHostname] = "node-{{.Index}}"
 	if w.Topology {
-		node.Labels[IBLabel] = fmt.Sprintf("ib-{{DivideInt .Index %d}}", IBSize)
-		node.Labels[LeafLabel] = fmt.Sprintf("leaf-{{DivideInt .Index %d}}", LeafSize)
+		node.Labels[bench.IBLabel] = fmt.Sprintf("ib-{{DivideInt .Index %d}}", bench.IBSize)
+		node.Labels[bench.LeafLabel] = fmt.Sprintf("leaf-{{DivideInt .Index %d}}", bench.LeafSize)
 	}
 	node.Status.Conditions[0].LastHeartbeatTime = node.CreationTimestamp
 	return yaml.Marshal(node)
 }
 
 // gangTemplate is the name of the gang of pod or gang {{.Index}}.
-func (w Workload) gangTemplate(perPod bool) string {
+func gangTemplate(w bench.Workload, perPod bool) string {
 	if perPod {
 		return fmt.Sprintf("gang-{{DivideInt .Index %d}}", w.GangSize)
 	}
 	return "gang-{{.Index}}"
 }
 
-// perfPodTemplate is Pod(s, i) with {{.Index}} where i goes.
-func (w Workload) perfPodTemplate(s Scheduler) ([]byte, error) {
+// podTemplate is Pod(s, i) with {{.Index}} where i goes.
+func podTemplate(w bench.Workload, s bench.Scheduler) ([]byte, error) {
 	pod := w.Pod(s, "", 0)
 	pod.Name, pod.Namespace, pod.GenerateName = "", "", "pod-"
 	if w.GangSize > 0 {
-		gang := w.gangTemplate(true)
+		gang := gangTemplate(w, true)
 		pod.Labels[pgv1alpha1.PodGroupLabel] = gang
 		if pod.Spec.SchedulingGroup != nil {
 			pod.Spec.SchedulingGroup.PodGroupName = &gang
@@ -194,8 +199,8 @@ type perfObject struct {
 	namespaced bool
 }
 
-// perfObjects are the createAny objects of a test case, in creation order.
-func (w Workload) perfObjects(s Scheduler) ([]perfObject, error) {
+// objects are the createAny objects of a test case, in creation order.
+func objects(w bench.Workload, s bench.Scheduler) ([]perfObject, error) {
 	var out []perfObject
 	add := func(obj any, count int, namespaced bool) error {
 		raw, err := yaml.Marshal(obj)
@@ -208,14 +213,14 @@ func (w Workload) perfObjects(s Scheduler) ([]perfObject, error) {
 		out = append(out, perfObject{template: []byte(text), count: count, namespaced: namespaced})
 		return nil
 	}
-	if s == Phalanx && w.Topology {
-		if err := add(typed(NetworkTopology(), "scheduling.phalanx.dev/v1alpha1", "NetworkTopology"), 1, false); err != nil {
+	if s == bench.Phalanx && w.Topology {
+		if err := add(typed(bench.NetworkTopology(), "scheduling.phalanx.dev/v1alpha1", "NetworkTopology"), 1, false); err != nil {
 			return nil, err
 		}
 	}
-	if s == Phalanx {
+	if s == bench.Phalanx {
 		for q := 0; q < w.Queues; q++ {
-			if err := add(typed(Queue(q), "scheduling.phalanx.dev/v1alpha1", "Queue"), 1, false); err != nil {
+			if err := add(typed(bench.Queue(q), "scheduling.phalanx.dev/v1alpha1", "Queue"), 1, false); err != nil {
 				return nil, err
 			}
 		}
@@ -223,9 +228,9 @@ func (w Workload) perfObjects(s Scheduler) ([]perfObject, error) {
 	if w.GangSize == 0 {
 		return out, nil
 	}
-	gang := w.gangTemplate(false)
+	gang := gangTemplate(w, false)
 	switch s {
-	case Phalanx:
+	case bench.Phalanx:
 		pg := w.PodGroup("", 0)
 		pg.Name, pg.Namespace = gang, ""
 		if w.Queues > 0 {
@@ -234,7 +239,7 @@ func (w Workload) perfObjects(s Scheduler) ([]perfObject, error) {
 		if err := add(typed(pg, "scheduling.x-k8s.io/v1alpha1", "PodGroup"), w.Gangs, true); err != nil {
 			return nil, err
 		}
-	case UpstreamGang:
+	case bench.UpstreamGang:
 		wl := w.UpstreamWorkload("", 0)
 		wl.Name, wl.Namespace = gang, ""
 		pg := w.UpstreamPodGroup("", 0)
@@ -293,7 +298,7 @@ func PublishNRTs(ctx context.Context, cfg *rest.Config, nodes []v1.Node) error {
 	if err != nil {
 		return err
 	}
-	return parallel(ctx, len(nodes), func(i int) error {
+	return bench.Parallel(ctx, len(nodes), func(i int) error {
 		n := nodes[i]
 		zone := testcluster.ZoneSpec{Name: "node-0", CPU: n.Status.Capacity.Cpu().String(), Memory: n.Status.Capacity.Memory().String()}
 		if gpus, ok := n.Status.Capacity[testcluster.GPU]; ok {

@@ -1,25 +1,8 @@
-package bench
+package estimatorbench
 
 import (
-	"math"
 	"testing"
 )
-
-func TestLatencyOf(t *testing.T) {
-	var ms []float64
-	for i := 20; i >= 1; i-- {
-		ms = append(ms, float64(i))
-	}
-	if got, want := LatencyOf(ms), (Latency{Median: 10.5, Min: 1, Max: 20, P95: 19}); got != want {
-		t.Errorf("LatencyOf(1..20) = %+v, want %+v", got, want)
-	}
-	if got := LatencyOf([]float64{7}); got != (Latency{7, 7, 7, 7}) {
-		t.Errorf("LatencyOf([7]) = %+v", got)
-	}
-	if got := LatencyOf(nil); !math.IsNaN(got.P95) {
-		t.Errorf("LatencyOf(nil) = %+v, want NaN", got)
-	}
-}
 
 // TestEstimatorBounds checks the member the estimator bench builds: half
 // its GPUs taken, and the answers' bounds counted by hand for 5000 nodes.
@@ -39,7 +22,7 @@ func TestEstimatorBounds(t *testing.T) {
 	}
 	// Workers per node by GPUs taken (0..8): 4 3 3 3 3 2 2 1 0, 21 per 9
 	// nodes; 555 cycles and nodes taking 0, 5, 1, 6, 2 GPUs: 11669 workers.
-	sets, perIB, replicas := EstimatorBounds(5000, 1024)
+	sets, perIB, replicas := Bounds(5000, 1024)
 	if sets != 11669/1023 || perIB != 9 || replicas != 40000-19994 {
 		t.Errorf("bounds = %d sets, %d within one IB cluster each, %d replicas; want %d, 9 (the partial tenth IB cluster holds none), %d",
 			sets, perIB, replicas, 11669/1023, 40000-19994)
