@@ -77,3 +77,116 @@ func TestPlanQuantile(t *testing.T) {
 		t.Errorf("after Sub, p50 = %v, want 0.001625 (the 50 later plans: 40 in 1–2 ms)", got)
 	}
 }
+
+// TestParseScrape: only the bench's histograms and the request counter are
+// kept, keyed by name and sorted labels; buckets only for plans.
+func TestParseScrape(t *testing.T) {
+	const text = `# TYPE phalanx_gang_plan_duration_seconds histogram
+phalanx_gang_plan_duration_seconds_bucket{result="planned",le="0.001"} 2
+phalanx_gang_plan_duration_seconds_bucket{result="planned",le="+Inf"} 3
+phalanx_gang_plan_duration_seconds_sum{result="planned"} 0.004
+phalanx_gang_plan_duration_seconds_count{result="planned"} 3
+# TYPE scheduler_scheduling_attempt_duration_seconds histogram
+scheduler_scheduling_attempt_duration_seconds_bucket{result="scheduled",profile="p",le="+Inf"} 5
+scheduler_scheduling_attempt_duration_seconds_sum{result="scheduled",profile="p"} 0.5
+scheduler_scheduling_attempt_duration_seconds_count{result="scheduled",profile="p"} 5
+scheduler_scheduling_attempt_duration_seconds_bucket{result="unschedulable",profile="p",le="+Inf"} 2
+scheduler_scheduling_attempt_duration_seconds_sum{result="unschedulable",profile="p"} 0.1
+scheduler_scheduling_attempt_duration_seconds_count{result="unschedulable",profile="p"} 2
+# TYPE apiserver_request_duration_seconds histogram
+apiserver_request_duration_seconds_bucket{le="+Inf"} 1
+apiserver_request_duration_seconds_sum 1
+apiserver_request_duration_seconds_count 1
+`
+	s, err := ParseScrape(strings.NewReader(text))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]Hist{
+		planMetric + "{result=planned}":                    {Sum: 0.004, Count: 3, Buckets: map[float64]float64{0.001: 2, math.Inf(1): 3}},
+		attemptMetric + "{profile=p,result=scheduled}":     {Sum: 0.5, Count: 5},
+		attemptMetric + "{profile=p,result=unschedulable}": {Sum: 0.1, Count: 2},
+	}
+	if len(s) != len(want) {
+		t.Fatalf("scrape = %v, want the keys of %v", s, want)
+	}
+	for k, w := range want {
+		h, ok := s[k]
+		if !ok || h.Sum != w.Sum || h.Count != w.Count || len(h.Buckets) != len(w.Buckets) {
+			t.Errorf("%s = %+v, want %+v", k, h, w)
+		}
+		for b, c := range w.Buckets {
+			if h.Buckets[b] != c {
+				t.Errorf("%s bucket %v = %v, want %v", k, b, h.Buckets[b], c)
+			}
+		}
+	}
+	if got := s.Attempts(); got["scheduled"] != 5 || got["unschedulable"] != 2 {
+		t.Errorf("attempts = %v", got)
+	}
+	if _, err := ParseScrape(strings.NewReader("not { metrics")); err == nil {
+		t.Error("ParseScrape of garbage: no error")
+	}
+}
+
+func TestAddAndPlan(t *testing.T) {
+	sum := Scrape{}
+	sum.Add(Scrape{planMetric + "{result=planned}": {Sum: 1, Count: 2, Buckets: map[float64]float64{1: 2}}})
+	sum.Add(Scrape{planMetric + "{result=planned}": {Sum: 3, Count: 4, Buckets: map[float64]float64{1: 1, 2: 4}},
+		planMetric + "{result=failed}": {Sum: 1, Count: 1, Buckets: map[float64]float64{2: 1}}})
+	if h := sum[planMetric+"{result=planned}"]; h.Sum != 4 || h.Count != 6 || h.Buckets[1] != 3 || h.Buckets[2] != 4 {
+		t.Errorf("sum of two = %+v", h)
+	}
+	// Plan adds every result together.
+	if p := sum.Plan(); p.Sum != 5 || p.Count != 7 || p.Buckets[2] != 5 {
+		t.Errorf("Plan = %+v", p)
+	}
+	if p := (Scrape{}).Plan(); p.Count != 0 || !math.IsNaN(p.Quantile(0.5)) {
+		t.Errorf("Plan of nothing = %+v", p)
+	}
+}
+
+func TestHistQuantileEdges(t *testing.T) {
+	h := Hist{Count: 10, Buckets: map[float64]float64{0.5: 0, 1: 10, 2: 10}}
+	tests := []struct{ q, want float64 }{
+		{0, 0.5}, // the first bucket holds rank 0 with no samples below
+		{0.5, 0.75},
+		{1, 1},
+	}
+	for _, tc := range tests {
+		if got := h.Quantile(tc.q); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("Quantile(%v) = %v, want %v", tc.q, got, tc.want)
+		}
+	}
+	// Past the buckets (an inconsistent count): the top bound.
+	if got := (Hist{Count: 20, Buckets: map[float64]float64{1: 10}}).Quantile(0.99); got != 1 {
+		t.Errorf("past the buckets = %v, want 1", got)
+	}
+	if got := (Hist{Count: 3}).Quantile(0.5); !math.IsNaN(got) {
+		t.Errorf("without buckets = %v, want NaN", got)
+	}
+}
+
+func TestHistString(t *testing.T) {
+	for _, tc := range []struct {
+		h    Hist
+		want string
+	}{
+		{Hist{}, "-"},
+		{Hist{Sum: 0.5, Count: 4}, "125.0 ms × 4"},
+	} {
+		if got := tc.h.String(); got != tc.want {
+			t.Errorf("%+v.String() = %q, want %q", tc.h, got, tc.want)
+		}
+	}
+}
+
+func TestParseKey(t *testing.T) {
+	name, labels := parseKey(pluginMetric + "{extension_point=Filter,plugin=Gang}")
+	if name != pluginMetric || len(labels) != 2 || labels["plugin"] != "Gang" || labels["extension_point"] != "Filter" {
+		t.Errorf("parseKey = %s %v", name, labels)
+	}
+	if name, labels := parseKey(planMetric + "{}"); name != planMetric || len(labels) != 0 {
+		t.Errorf("parseKey without labels = %s %v", name, labels)
+	}
+}
