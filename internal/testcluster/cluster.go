@@ -29,6 +29,7 @@ import (
 	"k8s.io/kubernetes/test/utils/ktesting"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
+	"github.com/phalanx-sched/phalanx/internal/testcluster/kcm"
 	"github.com/phalanx-sched/phalanx/manifests"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 )
@@ -57,7 +58,7 @@ type Cluster struct {
 
 	mu    sync.Mutex
 	stops []func()
-	kcm   *kcm
+	kcm   *kcm.Manager
 	// restart is set for a Restartable cluster (restart.go).
 	restart *restartable
 }

@@ -42,6 +42,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	kubeapiservertesting "k8s.io/kubernetes/cmd/kube-apiserver/app/testing"
+
+	"github.com/phalanx-sched/phalanx/internal/testcluster/apiproxy"
+	"github.com/phalanx-sched/phalanx/internal/testcluster/gates"
 )
 
 // restartable is the state of a Restartable cluster.
@@ -50,14 +53,14 @@ type restartable struct {
 	storage *storagebackend.Config
 	// flags are Start's kube-apiserver flags; each server gets them first.
 	flags []string
-	proxy *apiProxy
+	proxy *apiproxy.Proxy
 
 	// mu serialises RestartAPIServer and the final stop.
 	mu     sync.Mutex
 	server *kubeapiservertesting.TestServer
 	// serverGates are the values before the current server started of the
 	// feature gates it changed.
-	serverGates gateSnapshot
+	serverGates gates.Snapshot
 	stopped     bool
 }
 
@@ -68,7 +71,7 @@ func (c *Cluster) startRestartable(storage *storagebackend.Config, flags []strin
 	r := &restartable{tb: c.tb, storage: storage, flags: slices.Clone(flags)}
 	c.restart = r
 	c.onStop(r.stop)
-	proxy, err := newAPIProxy()
+	proxy, err := apiproxy.New()
 	if err != nil {
 		return nil, fmt.Errorf("starting the kube-apiserver proxy: %w", err)
 	}
@@ -82,19 +85,19 @@ func (c *Cluster) startRestartable(storage *storagebackend.Config, flags []strin
 		return nil, fmt.Errorf("starting kube-apiserver: %w", err)
 	}
 	c.APIServer = server
-	if err := proxy.switchTo(server.ClientConfig); err != nil {
+	if err := proxy.SwitchTo(server.ClientConfig); err != nil {
 		return nil, err
 	}
-	return proxy.clientConfig(), nil
+	return proxy.ClientConfig(), nil
 }
 
 // startServer starts a kube-apiserver and records the feature gates it
 // changes. r.mu is held.
 func (r *restartable) startServer(flags []string) (*kubeapiservertesting.TestServer, error) {
-	before := snapshotGates()
+	before := gates.Take()
 	server, err := kubeapiservertesting.StartTestServer(r.tb, kubeapiservertesting.NewDefaultTestServerOptions(), flags, r.storage)
 	// Even a server that failed may have set gates.
-	r.serverGates = before.changedIn(snapshotGates())
+	r.serverGates = before.ChangedIn(gates.Take())
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +112,8 @@ func (r *restartable) stopServer() error {
 		r.server = nil
 		s.TearDownFn()
 	}
-	err := r.serverGates.restore()
-	r.serverGates = gateSnapshot{}
+	err := r.serverGates.Restore()
+	r.serverGates = gates.Snapshot{}
 	if err != nil {
 		return fmt.Errorf("restoring the feature gates: %w", err)
 	}
@@ -129,7 +132,7 @@ func (r *restartable) stop() {
 
 // RestartAPIServer replaces the kube-apiserver of a Restartable cluster: it
 // stops the current server, puts back the feature gates that server changed
-// (see gateSnapshot), starts a new server on the same etcd and storage prefix
+// (see gates.Snapshot), starts a new server on the same etcd and storage prefix
 // with Start's flags plus flags (flags of an earlier restart are not kept),
 // waits until it is healthy and every established CRD is served again, and
 // then lets the proxy forward to it.
@@ -154,22 +157,22 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, flags ...string) error {
 		return errors.New("RestartAPIServer: the cluster is stopped")
 	}
 	began := time.Now()
-	r.proxy.hold()
+	r.proxy.Hold()
 	if err := r.stopServer(); err != nil {
-		r.proxy.fail(err)
+		r.proxy.Fail(err)
 		return err
 	}
 	all := append(slices.Clone(r.flags), flags...)
 	server, err := r.startServer(all)
 	if err != nil {
 		err = fmt.Errorf("restarting kube-apiserver with %v: %w", all, err)
-		r.proxy.fail(err)
+		r.proxy.Fail(err)
 		return err
 	}
 	c.APIServer = server
 	// Switch even if the CRDs are late: the server is up.
 	crdErr := waitCRDsServed(ctx, server.ClientConfig)
-	if err := r.proxy.switchTo(server.ClientConfig); err != nil {
+	if err := r.proxy.SwitchTo(server.ClientConfig); err != nil {
 		return err
 	}
 	if crdErr != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	"sigs.k8s.io/yaml"
 
+	"github.com/phalanx-sched/phalanx/internal/testcluster/logguard"
 	"github.com/phalanx-sched/phalanx/plugins"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
@@ -122,8 +124,8 @@ func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
 		return nil, err
 	}
 	configzMu.Lock()
-	guard := &logGuard{}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), guard.logger(klog.Background())))
+	guard := &logguard.Guard{}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), guard.Logger(klog.Background())))
 	rt := runtime.New(ctx, nil)
 	cc, sched, err := plugins.Setup(ctx, opts, plugins.OptionsWith(rt)...)
 	if err != nil {
@@ -139,7 +141,7 @@ func (c *Cluster) StartScheduler(config []byte) (*Scheduler, error) {
 		s.Profiles[name] = fw
 	}
 	s.stop = func() error {
-		c.reportForbidden("the in-process scheduler", guard.stop())
+		c.reportForbidden("the in-process scheduler", guard.Stop())
 		cancel()
 		var err error
 		select {
@@ -180,7 +182,7 @@ func (c *Cluster) StartSchedulerBinary(binary string, config []byte, args ...str
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait(); logFile.Close() }()
 	checkLog := func() {
-		c.reportForbidden("phalanx-scheduler "+filepath.Base(logFile.Name()), forbiddenInFile(logFile.Name()))
+		c.reportForbidden("phalanx-scheduler "+filepath.Base(logFile.Name()), logguard.InFile(logFile.Name()))
 	}
 	s := &Scheduler{Log: logFile.Name(), kill: func() {
 		checkLog()
@@ -225,4 +227,17 @@ func (c *Cluster) RunSchedulerBinary(binary string, config []byte, timeout time.
 		return string(out), fmt.Errorf("%s still running after %v", filepath.Base(binary), timeout)
 	}
 	return string(out), err
+}
+
+// reportForbidden fails the cluster's test when a scheduler logged a
+// forbidden line while it ran.
+func (c *Cluster) reportForbidden(what string, hits []string) {
+	if len(hits) == 0 || c.tb == nil {
+		return
+	}
+	c.tb.Helper()
+	if len(hits) > 5 {
+		hits = append(hits[:5], fmt.Sprintf("... and %d more", len(hits)-5))
+	}
+	c.tb.Errorf("%s logged a broken scheduling-queue assumption while it ran:\n%s", what, strings.Join(hits, "\n"))
 }

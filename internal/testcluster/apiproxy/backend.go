@@ -1,4 +1,4 @@
-package testcluster
+package apiproxy
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// proxyBackend forwards to one kube-apiserver. stop ends everything it
+// backend forwards to one kube-apiserver. stop ends everything it
 // forwards and closes its connections.
-type proxyBackend struct {
+type backend struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	conns     *connTracker
@@ -26,7 +26,7 @@ type proxyBackend struct {
 	proxy     *httputil.ReverseProxy
 }
 
-func newProxyBackend(cfg *rest.Config) (*proxyBackend, error) {
+func newBackend(cfg *rest.Config) (*backend, error) {
 	target, err := url.Parse(cfg.Host)
 	if err != nil {
 		return nil, err
@@ -42,7 +42,7 @@ func newProxyBackend(cfg *rest.Config) (*proxyBackend, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &proxyBackend{ctx: ctx, cancel: cancel, conns: conns, transport: transport}
+	b := &backend{ctx: ctx, cancel: cancel, conns: conns, transport: transport}
 	b.proxy = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -58,14 +58,14 @@ func newProxyBackend(cfg *rest.Config) (*proxyBackend, error) {
 	return b, nil
 }
 
-func (b *proxyBackend) stop() {
+func (b *backend) stop() {
 	b.cancel()
 	b.conns.closeAll()
 	utilnet.CloseIdleConnectionsFor(b.transport)
 }
 
 // errorHandler answers a request the backend did not answer.
-func (b *proxyBackend) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+func (b *backend) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
 		return // the client went away
 	}

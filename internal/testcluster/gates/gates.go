@@ -1,4 +1,7 @@
-package testcluster
+// Package gates records and restores the process's feature gates
+// (k8s.io/apiserver's DefaultMutableFeatureGate), so that each in-process
+// kube-apiserver of a restartable test cluster sees its own flags only.
+package gates
 
 import (
 	"k8s.io/apimachinery/pkg/util/version"
@@ -6,7 +9,7 @@ import (
 	"k8s.io/component-base/featuregate"
 )
 
-// gateSnapshot records feature gates of the process.
+// Snapshot records feature gates of the process.
 //
 // Feature gates are process-global: the in-process kube-apiserver applies its
 // --feature-gates (and --emulated-version) to
@@ -23,16 +26,17 @@ import (
 // scheduler sharing the process does see the server's gates change with
 // each restart. --emulated-version differing between restarts is not
 // supported: StartTestServer's own test cleanup then fails the test.
-type gateSnapshot struct {
+type Snapshot struct {
 	enabled   map[featuregate.Feature]bool
 	explicit  map[featuregate.Feature]bool
 	emulation *version.Version
 	minCompat *version.Version
 }
 
-func snapshotGates() gateSnapshot {
+// Take records every feature gate of the process as it is now.
+func Take() Snapshot {
 	g := utilfeature.DefaultMutableFeatureGate
-	s := gateSnapshot{
+	s := Snapshot{
 		enabled:   map[featuregate.Feature]bool{},
 		explicit:  map[featuregate.Feature]bool{},
 		emulation: g.EmulationVersion(),
@@ -45,9 +49,9 @@ func snapshotGates() gateSnapshot {
 	return s
 }
 
-// changedIn returns the part of s that differs in after.
-func (s gateSnapshot) changedIn(after gateSnapshot) gateSnapshot {
-	d := gateSnapshot{enabled: map[featuregate.Feature]bool{}, explicit: map[featuregate.Feature]bool{}}
+// ChangedIn returns the part of s that differs in after.
+func (s Snapshot) ChangedIn(after Snapshot) Snapshot {
+	d := Snapshot{enabled: map[featuregate.Feature]bool{}, explicit: map[featuregate.Feature]bool{}}
 	if !after.emulation.EqualTo(s.emulation) || !after.minCompat.EqualTo(s.minCompat) {
 		d.emulation, d.minCompat = s.emulation, s.minCompat
 	}
@@ -59,9 +63,9 @@ func (s gateSnapshot) changedIn(after gateSnapshot) gateSnapshot {
 	return d
 }
 
-// restore sets every gate of s that changed back to its recorded value, and
+// Restore sets every gate of s that changed back to its recorded value, and
 // back to "not set" (its default) when it was not set.
-func (s gateSnapshot) restore() error {
+func (s Snapshot) Restore() error {
 	g := utilfeature.DefaultMutableFeatureGate
 	if s.emulation != nil && (!g.EmulationVersion().EqualTo(s.emulation) || !g.MinCompatibilityVersion().EqualTo(s.minCompat)) {
 		if err := g.SetEmulationVersionAndMinCompatibilityVersion(s.emulation, s.minCompat); err != nil {

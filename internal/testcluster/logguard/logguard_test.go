@@ -1,4 +1,4 @@
-package testcluster
+package logguard
 
 import (
 	"errors"
@@ -14,17 +14,17 @@ import (
 // scheduling queue logs it, through a named child logger) is recorded while
 // the scheduler runs, not once it is stopping; other lines are not.
 func TestLogGuard(t *testing.T) {
-	g := &logGuard{}
-	logger := g.logger(klog.Background()).WithValues("scheduler", "test")
+	g := &Guard{}
+	logger := g.Logger(klog.Background()).WithValues("scheduler", "test")
 	logger.Info("Pod moved to an internal scheduling queue")
 	utilruntime.HandleErrorWithLogger(logger, errors.New("in flight Pod isn't found in the scheduling queue. If you see this error log, it's likely a bug in the scheduler"),
 		"Error getting cluster events for pod", "pod", "default/p")
-	hits := g.stop()
+	hits := g.Stop()
 	if len(hits) != 1 {
 		t.Fatalf("hits = %q, want the one forbidden line", hits)
 	}
 	utilruntime.HandleErrorWithLogger(logger, errors.New("in flight Pod isn't found in the scheduling queue"), "at shutdown")
-	if hits := g.stop(); len(hits) != 1 {
+	if hits := g.Stop(); len(hits) != 1 {
 		t.Fatalf("a line logged while stopping counted: %q", hits)
 	}
 }
@@ -36,7 +36,7 @@ func TestForbiddenInFile(t *testing.T) {
 	if err := os.WriteFile(path, []byte(log), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if hits := forbiddenInFile(path); len(hits) != 1 {
+	if hits := InFile(path); len(hits) != 1 {
 		t.Fatalf("hits = %q, want one", hits)
 	}
 }

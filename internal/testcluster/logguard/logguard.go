@@ -1,4 +1,6 @@
-package testcluster
+// Package logguard watches what a scheduler logs for upstream's reports of a
+// broken assumption between the plugins and the scheduling queue.
+package logguard
 
 import (
 	"bufio"
@@ -22,14 +24,14 @@ var ForbiddenLogLines = []string{
 	"the same pod is tracked in multiple places in the scheduler",
 }
 
-// logGuard watches what one scheduler logs for ForbiddenLogLines.
-type logGuard struct {
+// Guard watches what one in-process scheduler logs for ForbiddenLogLines.
+type Guard struct {
 	mu       sync.Mutex
 	stopping bool
 	hits     []string
 }
 
-func (g *logGuard) check(msg string, err error, kv []any) {
+func (g *Guard) check(msg string, err error, kv []any) {
 	text := msg
 	if err != nil {
 		text += ": " + err.Error()
@@ -46,24 +48,24 @@ func (g *logGuard) check(msg string, err error, kv []any) {
 	}
 }
 
-// stop marks the start of the scheduler's shutdown and returns what it
+// Stop marks the start of the scheduler's shutdown and returns what it
 // logged before.
-func (g *logGuard) stop() []string {
+func (g *Guard) Stop() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.stopping = true
 	return g.hits
 }
 
-// logger wraps base so that every line it logs is checked.
-func (g *logGuard) logger(base logr.Logger) logr.Logger {
+// Logger wraps base so that every line it logs is checked.
+func (g *Guard) Logger(base logr.Logger) logr.Logger {
 	return logr.New(guardSink{LogSink: base.GetSink(), g: g})
 }
 
 // guardSink forwards to the scheduler's own sink after the check.
 type guardSink struct {
 	logr.LogSink
-	g *logGuard
+	g *Guard
 }
 
 func (s guardSink) Info(level int, msg string, kv ...any) {
@@ -93,9 +95,9 @@ func (s guardSink) WithCallDepth(depth int) logr.LogSink {
 	return s
 }
 
-// forbiddenInFile returns the lines of a scheduler binary's log, up to its
+// InFile returns the lines of a scheduler binary's log, up to its
 // current end, that hold one of ForbiddenLogLines.
-func forbiddenInFile(path string) []string {
+func InFile(path string) []string {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil
@@ -119,17 +121,4 @@ func forbiddenInFile(path string) []string {
 		}
 	}
 	return hits
-}
-
-// reportForbidden fails the cluster's test when a scheduler logged a
-// forbidden line while it ran.
-func (c *Cluster) reportForbidden(what string, hits []string) {
-	if len(hits) == 0 || c.tb == nil {
-		return
-	}
-	c.tb.Helper()
-	if len(hits) > 5 {
-		hits = append(hits[:5], fmt.Sprintf("... and %d more", len(hits)-5))
-	}
-	c.tb.Errorf("%s logged a broken scheduling-queue assumption while it ran:\n%s", what, strings.Join(hits, "\n"))
 }

@@ -1,4 +1,7 @@
-package testcluster
+// Package apiproxy is the TLS reverse proxy in front of a restartable
+// kube-apiserver: clients keep one address, CA and token while the server
+// behind it is replaced; requests wait while there is none.
+package apiproxy
 
 import (
 	"context"
@@ -20,9 +23,10 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 )
 
-// apiProxy is the TLS reverse proxy in front of a Restartable cluster's
-// kube-apiserver.
-type apiProxy struct {
+// Proxy is the TLS reverse proxy in front of a restartable kube-apiserver.
+// It accepts its own bearer token only and forwards with the current
+// server's admin credentials.
+type Proxy struct {
 	token  string
 	caData []byte
 	host   string
@@ -30,7 +34,7 @@ type apiProxy struct {
 
 	mu sync.Mutex
 	// backend is where requests go; nil while a restart runs.
-	backend *proxyBackend
+	backend *backend
 	// down is why there is no backend when a restart failed.
 	down   error
 	closed bool
@@ -44,7 +48,9 @@ var (
 	errReplaced    = errors.New("the kube-apiserver was replaced")
 )
 
-func newAPIProxy() (*apiProxy, error) {
+// New starts a proxy on a free 127.0.0.1 port with a self-signed
+// certificate. It has no backend (requests wait) until SwitchTo.
+func New() (*Proxy, error) {
 	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
 	if err != nil {
 		return nil, err
@@ -61,7 +67,7 @@ func newAPIProxy() (*apiProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &apiProxy{
+	p := &Proxy{
 		token:   hex.EncodeToString(token),
 		caData:  certPEM,
 		host:    "https://" + l.Addr().String(),
@@ -78,8 +84,8 @@ func newAPIProxy() (*apiProxy, error) {
 	return p, nil
 }
 
-// clientConfig is an admin client config for the proxy.
-func (p *apiProxy) clientConfig() *rest.Config {
+// ClientConfig is an admin client config for the proxy.
+func (p *Proxy) ClientConfig() *rest.Config {
 	return &rest.Config{
 		Host:            p.host,
 		BearerToken:     p.token,
@@ -88,34 +94,34 @@ func (p *apiProxy) clientConfig() *rest.Config {
 }
 
 // signalLocked wakes the requests that wait for a backend.
-func (p *apiProxy) signalLocked() {
+func (p *Proxy) signalLocked() {
 	close(p.changed)
 	p.changed = make(chan struct{})
 }
 
-// switchTo makes the server of cfg (an admin config) the backend.
-func (p *apiProxy) switchTo(cfg *rest.Config) error {
-	b, err := newProxyBackend(cfg)
+// SwitchTo makes the server of cfg (an admin config) the backend.
+func (p *Proxy) SwitchTo(cfg *rest.Config) error {
+	b, err := newBackend(cfg)
 	if err != nil {
-		p.fail(err)
+		p.Fail(err)
 		return err
 	}
 	return p.replace(b, nil, true, false)
 }
 
-// hold makes new requests wait for the next switchTo and ends everything
+// Hold makes new requests wait for the next SwitchTo and ends everything
 // forwarded to the current backend.
-func (p *apiProxy) hold() {
+func (p *Proxy) Hold() {
 	_ = p.replace(nil, nil, false, false)
 }
 
-// fail makes requests fail with err (503) until the next switchTo.
-func (p *apiProxy) fail(err error) {
+// Fail makes requests fail with err (503) until the next SwitchTo.
+func (p *Proxy) Fail(err error) {
 	_ = p.replace(nil, err, true, false)
 }
 
 // Close ends every request and connection and stops listening.
-func (p *apiProxy) Close() {
+func (p *Proxy) Close() {
 	p.once.Do(func() {
 		_ = p.replace(nil, nil, true, true)
 		_ = p.server.Close()
@@ -125,7 +131,7 @@ func (p *apiProxy) Close() {
 // replace sets the backend (or none, failing with down) under the lock,
 // wakes waiting requests when signal, and stops the old backend outside the
 // lock. A new backend after Close is stopped and refused.
-func (p *apiProxy) replace(b *proxyBackend, down error, signal, closing bool) error {
+func (p *Proxy) replace(b *backend, down error, signal, closing bool) error {
 	p.mu.Lock()
 	if p.closed && b != nil {
 		p.mu.Unlock()
@@ -146,7 +152,7 @@ func (p *apiProxy) replace(b *proxyBackend, down error, signal, closing bool) er
 }
 
 // current returns the backend, waiting while a restart runs.
-func (p *apiProxy) current(ctx context.Context) (*proxyBackend, error) {
+func (p *Proxy) current(ctx context.Context) (*backend, error) {
 	for {
 		p.mu.Lock()
 		b, down, closed, changed := p.backend, p.down, p.closed, p.changed
@@ -167,7 +173,7 @@ func (p *apiProxy) current(ctx context.Context) (*proxyBackend, error) {
 	}
 }
 
-func (p *apiProxy) authorized(r *http.Request) bool {
+func (p *Proxy) authorized(r *http.Request) bool {
 	want := "Bearer " + p.token
 	return subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), []byte(want)) == 1
 }
@@ -176,7 +182,7 @@ func (p *apiProxy) authorized(r *http.Request) bool {
 // to send a request again, to the next backend.
 type retryKey struct{}
 
-func (p *apiProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.authorized(r) {
 		writeStatus(w, http.StatusUnauthorized, metav1.StatusReasonUnauthorized, "Unauthorized", false)
 		return
