@@ -22,10 +22,17 @@ import (
 	"github.com/phalanx-sched/phalanx/manifests"
 )
 
+// metricsSource is what the timing reads of the scheduler process: its
+// pid (for CPU time) and its HTTP endpoints (for /metrics).
+type metricsSource interface {
+	PID() int
+	Get(ctx context.Context, path string) ([]byte, error)
+}
+
 // timeCase makes one warm-up call, then runs timed calls, each under
 // timeout; the estimator's own duration of each call is read from its
 // /metrics between calls.
-func timeCase(ctx context.Context, ec *Case, call query, runs int, timeout time.Duration, sched *schedproc.Process) error {
+func timeCase(ctx context.Context, ec *Case, call query, runs int, timeout time.Duration, sched metricsSource) error {
 	pid := sched.PID()
 	cpu := func() float64 {
 		s, err := host.CPUSeconds(pid)
@@ -86,7 +93,7 @@ func timeCase(ctx context.Context, ec *Case, call query, runs int, timeout time.
 
 // waitEstimatorSeconds waits (up to a minute) until the estimator's sum of
 // answer times has grown past before: a timed-out call has ended there.
-func waitEstimatorSeconds(ctx context.Context, sched *schedproc.Process, before float64) (float64, bool) {
+func waitEstimatorSeconds(ctx context.Context, sched metricsSource, before float64) (float64, bool) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		after, ok := estimatorSeconds(ctx, sched)
@@ -102,7 +109,7 @@ const estimatorMetric = "phalanx_estimator_duration_seconds"
 
 // estimatorSeconds is the sum of the estimator's answer times so far, all
 // methods together.
-func estimatorSeconds(ctx context.Context, sched *schedproc.Process) (float64, bool) {
+func estimatorSeconds(ctx context.Context, sched metricsSource) (float64, bool) {
 	raw, err := sched.Get(ctx, "/metrics")
 	if err != nil {
 		return 0, false

@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 const metricsText = `# TYPE scheduler_framework_extension_point_duration_seconds histogram
@@ -188,5 +190,65 @@ func TestParseKey(t *testing.T) {
 	}
 	if name, labels := parseKey(planMetric + "{}"); name != planMetric || len(labels) != 0 {
 		t.Errorf("parseKey without labels = %s %v", name, labels)
+	}
+}
+
+// TestSeriesAggregates: Costs, Attempts and Requests sum a name's series
+// over the labels they do not group by (statuses, profiles, codes).
+func TestSeriesAggregates(t *testing.T) {
+	s := Scrape{
+		extensionPointMetric + "{extension_point=Filter,status=Success}":           {Sum: 0.3, Count: 3},
+		extensionPointMetric + "{extension_point=Filter,status=Unschedulable}":     {Sum: 0.1, Count: 1},
+		pluginMetric + "{extension_point=Filter,plugin=Gang,status=Success}":       {Sum: 0.01, Count: 2},
+		pluginMetric + "{extension_point=Filter,plugin=Gang,status=Unschedulable}": {Sum: 0.03, Count: 1},
+		attemptMetric + "{profile=a,result=scheduled}":                             {Count: 4},
+		attemptMetric + "{profile=b,result=scheduled}":                             {Count: 6},
+		requestsMetric + "{code=201,method=POST}":                                  {Count: 5},
+		requestsMetric + "{code=409,method=POST}":                                  {Count: 2},
+		requestsMetric + "{code=200,method=GET}":                                   {Count: 1},
+	}
+	points, plugins := s.Costs()
+	if c := points["Filter"]; len(points) != 1 || c.Name != "Filter" || math.Abs(c.Seconds-0.4) > 1e-9 || c.Calls != 4 {
+		t.Errorf("points = %+v, want Filter 0.4 s over 4 calls", points)
+	}
+	scale := 100.0 / PluginSamplePercent
+	if c := plugins["Gang/Filter"]; len(plugins) != 1 || math.Abs(c.Seconds-0.04*scale) > 1e-9 || c.Calls != 3*scale {
+		t.Errorf("plugins = %+v, want Gang/Filter 0.04 s over 3 calls, × %v", plugins, scale)
+	}
+	if got := s.Attempts(); len(got) != 1 || got["scheduled"] != 10 {
+		t.Errorf("attempts = %v, want scheduled 10", got)
+	}
+	if got := s.Requests(); len(got) != 2 || got["POST"] != 7 || got["GET"] != 1 {
+		t.Errorf("requests = %v, want POST 7, GET 1", got)
+	}
+}
+
+func TestSubAndWithPlansEdges(t *testing.T) {
+	before := Scrape{attemptMetric + "{result=error}": {Count: 2}}
+	after := Scrape{
+		attemptMetric + "{result=error}":     {Count: 2},
+		attemptMetric + "{result=scheduled}": {Sum: 1, Count: 3},
+	}
+	d := after.Sub(before)
+	// Unchanged series are dropped; new ones kept whole, without buckets.
+	if len(d) != 1 || d[attemptMetric+"{result=scheduled}"].Count != 3 || d[attemptMetric+"{result=scheduled}"].Buckets != nil {
+		t.Errorf("Sub = %+v, want the scheduled series alone", d)
+	}
+	// WithPlans drops a stale plan series and leaves out empty ones.
+	s := Scrape{planMetric + "{result=failed}": {Count: 1}}
+	s.WithPlans(Scrape{planMetric + "{result=planned}": {Count: 0}})
+	if len(s) != 0 {
+		t.Errorf("WithPlans = %+v, want no plan series", s)
+	}
+}
+
+func TestSeriesKeySortsLabels(t *testing.T) {
+	name := func(s string) *string { return &s }
+	labels := []*dto.LabelPair{{Name: name("z"), Value: name("1")}, {Name: name("a"), Value: name("2")}}
+	if got, want := seriesKey("m", labels), "m{a=2,z=1}"; got != want {
+		t.Errorf("seriesKey = %q, want %q", got, want)
+	}
+	if got, want := seriesKey("m", nil), "m{}"; got != want {
+		t.Errorf("seriesKey without labels = %q, want %q", got, want)
 	}
 }

@@ -2,6 +2,7 @@ package report
 
 import (
 	"math"
+	"sort"
 	"strings"
 	"testing"
 
@@ -261,5 +262,84 @@ func TestWriteProfiles(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("profiles lack %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestRawBindGoals: phalanx against the raw bind rate, measured and from
+// process start, with no CPU comparison (raw bind has no scheduler).
+func TestRawBindGoals(t *testing.T) {
+	r := side.Result{Workload: workload(t, "gangs"), Passes: []side.Pass{
+		// Raw bind: 6400 pods in 1 s, 2 s from start; phalanx in 2 s, 4 s.
+		{Scheduler: bench.RawBind, Pods: 6400, Seconds: 1, EndToEnd: 2},
+		{Scheduler: bench.Phalanx, Pods: 6400, Seconds: 2, EndToEnd: 4, CPUSeconds: 1},
+	}}
+	var b strings.Builder
+	WriteReport(&b, []side.Result{r}, "m", 1)
+	out := flat(b.String())
+	for _, want := range []string{
+		"gangs: phalanx / raw bind 0.50 goal ≥ 0.50: met",
+		"gangs: phalanx / raw bind, from process start 0.50 goal ≥ 0.50: met",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "same, by scheduler CPU per pod (raw-bind") {
+		t.Errorf("a CPU ratio against raw bind is printed:\n%s", out)
+	}
+	// gangs asks for no level: no placement section.
+	if strings.Contains(out, "Placement of the timed passes") {
+		t.Errorf("placements printed for a workload without a required level:\n%s", out)
+	}
+}
+
+// TestPlanP99Met: the scale workload's p99 plan time, in seconds, against
+// its one-second goal.
+func TestPlanP99Met(t *testing.T) {
+	// One plan in the 0–0.5 s bucket: p99 is 0.99 of the way up it.
+	m := scrape.Scrape{planKey: {Sum: 0.3, Count: 1, Buckets: map[float64]float64{0.5: 1, math.Inf(1): 1}}}
+	r := side.Result{Workload: workload(t, "scale"), Passes: []side.Pass{
+		{Scheduler: bench.Phalanx, Pods: 100, Seconds: 1, Metrics: m},
+	}}
+	var b strings.Builder
+	WriteReport(&b, []side.Result{r}, "m", 1)
+	if want := "scale: phalanx plan p99, seconds 0.495 goal ≤ 1.00: met"; !strings.Contains(flat(b.String()), want) {
+		t.Errorf("report lacks %q:\n%s", want, b.String())
+	}
+}
+
+func TestCyclePoints(t *testing.T) {
+	rows := map[bench.Scheduler]map[string]scrape.Cost{
+		bench.Phalanx: {"PreFilter": {Seconds: 1}, "Filter": {Seconds: 2}, "PreBind": {Seconds: 3}, "Bind": {Seconds: 4}},
+		bench.Stock:   {"WaitOnPermit": {Seconds: 5}},
+	}
+	for _, tc := range []struct {
+		cycle bool
+		want  map[bench.Scheduler]string
+	}{
+		{true, map[bench.Scheduler]string{bench.Phalanx: "Filter,PreFilter", bench.Stock: ""}},
+		{false, map[bench.Scheduler]string{bench.Phalanx: "Bind,PreBind", bench.Stock: "WaitOnPermit"}},
+	} {
+		got := cyclePoints(rows, tc.cycle)
+		for s, want := range tc.want {
+			names := make([]string, 0, len(got[s]))
+			for n := range got[s] {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			if strings.Join(names, ",") != want {
+				t.Errorf("cyclePoints(cycle=%v)[%s] = %v, want %s", tc.cycle, s, names, want)
+			}
+		}
+	}
+}
+
+func TestFind(t *testing.T) {
+	results := []side.Result{{Workload: bench.Workload{Name: "a"}}, {Workload: bench.Workload{Name: "b"}}}
+	if got := find(results, "b"); got != &results[1] {
+		t.Errorf("find b = %v, want the second result", got)
+	}
+	if got := find(results, "c"); got != nil {
+		t.Errorf("find c = %v, want nil", got)
 	}
 }
