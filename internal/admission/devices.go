@@ -20,10 +20,7 @@ func (q *Queues) SliceHandler(ctx context.Context) cache.ResourceEventHandlerFun
 		AddFunc:    set,
 		UpdateFunc: func(_, n any) { set(n) },
 		DeleteFunc: func(obj any) {
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if sl, ok := obj.(*resourceapi.ResourceSlice); ok {
+			if sl, ok := deleted(obj).(*resourceapi.ResourceSlice); ok {
 				q.feed.DeleteSlice(sl)
 			}
 		},

@@ -221,10 +221,7 @@ func (q *Queues) onPod(obj any) {
 }
 
 func (q *Queues) onPodDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if pod, ok := obj.(*v1.Pod); ok {
+	if pod, ok := deleted(obj).(*v1.Pod); ok {
 		if q.feed.DeletePod(pod.UID) {
 			q.gaveBack()
 		}
@@ -285,10 +282,7 @@ func (q *Queues) onNode(obj any) {
 }
 
 func (q *Queues) onNodeDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if n, ok := obj.(*v1.Node); ok {
+	if n, ok := deleted(obj).(*v1.Node); ok {
 		q.feed.DeleteNode(n.Name)
 	}
 }
@@ -311,10 +305,7 @@ func (q *Queues) onQueue(obj any) {
 }
 
 func (q *Queues) onQueueDelete(obj any) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	if o, ok := obj.(*phalanxv1alpha1.Queue); ok {
+	if o, ok := deleted(obj).(*phalanxv1alpha1.Queue); ok {
 		q.feed.DeleteQueue(o.Name)
 		q.mu.Lock()
 		q.gone = append(q.gone, o.Name)
@@ -330,3 +321,12 @@ func (q *Queues) Reserved(pod *v1.Pod) {
 
 // Unreserved gives the charge back.
 func (q *Queues) Unreserved(pod *v1.Pod) { q.cache.MarkPlaced(pod.UID, false) }
+
+// deleted is the object of a delete event, whether the informer saw it go
+// or only learned it was gone (a tombstone).
+func deleted(obj any) any {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return tomb.Obj
+	}
+	return obj
+}

@@ -22,26 +22,9 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/estimator/estimatortest"
 	"github.com/phalanx-sched/phalanx/internal/estimator/karmadapb"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
+	"github.com/phalanx-sched/phalanx/internal/testcluster/objects"
 	"github.com/phalanx-sched/phalanx/manifests"
 )
-
-// resourceBindingCRD is the part of Karmada's ResourceBinding the estimator
-// reads (spec.resource), so that this cluster's API server can stand in for
-// the Karmada API server. test/karmada runs Karmada itself.
-var resourceBindingCRD = []byte(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: resourcebindings.work.karmada.io}
-spec:
-  group: work.karmada.io
-  names: {kind: ResourceBinding, listKind: ResourceBindingList, plural: resourcebindings, singular: resourcebinding}
-  scope: Namespaced
-  versions:
-  - name: v1alpha2
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`)
 
 // TestKarmadaEstimator: phalanx-scheduler, run as users run it with
 // --karmada-estimator-address and TLS, answers Karmada's estimator calls
@@ -70,7 +53,7 @@ func TestKarmadaEstimator(t *testing.T) {
 	if _, err := c.Phalanx.SchedulingV1alpha1().NetworkTopologies().Create(ctx, nt, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.InstallCRDYAML(ctx, resourceBindingCRD); err != nil {
+	if err := c.InstallCRDYAML(ctx, objects.ResourceBindingCRD); err != nil {
 		t.Fatal(err)
 	}
 	certs, err := estimatortest.WriteTLS(t.TempDir())

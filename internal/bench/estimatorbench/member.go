@@ -27,6 +27,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/bench"
 	"github.com/phalanx-sched/phalanx/internal/bench/profiles"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
+	"github.com/phalanx-sched/phalanx/internal/testcluster/objects"
 )
 
 // Options tune Run.
@@ -183,28 +184,10 @@ func fillPod(i int) *v1.Pod {
 	return pod
 }
 
-// resourceBindingCRD is the part of Karmada's ResourceBinding the estimator
-// reads (spec.resource): the member's API server stands in for Karmada's,
-// as in test/integration's TestKarmadaEstimator.
-var resourceBindingCRD = []byte(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: resourcebindings.work.karmada.io}
-spec:
-  group: work.karmada.io
-  names: {kind: ResourceBinding, listKind: ResourceBindingList, plural: resourcebindings, singular: resourcebinding}
-  scope: Namespaced
-  versions:
-  - name: v1alpha2
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`)
-
 // createTemplate creates the workload's resource template (a suspended Job
 // whose pod template requires one ib-cluster) and its ResourceBinding.
 func createTemplate(ctx context.Context, c *testcluster.Cluster) error {
-	if err := c.InstallCRDYAML(ctx, resourceBindingCRD); err != nil {
+	if err := c.InstallCRDYAML(ctx, objects.ResourceBindingCRD); err != nil {
 		return err
 	}
 	job := &batchv1.Job{
