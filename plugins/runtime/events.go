@@ -169,7 +169,7 @@ func (g *Gangs) quorumMayBeMet(ref gang.Ref) {
 		}
 		return
 	}
-	g.forgetStartup(ref)
+	g.ForgetStartup(ref)
 	// Coalesce: when the informer lists a whole gang at once, every one of
 	// its adds sees the quorum; one wake at a time per gang is enough.
 	g.inBackground("wake/"+ref.String(), func() {
@@ -291,7 +291,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.Lifecycle.Forget(spec.Ref)
 	g.order.changed()
 	g.Status.Forget(spec.Ref)
-	g.forgetStartup(spec.Ref)
+	g.ForgetStartup(spec.Ref)
 	g.forgetImplicit(spec.Ref)
 	g.Directory.Forget(spec.Ref)
 	g.wakes.ForgetGang(spec.Ref) // all woken below

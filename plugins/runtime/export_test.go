@@ -19,7 +19,7 @@ func (g *Gangs) sizes() map[string]int {
 	out := map[string]int{
 		"gangs.podEvents": len(g.podEvents),
 		"gangs.implicit":  len(g.implicit),
-		"gangs.startup":   len(g.startup),
+		"gangs.startup":   g.StartupsTracked(),
 	}
 	g.mu.Unlock()
 	for k, n := range g.wakes.Sizes() {

@@ -31,6 +31,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/requeue"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
+	"github.com/phalanx-sched/phalanx/internal/workload/readiness"
 )
 
 // GangPlugin is the plugin whose Permit holds gang members; teardowns reject
@@ -52,6 +53,9 @@ type Gangs struct {
 
 	// Directory: which gang a pod belongs to, its definition, its members.
 	*workload.Directory
+	// Gate: whether a member may enter the active queue, and what a gang
+	// short of members waits for.
+	*readiness.Gate
 	pgClient pgclientset.Interface
 	pods     corelisters.PodLister
 	// groupEvents handles every adapter's group-object events.
@@ -68,9 +72,7 @@ type Gangs struct {
 	podEvents map[types.UID]string
 	// implicit: API writes in flight (an implicit gang's PodGroup, a stale
 	// nomination), so each is sent once at a time.
-	implicit map[string]bool
-	// startup: what the last check of a short gang's workload found.
-	startup      map[gang.Ref]startupVerdict
+	implicit     map[string]bool
 	sweeperOnce  sync.Once
 	workloadOnce sync.Once
 	// evictor deletes evicted gangs, or asks consolidation's moved gangs to leave.
@@ -98,7 +100,6 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		pods:      fw.Informers.Core().V1().Pods().Lister(),
 		podEvents: map[types.UID]string{},
 		implicit:  map[string]bool{},
-		startup:   map[gang.Ref]startupVerdict{},
 	}
 	g.Lifecycle = gang.NewLifecycle(r.clock, g)
 	g.wakes = requeue.New(requeue.Ports{Directory: directory{g}, Lifecycle: g.Lifecycle, Clock: r.clock,
@@ -130,6 +131,10 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		return nil, err
 	}
 	g.Directory = dir
+	g.Gate = readiness.New(readiness.Ports{Directory: dir, Lifecycle: g.Lifecycle, Conditions: g.Status, Quorum: g.wakes,
+		Workloads: readiness.APIWorkloads{Kube: fw.Client, Dynamic: r.clients.Dynamic}, PodEvent: g.PodEvent,
+		InBackground: g.inBackground, WorkloadAPIRecheck: func() time.Duration { return WorkloadAPIRecheck },
+		Clock: r.clock, Ctx: r.ctx})
 	r.addPodHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    g.onPodAdd,
 		UpdateFunc: g.onPodUpdate,
@@ -182,41 +187,6 @@ func (g *Gangs) PriorityOf(pod *v1.Pod) int32 {
 		spec, _ = g.Spec(ref)
 	}
 	return spec.PriorityOf(pod)
-}
-
-// MemberCount is a gang's members as its quorum sees them.
-type MemberCount struct {
-	// Ready: members that exist, are not terminating and carry no
-	// scheduling gate, plus those that finished.
-	Ready int
-	// Gated: members held back by scheduling gates; Gates: the gates' names.
-	Gated int
-	Gates []string
-}
-
-// CountMembers counts the gang's members toward its quorum: a member with a
-// scheduling gate cannot be placed, so it counts only once its gates are
-// removed, and until then the gang holds nothing.
-func (g *Gangs) CountMembers(spec *gang.Spec) MemberCount {
-	c := MemberCount{Ready: spec.Succeeded}
-	seen := map[string]bool{}
-	for _, m := range g.Members(spec.Ref) {
-		switch {
-		case m.DeletionTimestamp != nil:
-		case len(m.Spec.SchedulingGates) > 0 && m.Spec.NodeName == "":
-			c.Gated++
-			for _, gate := range m.Spec.SchedulingGates {
-				if !seen[gate.Name] {
-					seen[gate.Name] = true
-					c.Gates = append(c.Gates, gate.Name)
-				}
-			}
-		default:
-			c.Ready++
-		}
-	}
-	sort.Strings(c.Gates)
-	return c
 }
 
 // inBackground runs f in a goroutine unless a run under the same key is

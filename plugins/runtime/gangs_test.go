@@ -14,6 +14,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/status"
+	"github.com/phalanx-sched/phalanx/internal/workload/readiness"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 	"k8s.io/utils/ptr"
@@ -119,7 +120,7 @@ func TestGangStatePruned(t *testing.T) {
 			gangs.PodEvent(member, status.ReasonQueue, "queue q is full")
 		}
 		if i < 100 {
-			gangs.Status.Set(spec, gangs.MembersShort(spec, runtime.MemberCount{Ready: 1}, 2))
+			gangs.Status.Set(spec, gangs.MembersShort(spec, readiness.MemberCount{Ready: 1}, 2))
 		} else {
 			gangs.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: status.ReasonQueue, Message: "queue q is full"})
 		}

@@ -1,4 +1,4 @@
-package runtime
+package readiness
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
@@ -17,13 +19,13 @@ import (
 )
 
 const (
-	// startupCheckDelay: a gang short of members is checked for an ordered
+	// StartupCheckDelay: a gang short of members is checked for an ordered
 	// startup only once it has waited this long, so a workload that is
 	// still creating its pods in parallel costs no API read.
-	startupCheckDelay = 5 * time.Second
-	// startupRecheck: a verdict is checked again after this long (the user
+	StartupCheckDelay = 5 * time.Second
+	// StartupRecheck: a verdict is checked again after this long (the user
 	// may have recreated the workload with another policy).
-	startupRecheck = 30 * time.Second
+	StartupRecheck = 30 * time.Second
 )
 
 // startupVerdict is what the last check found about a short gang.
@@ -42,14 +44,14 @@ type startupVerdict struct {
 //
 // A gang whose sub-groups are invalid says that instead: its size, and so
 // how many members it lacks, is not known.
-func (g *Gangs) MembersShort(spec *gang.Spec, members MemberCount, quorum int) status.Condition {
+func (g *Gate) MembersShort(spec *gang.Spec, members MemberCount, quorum int) status.Condition {
 	if msg := spec.InvalidSubGroups(); msg != "" {
 		return status.Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonInvalidSubGroups, Message: msg}
 	}
 	g.mu.Lock()
 	v, ok := g.startup[spec.Ref]
 	g.mu.Unlock()
-	if !ok || v.uid != spec.UID || g.rt.clock.Since(v.checked) >= startupRecheck {
+	if !ok || v.uid != spec.UID || g.p.Clock.Since(v.checked) >= StartupRecheck {
 		g.checkStartupLater(spec.Ref)
 	}
 	if ok && v.uid == spec.UID && v.blocker != nil {
@@ -64,33 +66,33 @@ func (g *Gangs) MembersShort(spec *gang.Spec, members MemberCount, quorum int) s
 		Message: fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members.Ready, quorum)}
 }
 
-func (g *Gangs) checkStartupLater(ref gang.Ref) {
-	g.inBackground("startup/"+ref.String(), func() {
+func (g *Gate) checkStartupLater(ref gang.Ref) {
+	g.p.InBackground("startup/"+ref.String(), func() {
 		select {
-		case <-g.rt.ctx.Done():
+		case <-g.p.Ctx.Done():
 			return
-		case <-g.rt.clock.After(startupCheckDelay):
+		case <-g.p.Clock.After(StartupCheckDelay):
 		}
-		g.checkStartup(g.rt.ctx, ref)
+		g.checkStartup(g.p.Ctx, ref)
 	})
 }
 
 // checkStartup looks for a startup policy that keeps the gang short for
 // good, records the verdict, and says it in the gang's condition (the status
 // writer emits a Warning event when the reason changes).
-func (g *Gangs) checkStartup(ctx context.Context, ref gang.Ref) {
-	spec, err := g.Spec(ref)
+func (g *Gate) checkStartup(ctx context.Context, ref gang.Ref) {
+	spec, err := g.p.Directory.Spec(ref)
 	if err != nil {
 		return
 	}
 	members, quorum := g.CountMembers(spec), max(spec.MinMember, 1)
-	if members.Ready+members.Gated >= quorum || !g.Lifecycle.Untouched(ref) {
-		g.forgetStartup(ref)
+	if members.Ready+members.Gated >= quorum || !g.p.Lifecycle.Untouched(ref) {
+		g.ForgetStartup(ref)
 		return
 	}
 	var blocker *workload.OrderedStartup
-	for _, o := range workload.StartupOwners(g.Members(ref)) {
-		b, ok, err := g.orderedStartup(ctx, o)
+	for _, o := range workload.StartupOwners(g.p.Directory.Members(ref)) {
+		b, ok, err := g.p.Workloads.OrderedStartup(ctx, o)
 		if err != nil {
 			klog.FromContext(ctx).V(2).Info("Reading a gang's workload for its startup policy", "gang", ref, "workload", o, "err", err)
 			continue
@@ -102,31 +104,61 @@ func (g *Gangs) checkStartup(ctx context.Context, ref gang.Ref) {
 	}
 	g.mu.Lock()
 	old := g.startup[ref]
-	g.startup[ref] = startupVerdict{uid: spec.UID, checked: g.rt.clock.Now(), blocker: blocker}
+	g.startup[ref] = startupVerdict{uid: spec.UID, checked: g.p.Clock.Now(), blocker: blocker}
 	g.mu.Unlock()
 	if blocker != nil || old.blocker != nil {
-		g.Status.Set(spec, g.MembersShort(spec, members, quorum))
+		g.p.Conditions.Set(spec, g.MembersShort(spec, members, quorum))
 	}
 }
 
-func (g *Gangs) orderedStartup(ctx context.Context, o workload.Owner) (workload.OrderedStartup, bool, error) {
+// ForgetStartup drops what was found of a gang's startup: its quorum
+// exists, or its group object is gone.
+func (g *Gate) ForgetStartup(ref gang.Ref) {
+	g.mu.Lock()
+	delete(g.startup, ref)
+	g.mu.Unlock()
+}
+
+// StartupsTracked counts the gangs whose startup verdict is kept.
+func (g *Gate) StartupsTracked() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.startup)
+}
+
+// Workloads reads the startup policy of the workload behind a gang.
+type Workloads interface {
+	// OrderedStartup reports the policy that keeps the workload from
+	// creating its pods together; false when none does (or the workload is gone).
+	OrderedStartup(ctx context.Context, o workload.Owner) (workload.OrderedStartup, bool, error)
+}
+
+// APIWorkloads reads workloads from the API server: StatefulSets through
+// Kube, JobSets and LeaderWorkerSets through Dynamic (nil: not read).
+type APIWorkloads struct {
+	Kube    kubernetes.Interface
+	Dynamic dynamic.Interface
+}
+
+// OrderedStartup implements Workloads.
+func (a APIWorkloads) OrderedStartup(ctx context.Context, o workload.Owner) (workload.OrderedStartup, bool, error) {
 	switch o.Kind {
 	case "StatefulSet":
-		sts, err := g.fw.Client.AppsV1().StatefulSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		sts, err := a.Kube.AppsV1().StatefulSets(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 		if err != nil {
 			return workload.OrderedStartup{}, false, ignoreNotFound(err)
 		}
 		b, ok := workload.StatefulSetStartup(sts)
 		return b, ok, nil
 	case "JobSet", "LeaderWorkerSet":
-		if g.rt.clients.Dynamic == nil {
+		if a.Dynamic == nil {
 			return workload.OrderedStartup{}, false, nil
 		}
 		res := workload.JobSetResource
 		if o.Kind == "LeaderWorkerSet" {
 			res = workload.LeaderWorkerSetResource
 		}
-		obj, err := g.rt.clients.Dynamic.Resource(res).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
+		obj, err := a.Dynamic.Resource(res).Namespace(o.Namespace).Get(ctx, o.Name, metav1.GetOptions{})
 		if err != nil {
 			return workload.OrderedStartup{}, false, ignoreNotFound(err)
 		}
@@ -147,10 +179,4 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
-}
-
-func (g *Gangs) forgetStartup(ref gang.Ref) {
-	g.mu.Lock()
-	delete(g.startup, ref)
-	g.mu.Unlock()
 }
