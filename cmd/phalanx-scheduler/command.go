@@ -27,6 +27,7 @@ import (
 	"github.com/phalanx-sched/phalanx/plugins"
 	"github.com/phalanx-sched/phalanx/plugins/dryrun"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
+	"github.com/phalanx-sched/phalanx/plugins/runtime/gangs"
 )
 
 // newCommand is kube-scheduler's command (app.NewSchedulerCommand: the same
@@ -46,8 +47,8 @@ func newCommand() *cobra.Command {
 			if err := validateEstimator(est); err != nil {
 				return err
 			}
-			if runtime.WorkloadAPIRecheck < time.Second {
-				return fmt.Errorf("--api-discovery-interval: %v is shorter than 1s", runtime.WorkloadAPIRecheck)
+			if gangs.WorkloadAPIRecheck < time.Second {
+				return fmt.Errorf("--api-discovery-interval: %v is shorter than 1s", gangs.WorkloadAPIRecheck)
 			}
 			return run(cmd, opts, est)
 		},
@@ -64,7 +65,7 @@ func newCommand() *cobra.Command {
 	verflag.AddFlags(nfs.FlagSet("global"))
 	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
 	addEstimatorFlags(nfs.FlagSet("karmada estimator"), est)
-	nfs.FlagSet("phalanx").DurationVar(&runtime.WorkloadAPIRecheck, "api-discovery-interval", runtime.WorkloadAPIRecheck,
+	nfs.FlagSet("phalanx").DurationVar(&gangs.WorkloadAPIRecheck, "api-discovery-interval", gangs.WorkloadAPIRecheck,
 		"How often to ask the API server whether it serves the Workload API (scheduling.k8s.io/v1beta1), which may be turned on or off while phalanx runs; at least 1s.")
 	fs := cmd.Flags()
 	for _, f := range nfs.FlagSets {

@@ -6,6 +6,7 @@ package informersync
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sort"
 	"sync"
 	"time"
@@ -185,4 +186,14 @@ func Unsynced[K comparable](m map[K]bool) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TrimManagedFields drops metadata.managedFields from the objects the
+// phalanx informers cache, as kube-scheduler does for pods: nothing reads
+// them, and on a NodeResourceTopology object they are a large share of its size.
+func TrimManagedFields(obj any) (any, error) {
+	if a, err := meta.Accessor(obj); err == nil && a.GetManagedFields() != nil {
+		a.SetManagedFields(nil)
+	}
+	return obj, nil
 }

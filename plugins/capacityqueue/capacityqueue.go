@@ -26,6 +26,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
+	"github.com/phalanx-sched/phalanx/plugins/runtime/gangs"
 )
 
 // Name is the plugin name used in the scheduler configuration.
@@ -35,7 +36,7 @@ const Name = "CapacityQueue"
 type CapacityQueue struct {
 	h          fwk.Handle
 	rt         *runtime.Runtime
-	gangs      *runtime.Gangs
+	gangs      *gangs.Gangs
 	queues     *runtime.Queues
 	reclaim    bool
 	minRuntime time.Duration
@@ -86,7 +87,7 @@ func (pl *CapacityQueue) Name() string { return Name }
 // refusal that reclaim may cure lets the cycle reach PostFilter.
 func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, pod *v1.Pod, nodes []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
 	// Only the leading replica runs scheduling cycles; from the first on,
-	// a gang's members sleep behind a lead (runtime.Gangs).
+	// a gang's members sleep behind a lead (gangs.Gangs).
 	pl.rt.Leader.CycleRan()
 	ref, spec, need, admitted := pl.need(pod)
 	name := pl.queues.QueueOf(pod)

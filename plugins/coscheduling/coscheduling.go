@@ -27,10 +27,11 @@ import (
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/probe"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
+	"github.com/phalanx-sched/phalanx/plugins/runtime/gangs"
 )
 
 // Name is the plugin name used in the scheduler configuration.
-const Name = runtime.GangPlugin
+const Name = gangs.GangPlugin
 
 const (
 	stateKey      fwk.StateKey = "phalanx.dev/" + Name
@@ -44,7 +45,7 @@ const sweepEvery = 5 * time.Second
 type Coscheduling struct {
 	h     fwk.Handle
 	rt    *runtime.Runtime
-	gangs *runtime.Gangs
+	gangs *gangs.Gangs
 	// m decides for the gangs; this plugin translates extension points into
 	// its calls and implements its prober port.
 	m *gang.Manager
@@ -177,7 +178,7 @@ func readState(state fwk.CycleState) *cycleState {
 	return c
 }
 
-// Less orders the scheduling queue (runtime.Less): by queue share when
+// Less orders the scheduling queue (gangs.Less): by queue share when
 // CapacityQueue is enabled in the profile, then incomplete gangs, priority
 // and gang age, keeping each gang's members together. Keys come from the
 // runtime's cache; nothing here writes to the API.
@@ -197,7 +198,7 @@ func (pl *Coscheduling) Less(a, b fwk.QueuedEntityInfo) bool {
 	queues := pl.rt.QueuesOrdering(pl.h.ProfileName())
 	ka := pl.gangs.OrderKey(pa, a.GetTimestamp(), queues)
 	kb := pl.gangs.OrderKey(pb, b.GetTimestamp(), queues)
-	return runtime.Less(ka, kb, queues)
+	return gangs.Less(ka, kb, queues)
 }
 
 // queuedPod is the pod a queued entity is ordered by: the pod of a pod

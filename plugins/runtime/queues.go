@@ -10,6 +10,8 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/informersync"
+	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
+	"github.com/phalanx-sched/phalanx/plugins/runtime/gangs"
 )
 
 // Queues is the queue accounting of the process (admission.Queues), fed by
@@ -20,7 +22,7 @@ type Queues = admission.Queues
 // with; every profile must give the same.
 type QueueOptions = admission.Options
 
-func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
+func newQueues(r *Runtime, g *gangs.Gangs, opts QueueOptions) (*Queues, error) {
 	ctx, fw := r.ctx, r.ports()
 	if err := r.require(phalanxv1alpha1.SchemeGroupVersion.String(), "queues"); err != nil {
 		return nil, err
@@ -37,16 +39,16 @@ func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
 	// Devices published in ResourceSlices count in the cluster total as
 	// their classes' queue resources (without a DRA manager, none).
 	var slices *devices.NodeSlices
-	if gangs.Devices != nil {
-		slices = devices.NewNodeSlices(gangs.Devices)
+	if g.Devices != nil {
+		slices = devices.NewNodeSlices(g.Devices)
 	}
 	q := admission.New(admission.Ports{
-		Gangs: gangs, Holds: gangs.Lifecycle, Demand: gangs.Manager.Demand,
+		Gangs: g, Holds: g.Lifecycle, Demand: g.Manager.Demand,
 		Order: func(pod *v1.Pod, q *Queues) gang.Order {
-			return gangs.OrderKey(pod, pod.CreationTimestamp.Time, q).Order
+			return g.OrderKey(pod, pod.CreationTimestamp.Time, q).Order
 		},
-		OrderChanged: gangs.order.changed,
-		WakeLead:     gangs.wakes.WakeLead,
+		OrderChanged: g.OrderChanged,
+		WakeLead:     g.WakeLead,
 		Activate:     r.Activate,
 		Namespaces:   fw.Informers.Core().V1().Namespaces().Lister(),
 		Pods:         fw.Informers.Core().V1().Pods().Lister(),
@@ -66,8 +68,8 @@ func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
 			return nil, err
 		}
 	}
-	if gangs.Devices != nil {
-		if err := watchQueueDevices(r, fw, q, gangs.Devices); err != nil {
+	if g.Devices != nil {
+		if err := watchQueueDevices(r, fw, q, g.Devices); err != nil {
 			return nil, err
 		}
 	}
@@ -84,7 +86,7 @@ func newQueues(r *Runtime, gangs *Gangs, opts QueueOptions) (*Queues, error) {
 // watchQueueDevices counts devices in the queues' totals and demands: slices,
 // classes (a change recounts every slice and device pod), claims made from a
 // template after their pod.
-func watchQueueDevices(r *Runtime, fw *FrameworkPorts, q *Queues, d *devices.Devices) error {
+func watchQueueDevices(r *Runtime, fw *ports.Framework, q *Queues, d *devices.Devices) error {
 	slices := fw.Informers.Resource().V1().ResourceSlices()
 	if _, err := slices.Informer().AddEventHandler(q.SliceHandler(r.ctx)); err != nil {
 		return err

@@ -1,49 +1,16 @@
 package runtime_test
 
 import (
-	"context"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
-	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
-	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
-
-// parts is a do-nothing plugin whose factory builds the runtime's parts.
-type parts struct{}
-
-func (parts) Name() string { return "Parts" }
-
-func (parts) PreFilter(context.Context, fwk.CycleState, *v1.Pod, []fwk.NodeInfo) (*fwk.PreFilterResult, *fwk.Status) {
-	return nil, nil
-}
-
-func (parts) PreFilterExtensions() fwk.PreFilterExtensions { return nil }
-
-// build starts an env whose one plugin builds the runtime's gangs and
-// queues (default queue "default").
-func build(t *testing.T, objs plugintest.Objects) (*plugintest.Env, *runtime.Gangs, *runtime.Queues) {
-	t.Helper()
-	var gangs *runtime.Gangs
-	var queues *runtime.Queues
-	e := plugintest.New(t, objs, plugintest.Plugin{Name: "Parts", Extensions: []string{"PreFilter"},
-		New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
-			var err error
-			if gangs, err = rt.Gangs(ports.Of(h)); err != nil {
-				return nil, err
-			}
-			queues, err = rt.Queues(ports.Of(h), h.ProfileName(), runtime.QueueOptions{DefaultQueue: "default"})
-			return parts{}, err
-		}})
-	return e, gangs, queues
-}
 
 // TestQueueOfWorkloadAPIGang is the scheduler's half of the controller's
 // test of the same name: a pod whose spec.schedulingGroup names an upstream
@@ -72,7 +39,7 @@ func TestQueueOfWorkloadAPIGang(t *testing.T) {
 		p.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(group)}
 		return p
 	}
-	_, _, queues := build(t, plugintest.Objects{
+	_, _, queues := plugintest.BuildParts(t, plugintest.Objects{
 		Namespaces: []*v1.Namespace{ns},
 		Workloads:  []*schedulingv1beta1.Workload{wl},
 		UpstreamPodGroups: []*schedulingv1beta1.PodGroup{

@@ -14,7 +14,6 @@ import (
 	"sync/atomic"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -23,6 +22,8 @@ import (
 	"k8s.io/utils/clock"
 
 	nrtclientset "github.com/k8stopologyawareschedwg/noderesourcetopology-api/pkg/generated/clientset/versioned"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/phalanx-sched/phalanx/internal/informersync"
@@ -31,6 +32,8 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/served"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 	phalanxinformers "github.com/phalanx-sched/phalanx/pkg/generated/informers/externalversions"
+	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
+	"github.com/phalanx-sched/phalanx/plugins/runtime/gangs"
 )
 
 // Clients are the runtime's clients of the custom resources, and how it
@@ -67,10 +70,10 @@ type Runtime struct {
 	// without it (informer handlers run while a part is being built).
 	mu sync.Mutex
 	// fw are the framework's ports, set once by the first part built.
-	fw     atomic.Pointer[FrameworkPorts]
+	fw     atomic.Pointer[ports.Framework]
 	crdCfg *rest.Config
 
-	gangs  atomic.Pointer[Gangs]
+	gangs  atomic.Pointer[gangs.Gangs]
 	queues atomic.Pointer[Queues]
 	// queueProfiles are the profiles whose CapacityQueue was built: their
 	// queue sort orders by queue share.
@@ -86,9 +89,8 @@ type Runtime struct {
 	// whether the scheduling loop has run.
 	Leader *leadership.Leadership
 
-	// podHandlers fan the scheduler's pod events out to the parts.
-	hmu         sync.Mutex
-	podHandlers []cache.ResourceEventHandler
+	// podEvents fan the scheduler's pod events out to the parts.
+	podEvents ports.PodEvents
 
 	// syncs start the parts' informers and wait for their first lists.
 	syncs *informersync.Syncs
@@ -126,7 +128,7 @@ func (r *Runtime) Clock() clock.WithDelayedExecution { return r.clock }
 // init records the framework's ports on first use. The first plugin's
 // ports serve the whole process: clients, informers and the scheduling queue
 // are shared by every profile. Callers hold r.mu.
-func (r *Runtime) init(fw FrameworkPorts) error {
+func (r *Runtime) init(fw ports.Framework) error {
 	if r.fw.Load() != nil {
 		return nil
 	}
@@ -146,14 +148,7 @@ func (r *Runtime) init(fw FrameworkPorts) error {
 		}
 		r.clients.Served = served.For(r.crdCfg)
 	}
-	_, err := fw.Informers.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnAdd(obj, false) }) },
-		UpdateFunc: func(oldObj, newObj any) {
-			r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnUpdate(oldObj, newObj) })
-		},
-		DeleteFunc: func(obj any) { r.eachPodHandler(func(hd cache.ResourceEventHandler) { hd.OnDelete(obj) }) },
-	})
-	if err != nil {
+	if _, err := fw.Informers.Core().V1().Pods().Informer().AddEventHandler(r.podEvents.Handler()); err != nil {
 		return err
 	}
 	r.fw.Store(&fw)
@@ -161,37 +156,22 @@ func (r *Runtime) init(fw FrameworkPorts) error {
 }
 
 // ports are the framework's ports; nil before the first part is built.
-func (r *Runtime) ports() *FrameworkPorts { return r.fw.Load() }
+func (r *Runtime) ports() *ports.Framework { return r.fw.Load() }
 
-func (r *Runtime) eachPodHandler(f func(cache.ResourceEventHandler)) {
-	r.hmu.Lock()
-	hs := r.podHandlers
-	r.hmu.Unlock()
-	for _, h := range hs {
-		f(h)
-	}
-}
-
-// addPodHandler adds a handler of the scheduler's pod events. Parts are built
-// while the scheduler is set up, before its informers start, so no event is
-// missed.
-func (r *Runtime) addPodHandler(h cache.ResourceEventHandler) {
-	r.hmu.Lock()
-	defer r.hmu.Unlock()
-	r.podHandlers = append(r.podHandlers, h)
-}
+// addPodHandler adds a handler of the scheduler's pod events.
+func (r *Runtime) addPodHandler(h cache.ResourceEventHandler) { r.podEvents.Add(h) }
 
 // Gangs returns the gang directory and lifecycle, building it on first use
 // over the framework's ports (the first ports given serve the process). It
 // fails with a clear message when the PodGroup CRD is not installed.
-func (r *Runtime) Gangs(fw FrameworkPorts) (*Gangs, error) {
+func (r *Runtime) Gangs(fw ports.Framework) (*gangs.Gangs, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.init(fw); err != nil {
 		return nil, err
 	}
 	if r.gangs.Load() == nil {
-		g, err := newGangs(r)
+		g, err := r.newGangs()
 		if err != nil {
 			return nil, err
 		}
@@ -200,10 +180,28 @@ func (r *Runtime) Gangs(fw FrameworkPorts) (*Gangs, error) {
 	return r.gangs.Load(), nil
 }
 
+// newGangs builds the gang part over the runtime. Callers hold r.mu.
+func (r *Runtime) newGangs() (*gangs.Gangs, error) {
+	if err := r.require(pgv1alpha1.SchemeGroupVersion.String(), "podgroups"); err != nil {
+		return nil, err
+	}
+	pgClient := r.clients.PodGroups
+	if pgClient == nil {
+		c, err := pgclientset.NewForConfig(r.crdCfg)
+		if err != nil {
+			return nil, err
+		}
+		pgClient = c
+	}
+	return gangs.New(gangs.Host{Ctx: r.ctx, Clock: r.clock, Framework: r.ports(), PodGroups: pgClient,
+		Dynamic: r.clients.Dynamic, Served: r.clients.Served, Leader: r.Leader, Syncs: r.syncs,
+		PodEvents: &r.podEvents, Queues: r.queues.Load, Activate: r.Activate, AwaitQueue: r.awaitQueue})
+}
+
 // Queues returns the queue accounting, building it on first use; the
 // profile's queue sort orders by queue share from then on. It fails with a
 // clear message when the Queue CRD is not installed.
-func (r *Runtime) Queues(fw FrameworkPorts, profile string, opts QueueOptions) (*Queues, error) {
+func (r *Runtime) Queues(fw ports.Framework, profile string, opts QueueOptions) (*Queues, error) {
 	gangs, err := r.Gangs(fw)
 	if err != nil {
 		return nil, err
@@ -230,7 +228,7 @@ func (r *Runtime) Queues(fw FrameworkPorts, profile string, opts QueueOptions) (
 
 // Topology returns the network topology, building it on first use. It fails
 // with a clear message when the NetworkTopology CRD is not installed.
-func (r *Runtime) Topology(fw FrameworkPorts, name string, useHyperNodes bool) (*Topology, error) {
+func (r *Runtime) Topology(fw ports.Framework, name string, useHyperNodes bool) (*Topology, error) {
 	if _, err := r.Gangs(fw); err != nil {
 		return nil, err
 	}
@@ -249,7 +247,7 @@ func (r *Runtime) Topology(fw FrameworkPorts, name string, useHyperNodes bool) (
 
 // NUMA returns the NUMA zone accounting, building it on first use. It fails
 // with a clear message when the NodeResourceTopology CRD is not installed.
-func (r *Runtime) NUMA(fw FrameworkPorts) (*NUMA, error) {
+func (r *Runtime) NUMA(fw ports.Framework) (*NUMA, error) {
 	if _, err := r.Gangs(fw); err != nil {
 		return nil, err
 	}
@@ -274,7 +272,7 @@ func (r *Runtime) phalanxInformers() (phalanxinformers.SharedInformerFactory, er
 		if err != nil {
 			return nil, err
 		}
-		r.phalanxFactory = phalanxinformers.NewSharedInformerFactoryWithOptions(client, 0, phalanxinformers.WithTransform(trimManagedFields))
+		r.phalanxFactory = phalanxinformers.NewSharedInformerFactoryWithOptions(client, 0, phalanxinformers.WithTransform(informersync.TrimManagedFields))
 	}
 	return r.phalanxFactory, nil
 }
@@ -311,7 +309,7 @@ func (r *Runtime) TopologyIfBuilt() *Topology { return r.topology.Load() }
 
 // GangsIfBuilt returns the gang directory and manager once a plugin built
 // them, else nil.
-func (r *Runtime) GangsIfBuilt() *Gangs { return r.gangs.Load() }
+func (r *Runtime) GangsIfBuilt() *gangs.Gangs { return r.gangs.Load() }
 
 // QueuesOrdering returns the queues when the profile orders by queue share
 // (its CapacityQueue is built), else nil.
@@ -368,17 +366,26 @@ func (r *Runtime) awaitQueue() {
 // changed): cached plan failures are void and gangs that failed to plan are
 // woken. It is the one change signal of the plugins.
 func (r *Runtime) Changed() {
-	if gangs := r.gangs.Load(); gangs != nil {
-		gangs.wakes.CapacityChanged()
+	if g := r.gangs.Load(); g != nil {
+		g.CapacityChanged()
 	}
 }
 
-// trimManagedFields drops metadata.managedFields from the objects the
-// runtime's informers cache, as kube-scheduler does for pods: nothing reads
-// them, and on a NodeResourceTopology object they are a large share of its size.
-func trimManagedFields(obj any) (any, error) {
-	if a, err := meta.Accessor(obj); err == nil && a.GetManagedFields() != nil {
-		a.SetManagedFields(nil)
+// UpstreamPodGroup is the Workload API PodGroup namespace/name as the
+// runtime's informer has it: nil while the API is not served, before the
+// gangs are built, or when the group is not known.
+func (r *Runtime) UpstreamPodGroup(namespace, name string) *schedulingv1beta1.PodGroup {
+	g := r.gangs.Load()
+	if g == nil {
+		return nil
 	}
-	return obj, nil
+	up := g.Upstream()
+	if up == nil {
+		return nil
+	}
+	pg, err := up.PodGroups.PodGroups(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return pg
 }

@@ -50,7 +50,7 @@ func TestDeferredSyncsListTogether(t *testing.T) {
 				return nil, err
 			}
 			_, err := rt.NUMA(ports.Of(h))
-			return parts{}, err
+			return plugintest.Parts{}, err
 		}})
 	if !together.Load() {
 		t.Errorf("the Queues informer listed and synced before the NodeResourceTopology informer started: the parts' syncs ran one after another")
@@ -68,7 +68,7 @@ func TestDeferredSyncsRunPostSyncSteps(t *testing.T) {
 	e := plugintest.New(t, plugintest.Objects{DeferSyncs: true}, plugintest.Plugin{Name: "Parts", Extensions: []string{"PreFilter"},
 		New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
 			_, err := rt.Queues(ports.Of(h), h.ProfileName(), runtime.QueueOptions{DefaultQueue: "default"})
-			return parts{}, err
+			return plugintest.Parts{}, err
 		}})
 	if _, err := e.Phalanx.SchedulingV1alpha1().Queues().Get(e.Ctx, "default", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the default queue was not made after AwaitSyncs: %v", err)
@@ -117,7 +117,7 @@ func TestCycleOnlySyncsListBesideTheScheduler(t *testing.T) {
 		New: func(ctx context.Context, h fwk.Handle, rt *runtime.Runtime) (fwk.Plugin, error) {
 			n, err := rt.NUMA(ports.Of(h))
 			numa.Store(n)
-			return parts{}, err
+			return plugintest.Parts{}, err
 		}})
 	if !beside.Load() {
 		t.Errorf("the NodeResourceTopology list ran before the scheduler's pod list began: it was awaited before kube-scheduler's informers started")

@@ -1,4 +1,4 @@
-package runtime
+package gangs
 
 import (
 	resourceapi "k8s.io/api/resource/v1"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 )
 
 // watchDevices retries failed gangs when devices may have been freed or
@@ -15,7 +16,7 @@ import (
 // plugin that turned it away registered it, and a gang turned away by its
 // cached failure waited for another event (a slice published after the
 // first plan left a gang unplanned for 20 s).
-func (g *Gangs) watchDevices(fw *FrameworkPorts) error {
+func (g *Gangs) watchDevices(fw *ports.Framework) error {
 	changed := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { g.wakes.CapacityChanged() },
 		UpdateFunc: func(any, any) { g.wakes.CapacityChanged() },

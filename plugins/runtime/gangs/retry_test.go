@@ -1,4 +1,4 @@
-package runtime_test
+package gangs_test
 
 import (
 	"slices"
@@ -21,7 +21,7 @@ import (
 // Before this, such a gang waited for the sweep's retry (20 s), and a
 // replay that ended first reported it never started.
 func TestStaleFailureWoken(t *testing.T) {
-	e, gangs, _ := build(t, plugintest.Objects{})
+	e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{})
 	ref := gang.Ref{Namespace: "default", Name: "g"}
 	gangs.GroupAdded(plugintest.PodGroup("g", 2))
 	rep, sibling := plugintest.Pod("g-0", "g", "1", 1), plugintest.Pod("g-1", "g", "1", 1)

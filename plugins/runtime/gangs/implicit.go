@@ -1,4 +1,4 @@
-package runtime
+package gangs
 
 import (
 	"fmt"
@@ -25,7 +25,7 @@ import (
 // implicit-gang member, when this replica leads. It runs from the pod
 // informer's handler, never from a scheduling cycle.
 func (g *Gangs) ensureImplicitFor(pod *v1.Pod) {
-	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !g.rt.Leader.Leading() {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || !g.host.Leader.Leading() {
 		return
 	}
 	ref, implicit, ok, err := g.Resolve(pod)
@@ -74,7 +74,7 @@ func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
 	}
 	retry := func() { g.release(key) }
 	go func() {
-		ctx := g.rt.ctx
+		ctx := g.host.Ctx
 		client := g.pgClient.SchedulingV1alpha1().PodGroups(pod.Namespace)
 		if !exists {
 			pg := workload.PodGroupFor(pod, im)

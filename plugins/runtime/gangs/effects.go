@@ -1,4 +1,4 @@
-package runtime
+package gangs
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func (e effects) Wake(ref gang.Ref) { e.g.Wake(ref) }
 func (e effects) WakeOne(ref gang.Ref, why string) { e.g.wakes.WakeOne(why, ref) }
 
 func (e effects) Activate(pod *v1.Pod) {
-	e.g.rt.Activate(gang.WakeRetryAfter, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
+	e.g.host.Activate(gang.WakeRetryAfter, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})
 }
 
 func (e effects) Evict(ctx context.Context, pods []*v1.Pod, reason, message string) {

@@ -1,4 +1,4 @@
-package runtime
+package gangs
 
 import (
 	"k8s.io/apimachinery/pkg/labels"

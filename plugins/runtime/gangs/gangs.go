@@ -1,4 +1,10 @@
-package runtime
+// Package gangs is the gang part of the scheduler process's runtime: it
+// builds the gang directory (internal/workload), lifecycle and manager
+// (internal/gang), readiness gate, waker (internal/requeue) and status writer
+// (internal/status) once, wires them to each other, and keeps them current
+// from the informers' events. plugins/runtime builds it over the
+// framework's ports; the plugins read it.
+package gangs
 
 import (
 	"context"
@@ -13,25 +19,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/dynamic"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
-	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
+	"k8s.io/utils/clock"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	pginformers "sigs.k8s.io/scheduler-plugins/pkg/generated/informers/externalversions"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/admission"
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/devices/schedulerdra"
 	"github.com/phalanx-sched/phalanx/internal/eviction"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/informersync"
+	"github.com/phalanx-sched/phalanx/internal/leadership"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/requeue"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 	"github.com/phalanx-sched/phalanx/internal/workload/readiness"
+	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 )
 
 // GangPlugin is the plugin whose Permit holds gang members; teardowns reject
@@ -43,8 +53,8 @@ const GangPlugin = "Coscheduling"
 // upstream PodGroup), its members, and the lifecycle that plans, holds and
 // releases it.
 type Gangs struct {
-	rt        *Runtime
-	fw        *FrameworkPorts
+	host      Host
+	fw        *ports.Framework
 	Lifecycle *gang.Lifecycle
 	// Manager decides for the gangs (plan, reserve, make room, dry runs)
 	// over Lifecycle, through this directory and the runtime's effects.
@@ -81,31 +91,46 @@ type Gangs struct {
 	order orderKeys
 }
 
-func newGangs(r *Runtime) (*Gangs, error) {
-	ctx, fw := r.ctx, r.ports()
-	if err := r.require(pgv1alpha1.SchemeGroupVersion.String(), "podgroups"); err != nil {
-		return nil, err
-	}
-	pgClient := r.clients.PodGroups
-	if pgClient == nil {
-		c, err := pgclientset.NewForConfig(r.crdCfg)
-		if err != nil {
-			return nil, err
-		}
-		pgClient = c
-	}
+// Host is what the gang part takes from the runtime that builds it.
+type Host struct {
+	Ctx       context.Context
+	Clock     clock.WithDelayedExecution
+	Framework *ports.Framework
+	// PodGroups is the scheduler-plugins PodGroup client (the CRD is served).
+	PodGroups pgclientset.Interface
+	// Dynamic reads workloads of other API groups (JobSet, LeaderWorkerSet)
+	// whose startup policy can keep a gang from forming; nil: not read.
+	Dynamic dynamic.Interface
+	// Served reports whether the API server serves a resource.
+	Served func(groupVersion, resource string) (bool, error)
+	Leader *leadership.Leadership
+	Syncs  *informersync.Syncs
+	// PodEvents delivers the scheduler's pod events.
+	PodEvents *ports.PodEvents
+	// Queues is the queue accounting once a profile built it, else nil.
+	Queues func() *admission.Queues
+	// Activate moves pods to the active queue, counted under reason.
+	Activate func(reason string, pods map[string]*v1.Pod)
+	// AwaitQueue returns once the scheduling queue's event pass under way is over.
+	AwaitQueue func()
+}
+
+// New builds the gang part over its host and starts its informers (through
+// the host's Syncs) and background work (on the host's context).
+func New(h Host) (*Gangs, error) {
+	ctx, fw, pgClient := h.Ctx, h.Framework, h.PodGroups
 	metrics.Register()
 	g := &Gangs{
-		rt: r, fw: fw, pgClient: pgClient,
+		host: h, fw: fw, pgClient: pgClient,
 		pods:      fw.Informers.Core().V1().Pods().Lister(),
 		podEvents: map[types.UID]string{},
 		implicit:  map[string]bool{},
 	}
-	g.Lifecycle = gang.NewLifecycle(r.clock, g)
-	g.wakes = requeue.New(requeue.Ports{Directory: directory{g}, Lifecycle: g.Lifecycle, Clock: r.clock,
-		Activate: r.Activate, AwaitQueue: r.awaitQueue, LoopStarted: r.Leader.LoopStarted,
+	g.Lifecycle = gang.NewLifecycle(h.Clock, g)
+	g.wakes = requeue.New(requeue.Ports{Directory: directory{g}, Lifecycle: g.Lifecycle, Clock: h.Clock,
+		Activate: h.Activate, AwaitQueue: h.AwaitQueue, LoopStarted: h.Leader.LoopStarted,
 		QueueRefused: func(ref gang.Ref) bool {
-			q := r.queues.Load()
+			q := h.Queues()
 			return q != nil && q.Blocked(ref)
 		}})
 	g.Devices = schedulerdra.New(fw.DRA, fw.Client)
@@ -118,12 +143,12 @@ func newGangs(r *Runtime) (*Gangs, error) {
 		}
 	}
 	g.Status = status.NewWriter(pgClient, fw.Client, fw.Events, trackPending)
-	g.Status.Leading = r.Leader.Leading
-	g.Status.Clock = r.clock
-	r.Leader.OnLead(g.Status.RequeueAll)
-	r.Leader.OnLead(g.clearStaleHeld)
+	g.Status.Leading = h.Leader.Leading
+	g.Status.Clock = h.Clock
+	h.Leader.OnLead(g.Status.RequeueAll)
+	h.Leader.OnLead(g.clearStaleHeld)
 
-	factory := pginformers.NewSharedInformerFactoryWithOptions(pgClient, 0, pginformers.WithTransform(trimManagedFields))
+	factory := pginformers.NewSharedInformerFactoryWithOptions(pgClient, 0, pginformers.WithTransform(informersync.TrimManagedFields))
 	pgInformer := factory.Scheduling().V1alpha1().PodGroups()
 	dir, err := workload.NewDirectory(fw.Informers.Core().V1().Pods().Informer(), pgInformer.Informer(),
 		workload.PodGroups{Lister: pgInformer.Lister()}, g.Lifecycle.PlacedUIDs)
@@ -132,10 +157,10 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	}
 	g.Directory = dir
 	g.Gate = readiness.New(readiness.Ports{Directory: dir, Lifecycle: g.Lifecycle, Conditions: g.Status, Quorum: g.wakes,
-		Workloads: readiness.APIWorkloads{Kube: fw.Client, Dynamic: r.clients.Dynamic}, PodEvent: g.PodEvent,
+		Workloads: readiness.APIWorkloads{Kube: fw.Client, Dynamic: h.Dynamic}, PodEvent: g.PodEvent,
 		InBackground: g.inBackground, WorkloadAPIRecheck: func() time.Duration { return WorkloadAPIRecheck },
-		Clock: r.clock, Ctx: r.ctx})
-	r.addPodHandler(cache.ResourceEventHandlerFuncs{
+		Clock: h.Clock, Ctx: h.Ctx})
+	h.PodEvents.Add(cache.ResourceEventHandlerFuncs{
 		AddFunc:    g.onPodAdd,
 		UpdateFunc: g.onPodUpdate,
 		DeleteFunc: g.onPodDelete,
@@ -159,7 +184,7 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	if _, err := pgInformer.Informer().AddEventHandler(g.groupEvents); err != nil {
 		return nil, err
 	}
-	if err := r.syncs.Part("PodGroups", factory.Start, func(stop <-chan struct{}) []string {
+	if err := h.Syncs.Part("PodGroups", factory.Start, func(stop <-chan struct{}) []string {
 		return informersync.Unsynced(factory.WaitForCacheSync(stop))
 	}); err != nil {
 		return nil, err
@@ -169,12 +194,12 @@ func newGangs(r *Runtime) (*Gangs, error) {
 	// default): looked for now and every WorkloadAPIRecheck.
 	g.workloadAPI = newWorkloadAPI(g)
 	// Consolidation's own args (Coscheduling's), as the manager reads them.
-	g.evictor = eviction.New(g.fw.Client, g.fw.Events, g.pods, r.clients.Served, r.clock,
+	g.evictor = eviction.New(g.fw.Client, g.fw.Events, g.pods, h.Served, h.Clock,
 		func() time.Duration { return g.Manager.Consolidation.EvictionGrace })
 	g.workloadAPI.check(ctx)
 	go g.workloadAPI.run(ctx)
-	r.Leader.OnLead(g.ensureAllImplicit)
-	r.syncs.After(g.clearStaleHeld) // held annotations of an earlier incarnation
+	h.Leader.OnLead(g.ensureAllImplicit)
+	h.Syncs.After(g.clearStaleHeld) // held annotations of an earlier incarnation
 	go g.Status.Run(ctx)
 	return g, nil
 }
@@ -225,24 +250,32 @@ func (g *Gangs) release(key string) {
 // died. The framework counts nominated pods on their node, so the stale
 // nomination would make the node look taken to every plan.
 func (g *Gangs) clearNomination(pod *v1.Pod) {
-	if !g.rt.Leader.Leading() {
+	if !g.host.Leader.Leading() {
 		// The leader's nominations are not a standby's to clear.
 		return
 	}
 	g.inBackground("nomination/"+string(pod.UID), func() {
 		body := []byte(`{"status":{"nominatedNodeName":null}}`)
-		_, err := g.fw.Client.CoreV1().Pods(pod.Namespace).Patch(g.rt.ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+		_, err := g.fw.Client.CoreV1().Pods(pod.Namespace).Patch(g.host.Ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 		if err != nil {
 			if !apierrors.IsNotFound(err) {
-				klog.FromContext(g.rt.ctx).V(2).Info("Clearing a stale nomination", "pod", klog.KObj(pod), "err", err)
+				klog.FromContext(g.host.Ctx).V(2).Info("Clearing a stale nomination", "pod", klog.KObj(pod), "err", err)
 			}
 			return
 		}
 		// The room the nomination seemed to take is free: plans that failed
 		// for it may succeed now.
-		g.rt.Changed()
+		g.CapacityChanged()
 	})
 }
+
+// CapacityChanged is the one change signal: capacity or constraints may
+// have changed without an event the scheduling queue sees, so cached plan
+// failures are void and the gangs that failed to plan are woken (paced).
+func (g *Gangs) CapacityChanged() { g.wakes.CapacityChanged() }
+
+// WakeLead wakes one member to plan the gang (requeue.Waker.WakeLead).
+func (g *Gangs) WakeLead(reason string, ref gang.Ref) { g.wakes.WakeLead(reason, ref) }
 
 // Wake moves the pending members of the gangs back to the active queue.
 func (g *Gangs) Wake(refs ...gang.Ref) { g.wakes.Wake(metrics.WokenPlanned, refs...) }
@@ -256,7 +289,7 @@ func (g *Gangs) Refused(pod *v1.Pod) { g.wakes.Refused(pod) }
 
 // PodEvent records a warning on a pod, once per distinct message.
 func (g *Gangs) PodEvent(pod *v1.Pod, reason, msg string) {
-	if !g.rt.Leader.Leading() {
+	if !g.host.Leader.Leading() {
 		return
 	}
 	g.mu.Lock()
@@ -288,7 +321,7 @@ func (g *Gangs) Released(ref gang.Ref, reserved []types.UID, reason, message str
 		g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
 	}
 	metrics.PlanOutcomes.WithLabelValues(reason).Inc()
-	g.rt.Changed()
+	g.CapacityChanged()
 }
 
 // maxUnplacedNamed bounds the members a timeout message names.
@@ -349,21 +382,21 @@ func (g *Gangs) TrackWorkload(halfLife time.Duration) {
 // bound members are evicted, so that no gang holds capacity it cannot use and
 // the gang can start whole later.
 func (g *Gangs) StartSweeper(defaultTimeout, every time.Duration) {
-	ctx := g.rt.ctx
+	ctx := g.host.Ctx
 	g.sweeperOnce.Do(func() {
 		var tick func()
 		tick = func() {
 			if ctx.Err() != nil {
 				return
 			}
-			if g.rt.Leader.Leading() {
+			if g.host.Leader.Leading() {
 				g.sweep(ctx, defaultTimeout)
 			}
-			g.rt.clock.AfterFunc(every, func() { go tick() })
+			g.host.Clock.AfterFunc(every, func() { go tick() })
 		}
 		// A fake clock runs AfterFunc callbacks under its lock: the sweep,
 		// which reads the clock, runs on its own goroutine.
-		g.rt.clock.AfterFunc(every, func() { go tick() })
+		g.host.Clock.AfterFunc(every, func() { go tick() })
 	})
 }
 

@@ -1,4 +1,4 @@
-package runtime_test
+package gangs_test
 
 import (
 	"testing"
@@ -60,7 +60,7 @@ func TestEvictionRequests(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pods := movedGang(tt.responders)
-			e, gangs, _ := build(t, plugintest.Objects{Pods: pods, EvictionRequests: tt.served})
+			e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{Pods: pods, EvictionRequests: tt.served})
 			gangs.Manager.Consolidation.EvictionGrace = tt.grace
 			present := func(name string) bool {
 				p, err := e.Client.CoreV1().Pods("default").Get(e.Ctx, name, metav1.GetOptions{})

@@ -1,4 +1,4 @@
-package runtime_test
+package gangs_test
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload/readiness"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
-	"github.com/phalanx-sched/phalanx/plugins/runtime"
+	"github.com/phalanx-sched/phalanx/plugins/runtime/gangs"
 	"k8s.io/utils/ptr"
 )
 
@@ -26,7 +26,7 @@ import (
 // flight or the informer lags; deleted while its pods remain, it is made
 // again (once).
 func TestImplicitPodGroupRecreated(t *testing.T) {
-	e, gangs, _ := build(t, plugintest.Objects{})
+	e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{})
 	member := func(name string) *v1.Pod {
 		pod := plugintest.Pod(name, "", "1", 0)
 		pod.Annotations = map[string]string{phalanxv1alpha1.GangSizeAnnotation: "2"}
@@ -77,7 +77,7 @@ func TestImplicitPodGroupRecreated(t *testing.T) {
 // TestStatusWriterUsesRuntimeClock: the gang status writer stamps conditions
 // with the runtime's injected clock (TestStatusWriterClock checks the stamp).
 func TestStatusWriterUsesRuntimeClock(t *testing.T) {
-	e, gangs, _ := build(t, plugintest.Objects{})
+	e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{})
 	if gangs.Status.Clock != e.Clock {
 		t.Fatal("the status writer does not use the runtime's clock")
 	}
@@ -90,7 +90,7 @@ func TestStatusWriterUsesRuntimeClock(t *testing.T) {
 // per-pod map of the runtime is empty.
 func TestGangStatePruned(t *testing.T) {
 	const n = 10000
-	e, gangs, queues := build(t, plugintest.Objects{})
+	e, gangs, queues := plugintest.BuildParts(t, plugintest.Objects{})
 	gangs.Status.Leading = func() bool { return false } // no event per gang: conditions wait, unsaid
 	type gangObjs struct{ pg, member, plain any }
 	var all []gangObjs
@@ -164,8 +164,8 @@ func TestGangStatePruned(t *testing.T) {
 // failedGangs adds gangs a and b, each of two pending members, whose plans
 // failed after taking cost each, and a plain pod; woken says which gangs
 // had members activated since the last call, and how often the plain pod was.
-func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *runtime.Gangs, refs []gang.Ref, plain *v1.Pod, woken func() (gangsWoken []string, plainPods int)) {
-	e, gangs, _ = build(t, plugintest.Objects{})
+func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *gangs.Gangs, refs []gang.Ref, plain *v1.Pod, woken func() (gangsWoken []string, plainPods int)) {
+	e, gangs, _ = plugintest.BuildParts(t, plugintest.Objects{})
 	for _, name := range []string{"a", "b"} {
 		gangs.GroupAdded(plugintest.PodGroup(name, 2))
 		ref := gang.Ref{Namespace: "default", Name: name}
@@ -301,7 +301,7 @@ func TestFailedGangRetriesPaced(t *testing.T) {
 // completes it starts running (Coscheduling lists no bound pod's update:
 // TestPodEventsSpareBinds), not before, and not for another gang's pods.
 func TestDependencyRunningWakesDependents(t *testing.T) {
-	e, gangs, _ := build(t, plugintest.Objects{})
+	e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{})
 	gangs.GroupAdded(plugintest.PodGroup("prep", 2))
 	train := plugintest.PodGroup("train", 1)
 	train.Annotations = map[string]string{phalanxv1alpha1.DependsOnAnnotation: "prep"}

@@ -1,4 +1,4 @@
-package runtime
+package gangs
 
 import (
 	"sync"
@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
+	"github.com/phalanx-sched/phalanx/internal/admission"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 )
 
@@ -21,7 +22,7 @@ type OrderKey struct {
 
 // Less orders two keys by gang.Compare (queues' shares when queues is set),
 // then by the time each pod entered the queue.
-func Less(a, b OrderKey, queues *Queues) bool {
+func Less(a, b OrderKey, queues *admission.Queues) bool {
 	var byQueue func(a, b string) int
 	if queues != nil {
 		byQueue = queues.Ordering().Compare
@@ -53,6 +54,10 @@ type cachedKey struct {
 	key             OrderKey
 }
 
+// OrderChanged voids every cached sort key: a namespace's or queue's label
+// changed what queue pods sort under.
+func (g *Gangs) OrderChanged() { g.order.changed() }
+
 // changed voids every cached key.
 func (o *orderKeys) changed() {
 	o.mu.Lock()
@@ -68,7 +73,7 @@ func (o *orderKeys) forget(uid types.UID) {
 
 // OrderKey returns the pod's sort key; queues is nil unless the profile
 // orders by queue share. It reads caches only: it never writes to the API.
-func (g *Gangs) OrderKey(pod *v1.Pod, queued time.Time, queues *Queues) OrderKey {
+func (g *Gangs) OrderKey(pod *v1.Pod, queued time.Time, queues *admission.Queues) OrderKey {
 	o := &g.order
 	o.mu.Lock()
 	c, ok := o.keys[pod.UID]
@@ -94,7 +99,7 @@ func (g *Gangs) OrderKey(pod *v1.Pod, queued time.Time, queues *Queues) OrderKey
 	return k
 }
 
-func (g *Gangs) orderKey(pod *v1.Pod, gen uint64, queues *Queues) cachedKey {
+func (g *Gangs) orderKey(pod *v1.Pod, gen uint64, queues *admission.Queues) cachedKey {
 	c := cachedKey{gen: gen, resourceVersion: pod.ResourceVersion, byQueue: queues != nil}
 	c.key = OrderKey{Order: gang.Order{Priority: corev1helpers.PodPriority(pod), Namespace: pod.Namespace, Name: pod.Name}}
 	ref, spec, ok, err := g.GangOf(pod)

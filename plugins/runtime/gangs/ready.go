@@ -1,4 +1,4 @@
-package runtime
+package gangs
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 // Started records that the gang reached its quorum: its members go through
 // together.
 func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
-	metrics.GangWait.Observe(g.rt.clock.Since(spec.Created).Seconds())
+	metrics.GangWait.Observe(g.host.Clock.Since(spec.Created).Seconds())
 	g.Status.Set(spec, status.Condition{Status: metav1.ConditionTrue, Reason: status.ReasonScheduled,
 		Message: fmt.Sprintf("%d of %d members placed; the gang starts", placed, gang.Quorum(spec))})
 	klog.FromContext(ctx).V(3).Info("Gang reached its quorum", "gang", spec.Ref, "placed", placed)

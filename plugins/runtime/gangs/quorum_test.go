@@ -1,4 +1,4 @@
-package runtime_test
+package gangs_test
 
 import (
 	"fmt"
@@ -14,19 +14,19 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/requeue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
-	"github.com/phalanx-sched/phalanx/plugins/runtime"
+	"github.com/phalanx-sched/phalanx/plugins/runtime/gangs"
 )
 
 // quorumLed builds gang g of minMember 3 once the scheduling loop has
 // started: g-0 and g-1 are turned away by PreEnqueue (Ready) for lack of
 // members, g-2 completes the quorum. It returns once the quorum's wake has
 // come, with what it woke.
-func quorumLed(t *testing.T) (e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, pods []*v1.Pod, first []string) {
+func quorumLed(t *testing.T) (e *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, pods []*v1.Pod, first []string) {
 	return quorumBuilt(t, true)
 }
 
-func quorumBuilt(t *testing.T, loopStarted bool) (e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, pods []*v1.Pod, first []string) {
-	e, gangs, _ = build(t, plugintest.Objects{})
+func quorumBuilt(t *testing.T, loopStarted bool) (e *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, pods []*v1.Pod, first []string) {
+	e, gangs, _ = plugintest.BuildParts(t, plugintest.Objects{})
 	if loopStarted {
 		gangs.MarkLeading()
 	}
@@ -141,10 +141,10 @@ func TestNoSleepersBeforeLoop(t *testing.T) {
 func TestQuorumSleepersWoken(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		do   func(e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, lead *v1.Pod)
+		do   func(e *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, lead *v1.Pod)
 	}{
-		{"the gang planned", func(_ *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, _ *v1.Pod) { gangs.Wake(ref) }},
-		{"the lead refused by another plugin", func(_ *plugintest.Env, gangs *runtime.Gangs, _ gang.Ref, lead *v1.Pod) {
+		{"the gang planned", func(_ *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, _ *v1.Pod) { gangs.Wake(ref) }},
+		{"the lead refused by another plugin", func(_ *plugintest.Env, gangs *gangs.Gangs, _ gang.Ref, lead *v1.Pod) {
 			// Its PreFilter rejected the lead, so Coscheduling's PostFilter
 			// may not run: the scheduler's status write tells.
 			refused := lead.DeepCopy()
@@ -153,8 +153,8 @@ func TestQuorumSleepersWoken(t *testing.T) {
 				Reason: v1.PodReasonUnschedulable, Message: `persistentvolumeclaim "data" not found`}}
 			gangs.PodUpdated(lead, refused)
 		}},
-		{"the lead deleted", func(_ *plugintest.Env, gangs *runtime.Gangs, _ gang.Ref, lead *v1.Pod) { gangs.PodDeleted(lead) }},
-		{"the lead overdue", func(e *plugintest.Env, gangs *runtime.Gangs, _ gang.Ref, _ *v1.Pod) {
+		{"the lead deleted", func(_ *plugintest.Env, gangs *gangs.Gangs, _ gang.Ref, lead *v1.Pod) { gangs.PodDeleted(lead) }},
+		{"the lead overdue", func(e *plugintest.Env, gangs *gangs.Gangs, _ gang.Ref, _ *v1.Pod) {
 			e.Clock.Step(requeue.LeadWait - time.Second)
 			gangs.Sweep()
 			if woken := e.Activated(); slices.Contains(woken, "default/g-1") {
@@ -185,7 +185,7 @@ func TestQuorumSleepersWoken(t *testing.T) {
 // leads and the others sleep until its plan wakes them, so they enter the
 // queue as a planned gang's, at its front.
 func TestResumeWakesLead(t *testing.T) {
-	e, gangs, _ := build(t, plugintest.Objects{})
+	e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{})
 	gangs.MarkLeading()
 	ref, pods := gangOfThree(gangs)
 	gangs.Lifecycle.CommitPlan(ref, &gang.Plan{Slots: map[string]map[string]int{"n1": {"w": 3}}},
@@ -231,7 +231,7 @@ func TestResumeWakesLead(t *testing.T) {
 // gang was retried each time a pod finished anywhere, and on the 512-node
 // trace the active queue held thousands of them.
 func TestQueueRefusedGangWakesLead(t *testing.T) {
-	e, gangs, queues := build(t, plugintest.Objects{})
+	e, gangs, queues := plugintest.BuildParts(t, plugintest.Objects{})
 	gangs.MarkLeading()
 	ref, pods := gangOfThree(gangs)
 	waitWoken(e, "the quorum wakes the gang", "default/g-0", "default/g-1", "default/g-2")
@@ -302,12 +302,12 @@ func TestMembersAfterQuorumSleep(t *testing.T) {
 }
 
 // gangOfThree adds gang g of minMember 3 and its members g-0, g-1, g-2.
-func gangOfThree(gangs *runtime.Gangs) (gang.Ref, []*v1.Pod) {
+func gangOfThree(gangs *gangs.Gangs) (gang.Ref, []*v1.Pod) {
 	return threeMembers(gangs, "g", 3)
 }
 
 // threeMembers adds gang name of minMember and its members name-0 to name-2.
-func threeMembers(gangs *runtime.Gangs, name string, minMember int32) (gang.Ref, []*v1.Pod) {
+func threeMembers(gangs *gangs.Gangs, name string, minMember int32) (gang.Ref, []*v1.Pod) {
 	gangs.GroupAdded(plugintest.PodGroup(name, minMember))
 	var pods []*v1.Pod
 	for i := 0; i < 3; i++ {
@@ -319,7 +319,7 @@ func threeMembers(gangs *runtime.Gangs, name string, minMember int32) (gang.Ref,
 }
 
 // planWakes makes the lead's plan and waits until it woke the members.
-func planWakes(e *plugintest.Env, gangs *runtime.Gangs, ref gang.Ref, members ...string) {
+func planWakes(e *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, members ...string) {
 	e.T.Helper()
 	gangs.Wake(ref)
 	waitWoken(e, "the plan wakes the sleepers", members...)
@@ -345,7 +345,7 @@ func waitWoken(e *plugintest.Env, what string, members ...string) {
 // reclaim victim old enough, its reservation taken) goes through one member;
 // the others sleep until its plan wakes them.
 func TestRetryWithoutPlanWakesLead(t *testing.T) {
-	e, gangs, _ := build(t, plugintest.Objects{})
+	e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{})
 	gangs.MarkLeading()
 	ref, _ := gangOfThree(gangs)
 	waitWoken(e, "the quorum wakes the gang", "default/g-0", "default/g-1", "default/g-2")
@@ -361,7 +361,7 @@ func TestRetryWithoutPlanWakesLead(t *testing.T) {
 // completes the quorum and wakes a lead. Coscheduling's queueing hint does
 // not see bound pods arrive, so the runtime must.
 func TestBoundMemberCompletesQuorum(t *testing.T) {
-	e, gangs, _ := build(t, plugintest.Objects{})
+	e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{})
 	gangs.GroupAdded(plugintest.PodGroup("g", 3))
 	var pods []*v1.Pod
 	for i := 0; i < 3; i++ {

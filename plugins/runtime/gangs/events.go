@@ -1,4 +1,4 @@
-package runtime
+package gangs
 
 // The informers' events as the gang directory and lifecycle see them: pods
 // (members arriving, starting, refused, deleted), nodes and group objects.
@@ -60,7 +60,7 @@ func (g *Gangs) onPodAdd(obj any) {
 	}
 	// Every pod the scheduler learns of, running or new, is a sample of the
 	// workload whose shapes placement keeps room for.
-	g.Manager.Workload.Observe(resources.PodRequests(pod), g.rt.clock.Now())
+	g.Manager.Workload.Observe(resources.PodRequests(pod), g.host.Clock.Now())
 	if pod.Spec.NodeName == "" {
 		g.ensureImplicitFor(pod)
 		g.memberArrived(pod)
@@ -273,7 +273,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 	g.order.changed()
 	// Members name their queue through the group's label: charge them again.
 	if old == nil || old.Labels[queueLabel] != spec.Labels[queueLabel] {
-		if q := g.rt.queues.Load(); q != nil {
+		if q := g.host.Queues(); q != nil {
 			q.Recharge(spec.Namespace, &spec.Ref)
 		}
 	}
@@ -301,11 +301,11 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	for _, m := range members {
 		g.ensureImplicitFor(m)
 	}
-	if q := g.rt.queues.Load(); q != nil {
+	if q := g.host.Queues(); q != nil {
 		q.Unblock(spec.Ref, nil)
 	}
 	g.wakes.Wake(metrics.WokenGroupChanged, spec.Ref)
-	g.rt.Changed()
+	g.CapacityChanged()
 }
 
 // sameInputs reports whether two versions of a gang's group object say the

@@ -1,4 +1,4 @@
-package runtime
+package gangs
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type workloadAPI struct {
 
 func newWorkloadAPI(g *Gangs) *workloadAPI {
 	w := &workloadAPI{g: g}
-	w.follower = &served.Follower{Served: g.rt.clients.Served, Apply: w.apply}
+	w.follower = &served.Follower{Served: g.host.Served, Apply: w.apply}
 	return w
 }
 
@@ -72,7 +72,7 @@ func (w *workloadAPI) apply(ctx context.Context, _, want served.WorkloadAPI) boo
 func (w *workloadAPI) start(ctx context.Context, want served.WorkloadAPI) error {
 	fw := w.g.fw
 	ictx, cancel := context.WithCancel(ctx)
-	factory := informers.NewSharedInformerFactoryWithOptions(fw.Client, 0, informers.WithTransform(trimManagedFields))
+	factory := informers.NewSharedInformerFactoryWithOptions(fw.Client, 0, informers.WithTransform(informersync.TrimManagedFields))
 	pgInformer := factory.Scheduling().V1beta1().PodGroups()
 	if err := pgInformer.Informer().AddIndexers(cache.Indexers{parentIndex: indexByParent}); err != nil {
 		cancel()
@@ -138,23 +138,4 @@ func indexByParent(obj any) ([]string, error) {
 		return []string{pg.Namespace + "/" + p}, nil
 	}
 	return nil, nil
-}
-
-// UpstreamPodGroup is the Workload API PodGroup namespace/name as the
-// runtime's informer has it: nil while the API is not served, before the
-// gangs are built, or when the group is not known.
-func (r *Runtime) UpstreamPodGroup(namespace, name string) *schedulingv1beta1.PodGroup {
-	g := r.gangs.Load()
-	if g == nil {
-		return nil
-	}
-	up := g.Upstream()
-	if up == nil {
-		return nil
-	}
-	pg, err := up.PodGroups.PodGroups(namespace).Get(name)
-	if err != nil {
-		return nil
-	}
-	return pg
 }

@@ -1,4 +1,4 @@
-package runtime
+package gangs
 
 import (
 	"time"
@@ -35,7 +35,7 @@ func (g *Gangs) sizes() map[string]int {
 	for k, n := range g.Status.Tracked() {
 		out["status."+k] = n
 	}
-	if q := g.rt.queues.Load(); q != nil {
+	if q := g.host.Queues(); q != nil {
 		for k, n := range q.Sizes() {
 			out["queues."+k] = n
 		}
@@ -74,28 +74,28 @@ func (g *Gangs) PodAdded(obj any) {
 	if err := g.PodIndex().Add(obj); err != nil {
 		panic(err)
 	}
-	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnAdd(obj, false) })
+	g.host.PodEvents.Each(func(h cache.ResourceEventHandler) { h.OnAdd(obj, false) })
 }
 
 func (g *Gangs) PodUpdated(oldObj, obj any) {
 	if err := g.PodIndex().Update(obj); err != nil {
 		panic(err)
 	}
-	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnUpdate(oldObj, obj) })
+	g.host.PodEvents.Each(func(h cache.ResourceEventHandler) { h.OnUpdate(oldObj, obj) })
 }
 
 func (g *Gangs) PodDeleted(obj any) {
 	if err := g.PodIndex().Delete(obj); err != nil {
 		panic(err)
 	}
-	g.rt.eachPodHandler(func(h cache.ResourceEventHandler) { h.OnDelete(obj) })
+	g.host.PodEvents.Each(func(h cache.ResourceEventHandler) { h.OnDelete(obj) })
 }
 
 // WakeFailed runs the change signal's wakes in the caller's goroutine.
 func (g *Gangs) WakeFailed() { g.wakes.CapacityChanged() }
 
 // Sweep runs one sweep in the caller's goroutine.
-func (g *Gangs) Sweep() { g.sweep(g.rt.ctx, time.Minute) }
+func (g *Gangs) Sweep() { g.sweep(g.host.Ctx, time.Minute) }
 
 // PodLister is the runtime's view of pods (its informer's).
 func (g *Gangs) PodLister() corelisters.PodLister { return g.pods }
@@ -110,4 +110,4 @@ func (g *Gangs) RetryStaleFailure(pod *v1.Pod, gone any) bool {
 
 // MarkLeading is what Coscheduling's PreFilter calls on each cycle: the
 // scheduling loop has started.
-func (g *Gangs) MarkLeading() { g.rt.Leader.CycleRan() }
+func (g *Gangs) MarkLeading() { g.host.Leader.CycleRan() }
