@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/phalanx-sched/phalanx/internal/bench/host"
-	"github.com/phalanx-sched/phalanx/internal/bench/schedproc"
 	"github.com/phalanx-sched/phalanx/internal/bench/stats"
 	"github.com/phalanx-sched/phalanx/internal/estimator/estimatortest"
 	"github.com/phalanx-sched/phalanx/internal/estimator/karmadapb"
@@ -64,7 +63,7 @@ func Run(ctx context.Context, o Options) (rep Report, err error) {
 	defer conn.Close()
 
 	calls := newQueries(est, o.GangSize)
-	if err := waitWholeMember(ctx, o, calls.replicas, sched); err != nil {
+	if err := waitWholeMember(ctx, o, calls.replicas, sched.LogTail); err != nil {
 		return rep, err
 	}
 	rep.Setup = time.Since(start)
@@ -115,8 +114,8 @@ func newQueries(est karmadapb.EstimatorClient, gangSize int) queries {
 // waitWholeMember waits for the estimator's first full answer. The first
 // answer waits for the estimator to serve (informers synced); the count of
 // single replicas is exact once the planner's snapshot holds every node and
-// fill pod.
-func waitWholeMember(ctx context.Context, o Options, replicas query, sched *schedproc.Process) error {
+// fill pod. logTail is the scheduler's log, for the error.
+func waitWholeMember(ctx context.Context, o Options, replicas query, logTail func() string) error {
 	_, _, wantReplicas := Bounds(o.Nodes, o.GangSize)
 	fmt.Fprintf(o.Progress, "estimator: waiting for the estimator to see the whole member (%d single replicas)\n", wantReplicas)
 	var got int32
@@ -128,7 +127,7 @@ func waitWholeMember(ctx context.Context, o Options, replicas query, sched *sche
 		return callErr == nil && int(got) == wantReplicas, nil
 	})
 	if err != nil {
-		return fmt.Errorf("the estimator's count of single replicas is %d (%v), want %d: %w; scheduler log: %s", got, callErr, wantReplicas, err, sched.LogTail())
+		return fmt.Errorf("the estimator's count of single replicas is %d (%v), want %d: %w; scheduler log: %s", got, callErr, wantReplicas, err, logTail())
 	}
 	return nil
 }
@@ -159,7 +158,7 @@ func cases(o Options, calls queries) []benchCase {
 // runCases times each case (and profiles it, with o.Profile) into
 // rep.Cases; failed are the cases' failures, err a profiling error that
 // ends the run.
-func runCases(ctx context.Context, o Options, sched *schedproc.Process, cases []benchCase, rep *Report) (failed []error, err error) {
+func runCases(ctx context.Context, o Options, sched metricsSource, cases []benchCase, rep *Report) (failed []error, err error) {
 	for _, k := range cases {
 		ec := k.c
 		fmt.Fprintf(o.Progress, "estimator: %-8s warm-up and %d calls: ", ec.Name, o.Runs)

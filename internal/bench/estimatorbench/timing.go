@@ -22,8 +22,9 @@ import (
 	"github.com/phalanx-sched/phalanx/manifests"
 )
 
-// metricsSource is what the timing reads of the scheduler process: its
-// pid (for CPU time) and its HTTP endpoints (for /metrics).
+// metricsSource is what the timing and profiling read of the scheduler
+// process: its pid (for CPU time) and its HTTP endpoints (/metrics,
+// /debug/pprof).
 type metricsSource interface {
 	PID() int
 	Get(ctx context.Context, path string) ([]byte, error)
@@ -132,7 +133,7 @@ func estimatorSeconds(ctx context.Context, sched metricsSource) (float64, bool) 
 
 // profileCase calls the estimator back to back for at least o.ProfileSeconds
 // under the scheduler's CPU profiler.
-func profileCase(ctx context.Context, name string, call query, o Options, sched *schedproc.Process) (*profiles.Top, error) {
+func profileCase(ctx context.Context, name string, call query, o Options, sched metricsSource) (*profiles.Top, error) {
 	cp := profiles.StartCPUProfile(ctx, sched.Get)
 	deadline := time.Now().Add(time.Duration(o.ProfileSeconds) * time.Second)
 	calls := 0
