@@ -20,6 +20,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	phalanxfake "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned/fake"
@@ -32,27 +33,27 @@ import (
 type gangs struct {
 	mu    sync.Mutex
 	pods  cache.Indexer
-	of    map[types.UID]gang.Ref
-	specs map[gang.Ref]*gang.Spec
+	of    map[types.UID]ident.Ref
+	specs map[ident.Ref]*gang.Spec
 }
 
-func (g *gangs) RefOf(pod *v1.Pod) (gang.Ref, bool) {
+func (g *gangs) RefOf(pod *v1.Pod) (ident.Ref, bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	ref, ok := g.of[pod.UID]
 	return ref, ok
 }
 
-func (g *gangs) GangOf(pod *v1.Pod) (gang.Ref, *gang.Spec, bool, error) {
+func (g *gangs) GangOf(pod *v1.Pod) (ident.Ref, *gang.Spec, bool, error) {
 	ref, ok := g.RefOf(pod)
 	if !ok {
-		return gang.Ref{}, nil, false, nil
+		return ident.Ref{}, nil, false, nil
 	}
 	spec, err := g.Spec(ref)
 	return ref, spec, err == nil, err
 }
 
-func (g *gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
+func (g *gangs) Spec(ref ident.Ref) (*gang.Spec, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s, ok := g.specs[ref]; ok {
@@ -61,7 +62,7 @@ func (g *gangs) Spec(ref gang.Ref) (*gang.Spec, error) {
 	return nil, fmt.Errorf("no gang %s", ref)
 }
 
-func (g *gangs) Members(ref gang.Ref) []*v1.Pod {
+func (g *gangs) Members(ref ident.Ref) []*v1.Pod {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	var out []*v1.Pod
@@ -73,7 +74,7 @@ func (g *gangs) Members(ref gang.Ref) []*v1.Pod {
 	return out
 }
 
-func (g *gangs) Pending(ref gang.Ref) []*v1.Pod {
+func (g *gangs) Pending(ref ident.Ref) []*v1.Pod {
 	var out []*v1.Pod
 	for _, p := range g.Members(ref) {
 		if p.Spec.NodeName == "" {
@@ -87,23 +88,23 @@ func (g *gangs) Pending(ref gang.Ref) []*v1.Pod {
 type holds struct {
 	mu      sync.Mutex
 	placed  map[types.UID]bool
-	held    map[gang.Ref]resources.List
-	stalled []gang.Ref
+	held    map[ident.Ref]resources.List
+	stalled []ident.Ref
 }
 
-func (h *holds) IsPlaced(_ gang.Ref, uid types.UID) bool {
+func (h *holds) IsPlaced(_ ident.Ref, uid types.UID) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.placed[uid]
 }
 
-func (h *holds) HeldByGang() map[gang.Ref]resources.List {
+func (h *holds) HeldByGang() map[ident.Ref]resources.List {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return maps.Clone(h.held)
 }
 
-func (h *holds) Stalled() []gang.Ref {
+func (h *holds) Stalled() []ident.Ref {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return slices.Clone(h.stalled)
@@ -118,7 +119,7 @@ type wakes struct {
 	orders       int
 }
 
-func (w *wakes) wakeLead(reason string, ref gang.Ref) {
+func (w *wakes) wakeLead(reason string, ref ident.Ref) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.log = append(w.log, reason+" lead "+ref.String())
@@ -167,11 +168,11 @@ func newFixture(t *testing.T, opts Options) *fixture {
 		queues:     cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}),
 		nodes:      map[string]*v1.Node{},
 		client:     phalanxfake.NewSimpleClientset(),
-		holds:      &holds{placed: map[types.UID]bool{}, held: map[gang.Ref]resources.List{}},
+		holds:      &holds{placed: map[types.UID]bool{}, held: map[ident.Ref]resources.List{}},
 		wakes:      &wakes{},
 		extra:      map[types.UID]resources.List{},
 	}
-	f.gangs = &gangs{pods: f.pods, of: map[types.UID]gang.Ref{}, specs: map[gang.Ref]*gang.Spec{}}
+	f.gangs = &gangs{pods: f.pods, of: map[types.UID]ident.Ref{}, specs: map[ident.Ref]*gang.Spec{}}
 	if opts.DefaultQueue == "" {
 		opts.DefaultQueue = "default"
 	}
@@ -184,11 +185,11 @@ func newFixture(t *testing.T, opts Options) *fixture {
 			f.mu.Unlock()
 			return l
 		},
-		Order: func(pod *v1.Pod, q *Queues) gang.Order {
+		Order: func(pod *v1.Pod, q *Queues) ident.Order {
 			f.wakes.mu.Lock()
 			f.wakes.orders++
 			f.wakes.mu.Unlock()
-			return gang.Order{Queue: q.QueueOf(pod), Priority: *pod.Spec.Priority, Created: pod.CreationTimestamp.Time,
+			return ident.Order{Queue: q.QueueOf(pod), Priority: *pod.Spec.Priority, Created: pod.CreationTimestamp.Time,
 				Namespace: pod.Namespace, Name: pod.Name}
 		},
 		OrderChanged: func() { f.wakes.mu.Lock(); f.wakes.orderChanged++; f.wakes.mu.Unlock() },
@@ -258,8 +259,8 @@ func (f *fixture) deletePod(p *v1.Pod) {
 }
 
 // addGang registers a gang of the given group labels over members.
-func (f *fixture) addGang(ns, name string, labels map[string]string, members ...*v1.Pod) gang.Ref {
-	ref := gang.Ref{Namespace: ns, Name: name}
+func (f *fixture) addGang(ns, name string, labels map[string]string, members ...*v1.Pod) ident.Ref {
+	ref := ident.Ref{Namespace: ns, Name: name}
 	f.gangs.mu.Lock()
 	f.gangs.specs[ref] = &gang.Spec{Ref: ref, MinMember: len(members), Labels: labels}
 	for _, m := range members {

@@ -24,6 +24,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
@@ -49,18 +50,18 @@ type Options struct {
 
 // Gangs is what the accounting reads of the gang directory.
 type Gangs interface {
-	GangOf(pod *v1.Pod) (gang.Ref, *gang.Spec, bool, error)
-	RefOf(pod *v1.Pod) (gang.Ref, bool)
-	Spec(ref gang.Ref) (*gang.Spec, error)
-	Members(ref gang.Ref) []*v1.Pod
-	Pending(ref gang.Ref) []*v1.Pod
+	GangOf(pod *v1.Pod) (ident.Ref, *gang.Spec, bool, error)
+	RefOf(pod *v1.Pod) (ident.Ref, bool)
+	Spec(ref ident.Ref) (*gang.Spec, error)
+	Members(ref ident.Ref) []*v1.Pod
+	Pending(ref ident.Ref) []*v1.Pod
 }
 
 // Holds is what the accounting reads of the gang lifecycle (gang.Lifecycle).
 type Holds interface {
-	IsPlaced(ref gang.Ref, uid types.UID) bool
-	HeldByGang() map[gang.Ref]resources.List
-	Stalled() []gang.Ref
+	IsPlaced(ref ident.Ref, uid types.UID) bool
+	HeldByGang() map[ident.Ref]resources.List
+	Stalled() []ident.Ref
 }
 
 // Ports are what the accounting takes from the process.
@@ -70,11 +71,11 @@ type Ports struct {
 	// Demand is what a pod asks its queue for (gang.Manager.Demand).
 	Demand func(pod *v1.Pod) resources.List
 	// Order is the queue sort's key of a pod, ordered by these queues.
-	Order func(pod *v1.Pod, q *Queues) gang.Order
+	Order func(pod *v1.Pod, q *Queues) ident.Order
 	// OrderChanged drops the queue sort's cached keys (a queue resolution moved).
 	OrderChanged func()
 	// WakeLead sends a gang back to the queue through one member.
-	WakeLead func(reason string, ref gang.Ref)
+	WakeLead func(reason string, ref ident.Ref)
 	// Activate moves pods back to the scheduling queue, past any backoff.
 	Activate func(reason string, pods map[string]*v1.Pod)
 
@@ -104,7 +105,7 @@ type Queues struct {
 	metricsAt       time.Time
 	// blocked: gangs and plain pods refused admission; woken when queues or
 	// capacity change.
-	blocked    map[gang.Ref]bool
+	blocked    map[ident.Ref]bool
 	blockedPod map[string]*v1.Pod
 	// wakePending: a wake of the refused is scheduled (Block).
 	wakePending bool
@@ -120,7 +121,7 @@ type Queues struct {
 func New(ports Ports, opts Options) *Queues {
 	q := &Queues{
 		ports: ports, opts: opts, cache: queue.NewCache(),
-		blocked:    map[gang.Ref]bool{},
+		blocked:    map[ident.Ref]bool{},
 		blockedPod: map[string]*v1.Pod{},
 	}
 	q.cache.DecayUsage(opts.UsageHalfLife, ports.Clock)
@@ -240,7 +241,7 @@ func (q *Queues) onPodDelete(obj any) {
 
 // Recharge resolves the queue of a namespace's pods again (its label
 // changed), or of a gang's members when ref is set (its group's label).
-func (q *Queues) Recharge(namespace string, ref *gang.Ref) {
+func (q *Queues) Recharge(namespace string, ref *ident.Ref) {
 	q.ports.OrderChanged()
 	var pods []*v1.Pod
 	if ref != nil {

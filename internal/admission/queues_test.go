@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 )
 
@@ -64,7 +65,7 @@ func TestQueueOfGang(t *testing.T) {
 	f.addNamespace("labelled", inQueue("n"))
 	f.addNamespace("plain", nil)
 	spec := func(ns string, group map[string]string) *gang.Spec {
-		return &gang.Spec{Ref: gang.Ref{Namespace: ns, Name: "g"}, Labels: group}
+		return &gang.Spec{Ref: ident.Ref{Namespace: ns, Name: "g"}, Labels: group}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -136,7 +137,7 @@ func TestDeletedPodsLeaveBlocked(t *testing.T) {
 	plain := pod("ns", "plain", 1000, 0, nil)
 	f.addPod(plain)
 	f.q.Block(ref, m0)
-	f.q.Block(gang.Ref{}, plain)
+	f.q.Block(ident.Ref{}, plain)
 
 	f.deletePod(m0)
 	if !f.q.Blocked(ref) {
@@ -219,7 +220,7 @@ func TestQueueHandlerWakes(t *testing.T) {
 	ref := f.addGang("ns", "g", nil, pod("ns", "m", 1000, 0, nil))
 	plain := pod("ns", "plain", 1000, 0, nil)
 	f.q.Block(ref, nil)
-	f.q.Block(gang.Ref{}, plain)
+	f.q.Block(ident.Ref{}, plain)
 	want := []string{metrics.WokenQueueAdmission + " lead ns/g", metrics.WokenQueueAdmission + " pods [ns/plain]"}
 
 	o := f.addQueue("a")

@@ -7,7 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/requeue"
@@ -18,7 +18,7 @@ import (
 // refused: queues whose work is all refused yield to the queue first in
 // order (queue.Snapshot.Admit), so two queues whose gangs each exceed
 // their share do not wait on each other.
-func (q *Queues) Block(ref gang.Ref, pod *v1.Pod) {
+func (q *Queues) Block(ref ident.Ref, pod *v1.Pod) {
 	q.mu.Lock()
 	newly := false
 	if !ref.IsZero() {
@@ -60,7 +60,7 @@ const blockedWakeDelay = 500 * time.Millisecond
 
 // Unblock forgets a gang (or a plain pod, when ref is zero) admitted since,
 // or deleted.
-func (q *Queues) Unblock(ref gang.Ref, pod *v1.Pod) {
+func (q *Queues) Unblock(ref ident.Ref, pod *v1.Pod) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if !ref.IsZero() {
@@ -71,14 +71,14 @@ func (q *Queues) Unblock(ref gang.Ref, pod *v1.Pod) {
 }
 
 // Blocked reports whether the gang waits for queue admission.
-func (q *Queues) Blocked(ref gang.Ref) bool {
+func (q *Queues) Blocked(ref ident.Ref) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.blocked[ref]
 }
 
 // refused copies what waits refused admission: the gangs, the plain pods.
-func (q *Queues) refused() ([]gang.Ref, []*v1.Pod) {
+func (q *Queues) refused() ([]ident.Ref, []*v1.Pod) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return slices.Collect(maps.Keys(q.blocked)), slices.Collect(maps.Values(q.blockedPod))
@@ -89,13 +89,13 @@ func (q *Queues) refused() ([]gang.Ref, []*v1.Pod) {
 // gang (gang.Compare on snap's queue order, as the queue sort orders them).
 // It is read only when the pod's queue would go above its share.
 func (q *Queues) RefusedAhead(pod *v1.Pod, snap *queue.Snapshot) func(other string) bool {
-	var first map[string]gang.Order
-	var mine gang.Order
-	less := func(a, b gang.Order) bool { c, _ := gang.Compare(a, b, snap.Compare); return c < 0 }
+	var first map[string]ident.Order
+	var mine ident.Order
+	less := func(a, b ident.Order) bool { c, _ := ident.Compare(a, b, snap.Compare); return c < 0 }
 	load := func() {
 		mine = q.ports.Order(pod, q)
 		refs, pods := q.refused()
-		first = map[string]gang.Order{}
+		first = map[string]ident.Order{}
 		consider := func(p *v1.Pod) {
 			o := q.ports.Order(p, q)
 			if cur, ok := first[o.Queue]; !ok || less(o, cur) {
@@ -104,7 +104,7 @@ func (q *Queues) RefusedAhead(pod *v1.Pod, snap *queue.Snapshot) func(other stri
 		}
 		for _, ref := range refs {
 			if pending := q.ports.Gangs.Pending(ref); len(pending) > 0 {
-				consider(gang.Oldest(pending))
+				consider(ident.Oldest(pending))
 			}
 		}
 		for _, p := range pods {
@@ -130,7 +130,7 @@ func (q *Queues) wakeBlocked() {
 	refs := slices.Collect(maps.Keys(q.blocked))
 	pods := maps.Clone(q.blockedPod)
 	q.mu.Unlock()
-	gang.SortRefs(refs)
+	ident.SortRefs(refs)
 	for _, ref := range refs {
 		q.ports.WakeLead(metrics.WokenQueueAdmission, ref)
 	}

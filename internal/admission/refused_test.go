@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/requeue"
 )
@@ -20,7 +20,7 @@ import (
 // nothing; after the wake a new one schedules the next.
 func TestBlockWakesOnceForABurst(t *testing.T) {
 	f := newFixture(t, Options{})
-	refs := []gang.Ref{
+	refs := []ident.Ref{
 		f.addGang("b", "a", nil, pod("b", "a0", 1000, 0, nil)),
 		f.addGang("a", "z", nil, pod("a", "z0", 1000, 0, nil)),
 		f.addGang("a", "b", nil, pod("a", "b0", 1000, 0, nil)),
@@ -30,8 +30,8 @@ func TestBlockWakesOnceForABurst(t *testing.T) {
 		f.q.Block(ref, nil)
 	}
 	f.q.Block(refs[0], nil)
-	f.q.Block(gang.Ref{}, p2)
-	f.q.Block(gang.Ref{}, p1)
+	f.q.Block(ident.Ref{}, p2)
+	f.q.Block(ident.Ref{}, p1)
 	if got := f.clock.Waiters(); got != 1 {
 		t.Fatalf("a burst of refusals scheduled %d wakes, want 1", got)
 	}
@@ -56,11 +56,11 @@ func TestBlockWakesOnceForABurst(t *testing.T) {
 
 	eventually(t, "the wake to be done", func() bool { f.q.mu.Lock(); defer f.q.mu.Unlock(); return !f.q.wakePending })
 	f.q.Block(refs[1], nil)
-	f.q.Block(gang.Ref{}, p1)
+	f.q.Block(ident.Ref{}, p1)
 	if got := f.clock.Waiters(); got != 0 {
 		t.Fatalf("refusals already known scheduled %d wakes", got)
 	}
-	f.q.Block(gang.Ref{}, pod("ns", "p3", 1000, 0, nil))
+	f.q.Block(ident.Ref{}, pod("ns", "p3", 1000, 0, nil))
 	if got := f.clock.Waiters(); got != 1 {
 		t.Fatalf("a new refusal after the wake scheduled %d wakes, want 1", got)
 	}
@@ -69,16 +69,16 @@ func TestBlockWakesOnceForABurst(t *testing.T) {
 // TestUnblock forgets a gang or a plain pod; a nil pod with no gang is no-op.
 func TestUnblock(t *testing.T) {
 	f := newFixture(t, Options{})
-	ref := gang.Ref{Namespace: "ns", Name: "g"}
+	ref := ident.Ref{Namespace: "ns", Name: "g"}
 	p := pod("ns", "p", 1000, 0, nil)
 	f.q.Block(ref, nil)
-	f.q.Block(gang.Ref{}, p)
-	f.q.Unblock(gang.Ref{}, nil)
+	f.q.Block(ident.Ref{}, p)
+	f.q.Unblock(ident.Ref{}, nil)
 	if got := f.q.Sizes(); got["blocked"] != 1 || got["blockedPod"] != 1 {
 		t.Fatalf("Unblock of nothing forgot something: %v", got)
 	}
 	f.q.Unblock(ref, nil)
-	f.q.Unblock(gang.Ref{}, p)
+	f.q.Unblock(ident.Ref{}, p)
 	if f.q.Blocked(ref) || f.q.Sizes()["blockedPod"] != 0 {
 		t.Fatalf("still blocked after Unblock: %v", f.q.Sizes())
 	}
@@ -89,9 +89,9 @@ func TestUnblock(t *testing.T) {
 func TestBlockedPlainPodsBounded(t *testing.T) {
 	f := newFixture(t, Options{})
 	for i := range requeue.MaxTurnedAway + 5 {
-		f.q.Block(gang.Ref{}, pod("ns", fmt.Sprintf("p%d", i), 1, 0, nil))
+		f.q.Block(ident.Ref{}, pod("ns", fmt.Sprintf("p%d", i), 1, 0, nil))
 	}
-	ref := gang.Ref{Namespace: "ns", Name: "g"}
+	ref := ident.Ref{Namespace: "ns", Name: "g"}
 	f.q.Block(ref, nil)
 	if got := f.q.Sizes(); got["blockedPod"] != requeue.MaxTurnedAway || !f.q.Blocked(ref) {
 		t.Fatalf("sizes %v, gang blocked %v; want %d plain pods and the gang", got, f.q.Blocked(ref), requeue.MaxTurnedAway)
@@ -139,7 +139,7 @@ func TestRefusedAhead(t *testing.T) {
 				f.addPod(bound(pod("ns", "b-run", 4000, 0, inQueue("b")), "n1"))
 			}
 			for _, p := range tc.setup.plain {
-				f.q.Block(gang.Ref{}, p)
+				f.q.Block(ident.Ref{}, p)
 			}
 			if len(tc.setup.gang) > 0 {
 				f.q.Block(f.addGang("ns", "g", nil, tc.setup.gang...), nil)
@@ -167,7 +167,7 @@ func TestRefusedAhead(t *testing.T) {
 // retried every sixteenth of the half-life, until ctx ends.
 func TestRunWakesAsUsageDecays(t *testing.T) {
 	f := newFixture(t, Options{UsageHalfLife: 16 * time.Minute})
-	ref := gang.Ref{Namespace: "ns", Name: "g"}
+	ref := ident.Ref{Namespace: "ns", Name: "g"}
 	f.q.Block(ref, nil)
 	f.clock.Step(blockedWakeDelay) // the refusal's own wake
 	eventually(t, "the refusal's wake", func() bool { return len(f.wakes.take()) == 2 })

@@ -5,7 +5,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -18,12 +18,12 @@ import (
 // (wanting), even before the informer has charged every member that asks
 // for it.
 func (q *Queues) Snapshot(wanting ...queue.Want) *queue.Snapshot {
-	held := queue.ChargeHeld(q.ports.Holds.HeldByGang(), func(ref gang.Ref) (string, bool) {
+	held := queue.ChargeHeld(q.ports.Holds.HeldByGang(), func(ref ident.Ref) (string, bool) {
 		spec, err := q.ports.Gangs.Spec(ref)
 		if err != nil {
 			return "", false
 		}
-		return q.QueueOfGang(spec, gang.Oldest(q.ports.Gangs.Members(ref))), true
+		return q.QueueOfGang(spec, ident.Oldest(q.ports.Gangs.Members(ref))), true
 	})
 	snap := q.cache.Snapshot(held, wanting...)
 	snap.Stalled = q.stalled()
@@ -57,7 +57,7 @@ func (q *Queues) blockedDemand() map[string]resources.List {
 
 // demandOf sums, by queue, the demand of the pending members of gangs refs
 // and of pods.
-func (q *Queues) demandOf(refs []gang.Ref, pods []*v1.Pod) map[string]resources.List {
+func (q *Queues) demandOf(refs []ident.Ref, pods []*v1.Pod) map[string]resources.List {
 	out := map[string]resources.List{}
 	add := func(name string, p *v1.Pod) {
 		if out[name] == nil {
@@ -71,7 +71,7 @@ func (q *Queues) demandOf(refs []gang.Ref, pods []*v1.Pod) map[string]resources.
 		if err != nil || len(pending) == 0 {
 			continue
 		}
-		name := q.QueueOfGang(spec, gang.Oldest(pending))
+		name := q.QueueOfGang(spec, ident.Oldest(pending))
 		for _, p := range pending {
 			add(name, p)
 		}

@@ -6,7 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -21,7 +21,7 @@ func TestSnapshotHeld(t *testing.T) {
 		nil, pod("ns", "new", 1000, 5, inQueue("newer")), pod("ns", "old", 1000, 1, inQueue("older")))
 	f.holds.held[labelled] = resources.List{v1.ResourceCPU: 3000}
 	f.holds.held[byMember] = resources.List{v1.ResourceCPU: 500}
-	f.holds.held[gang.Ref{Namespace: "ns", Name: "gone"}] = resources.List{v1.ResourceCPU: 7000}
+	f.holds.held[ident.Ref{Namespace: "ns", Name: "gone"}] = resources.List{v1.ResourceCPU: 7000}
 
 	s := f.q.Snapshot()
 	want := map[string]int64{"g": 4000, "older": 500, "newer": 0}
@@ -48,10 +48,10 @@ func TestSnapshotStalledAndBlocked(t *testing.T) {
 		pod("ns", "s0", 1000, 0, nil), pod("ns", "s1", 2000, 1, nil), bound(pod("ns", "s2", 4000, 2, nil), "n1"))
 	refused := f.addGang("ns", "refused", inQueue("r"), pod("ns", "r0", 300, 0, nil))
 	done := f.addGang("ns", "done", inQueue("r"), bound(pod("ns", "d0", 5000, 0, nil), "n1"))
-	f.holds.stalled = []gang.Ref{stalled, {Namespace: "ns", Name: "unknown"}}
+	f.holds.stalled = []ident.Ref{stalled, {Namespace: "ns", Name: "unknown"}}
 	f.q.Block(refused, nil)
 	f.q.Block(done, nil)
-	f.q.Block(gang.Ref{}, pod("ns", "plain", 50, 0, inQueue("p")))
+	f.q.Block(ident.Ref{}, pod("ns", "plain", 50, 0, inQueue("p")))
 
 	s := f.q.Snapshot()
 	for _, tc := range []struct {

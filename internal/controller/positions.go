@@ -19,13 +19,14 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
 // Pending is one gang waiting to start, as positions are computed from it.
 type Pending struct {
-	gang.Order
+	ident.Order
 	// Kind of its group object (GangPosition.Kind).
 	Kind string
 }
@@ -38,7 +39,7 @@ type Pending struct {
 func Positions(pending []Pending, byQueue func(a, b string) int) map[string]*phalanxv1alpha1.QueuePositions {
 	sorted := append([]Pending(nil), pending...)
 	sort.SliceStable(sorted, func(i, j int) bool {
-		c, _ := gang.Compare(sorted[i].Order, sorted[j].Order, byQueue)
+		c, _ := ident.Compare(sorted[i].Order, sorted[j].Order, byQueue)
 		return c < 0
 	})
 	queueLen := map[string]int32{}
@@ -71,8 +72,8 @@ func Positions(pending []Pending, byQueue func(a, b string) int) map[string]*pha
 			PositionInCluster: int32(i + 1),
 		}
 		if prev != nil {
-			_, d := gang.Compare(prev.Order, p.Order, byQueue)
-			ahead := &phalanxv1alpha1.GangAhead{Reason: gang.Why(prev.Order, p.Order, d)}
+			_, d := ident.Compare(prev.Order, p.Order, byQueue)
+			ahead := &phalanxv1alpha1.GangAhead{Reason: ident.Why(prev.Order, p.Order, d)}
 			if prev.Namespace == p.Namespace {
 				ahead.Name = prev.Name
 			}
@@ -84,11 +85,11 @@ func Positions(pending []Pending, byQueue func(a, b string) int) map[string]*pha
 }
 
 // kindOf names a gang source as GangPosition.Kind does.
-func kindOf(s gang.Source) string {
+func kindOf(s ident.Source) string {
 	switch s {
-	case gang.SourceWorkload:
+	case ident.SourceWorkload:
 		return "Workload"
-	case gang.SourceComposite:
+	case ident.SourceComposite:
 		return "CompositePodGroup"
 	}
 	return "PodGroup"
@@ -122,7 +123,7 @@ func (u *QueueStatusUpdater) pendingGangs(ctx context.Context, groups []pgv1alph
 			if p.Spec.NodeName != "" {
 				started++
 				bound++
-			} else if member == nil || gang.CompareMembers(p, member) < 0 {
+			} else if member == nil || ident.CompareMembers(p, member) < 0 {
 				member = p
 			}
 		}
@@ -131,7 +132,7 @@ func (u *QueueStatusUpdater) pendingGangs(ctx context.Context, groups []pgv1alph
 		if started+spec.Succeeded >= spec.MinMember || spec.Finished || member == nil {
 			return nil
 		}
-		o := gang.Order{
+		o := ident.Order{
 			Queue:      queue.Of(member, groupLabels, u.namespaceLabels(ctx, spec.Namespace), u.DefaultQueue),
 			Incomplete: bound > 0,
 			Created:    spec.Created,

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 func pending(ns, name, q string, prio int32, created time.Time) Pending {
-	return Pending{Order: gang.Order{Queue: q, Priority: prio, Created: created, Namespace: ns, Name: name}, Kind: "PodGroup"}
+	return Pending{Order: ident.Order{Queue: q, Priority: prio, Created: created, Namespace: ns, Name: name}, Kind: "PodGroup"}
 }
 
 func TestPositions(t *testing.T) {

@@ -21,7 +21,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/served"
@@ -457,7 +457,7 @@ func (u *QueueStatusUpdater) held(ctx context.Context, groups []pgv1alpha1.PodGr
 			for i := range pods.Items {
 				ms[i] = &pods.Items[i]
 			}
-			member = gang.Oldest(ms)
+			member = ident.Oldest(ms)
 		}
 		return queue.Of(member, g.labels, u.namespaceLabels(ctx, g.namespace), u.DefaultQueue), true
 	}), nil

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 const (
@@ -118,7 +119,7 @@ func (e *Evictor) request(ctx context.Context, pods []*v1.Pod, reason, message s
 		logger.V(2).Info("EvictionRequests are not served; deleting the moved gang's pods", "err", err)
 		return false
 	}
-	group := string(gang.Oldest(pods).UID)
+	group := string(ident.Oldest(pods).UID)
 	deadline := e.Clock.Now().Add(grace).UTC().Truncate(time.Second)
 	for _, p := range pods {
 		req := &lifecyclev1alpha1.EvictionRequest{

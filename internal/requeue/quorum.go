@@ -8,7 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 )
 
@@ -28,14 +28,14 @@ const LeadWait = 30 * time.Second
 // again for each member after the quorum (size² queue moves).
 type quorumWaiters struct {
 	// pods: per gang, the members PreEnqueue counted for.
-	pods map[gang.Ref]map[types.UID]*v1.Pod
+	pods map[ident.Ref]map[types.UID]*v1.Pod
 	// woken: gangs whose quorum woke them.
-	woken map[gang.Ref]bool
+	woken map[ident.Ref]bool
 	// leads: gangs woken through one member, the others asleep in pods
 	// until the gang is woken whole (Wake): by its plan, by the lead's
 	// refusal for any other reason (Refused), by the lead's or the
 	// representative's deletion, or after LeadWait (sweep).
-	leads map[gang.Ref]Lead
+	leads map[ident.Ref]Lead
 }
 
 // Lead is the member a gang's sleepers wait behind, and since when.
@@ -45,7 +45,7 @@ type Lead struct {
 }
 
 func newQuorumWaiters() quorumWaiters {
-	return quorumWaiters{pods: map[gang.Ref]map[types.UID]*v1.Pod{}, woken: map[gang.Ref]bool{}, leads: map[gang.Ref]Lead{}}
+	return quorumWaiters{pods: map[ident.Ref]map[types.UID]*v1.Pod{}, woken: map[ident.Ref]bool{}, leads: map[ident.Ref]Lead{}}
 }
 
 // mayWaitForQuorum records the pod before PreEnqueue counts its gang's
@@ -53,7 +53,7 @@ func newQuorumWaiters() quorumWaiters {
 // member: either the count sees that member in the informer's index, or its
 // wake sees this pod here (and the scheduling queue, which runs PreEnqueue
 // under its lock, moves the pod once it is turned away).
-func (w *Waker) Offered(ref gang.Ref, pod *v1.Pod) {
+func (w *Waker) Offered(ref ident.Ref, pod *v1.Pod) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.quorum.pods[ref] == nil {
@@ -64,7 +64,7 @@ func (w *Waker) Offered(ref gang.Ref, pod *v1.Pod) {
 
 // turnedAwayForQuorum reports whether PreEnqueue turned members of the gang
 // away for lack of members, and they still wait.
-func (w *Waker) TurnedAwayForQuorum(ref gang.Ref) bool {
+func (w *Waker) TurnedAwayForQuorum(ref ident.Ref) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.quorum.pods[ref]) > 0 && !w.quorum.woken[ref]
@@ -85,7 +85,7 @@ func (w *Waker) TurnedAwayForQuorum(ref gang.Ref) bool {
 // node event, so kube-scheduler's start, which lists every node after the
 // pods, cost nodes × sleepers hint checks (12 s before readiness with one
 // 1,024-member gang on 4,096 nodes, against 0.8 s for stock).
-func (w *Waker) QuorumMet(ref gang.Ref, uid types.UID) bool {
+func (w *Waker) QuorumMet(ref ident.Ref, uid types.UID) bool {
 	unplanned := w.Lifecycle.Untouched(ref)
 	rep := w.Lifecycle.Representative(ref)
 	w.mu.Lock()
@@ -105,7 +105,7 @@ func (w *Waker) QuorumMet(ref gang.Ref, uid types.UID) bool {
 	return true
 }
 
-func (w *Waker) forgetQuorumWaiterLocked(ref gang.Ref, uid types.UID) {
+func (w *Waker) forgetQuorumWaiterLocked(ref ident.Ref, uid types.UID) {
 	if m := w.quorum.pods[ref]; m != nil {
 		delete(m, uid)
 		if len(m) == 0 {
@@ -116,7 +116,7 @@ func (w *Waker) forgetQuorumWaiterLocked(ref gang.Ref, uid types.UID) {
 
 // quorumShort: the gang is short of members again; the next member that
 // completes it wakes a lead again.
-func (w *Waker) QuorumShort(ref gang.Ref) {
+func (w *Waker) QuorumShort(ref ident.Ref) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.quorum.woken, ref)
@@ -124,7 +124,7 @@ func (w *Waker) QuorumShort(ref gang.Ref) {
 }
 
 // forgetQuorumLocked drops the gang's records (its group object is gone).
-func (w *Waker) forgetQuorumLocked(ref gang.Ref) {
+func (w *Waker) forgetQuorumLocked(ref ident.Ref) {
 	delete(w.quorum.pods, ref)
 	delete(w.quorum.woken, ref)
 	delete(w.quorum.leads, ref)
@@ -133,7 +133,7 @@ func (w *Waker) forgetQuorumLocked(ref gang.Ref) {
 // wakeAtQuorum moves the gang's lead to the active queue the first time,
 // then, once the gang was woken whole, the members PreEnqueue turned away
 // since.
-func (w *Waker) WakeAtQuorum(ref gang.Ref) {
+func (w *Waker) WakeAtQuorum(ref ident.Ref) {
 	w.mu.Lock()
 	first := !w.quorum.woken[ref]
 	w.quorum.woken[ref] = true
@@ -180,7 +180,7 @@ func (w *Waker) WakeAtQuorum(ref gang.Ref) {
 // woken by a plan enter the queue as a planned gang's, at its front
 // (gang.Compare). Before the scheduling loop has run, none sleeps
 // (quorumMet).
-func (w *Waker) WakeLead(reason string, ref gang.Ref) {
+func (w *Waker) WakeLead(reason string, ref ident.Ref) {
 	pending := w.Directory.Pending(ref)
 	if len(pending) < 2 || !w.LoopStarted() {
 		w.Wake(reason, ref)
@@ -200,8 +200,8 @@ func (w *Waker) WakeLead(reason string, ref gang.Ref) {
 
 // leadLocked makes the oldest of the gang's sleepers its lead, no longer
 // asleep, and returns it; there is at least one.
-func (w *Waker) leadLocked(ref gang.Ref) *v1.Pod {
-	l := gang.Oldest(slices.Collect(maps.Values(w.quorum.pods[ref])))
+func (w *Waker) leadLocked(ref ident.Ref) *v1.Pod {
+	l := ident.Oldest(slices.Collect(maps.Values(w.quorum.pods[ref])))
 	w.quorum.leads[ref] = Lead{UID: l.UID, Since: w.Clock.Now()}
 	w.forgetQuorumWaiterLocked(ref, l.UID)
 	return l
@@ -209,7 +209,7 @@ func (w *Waker) leadLocked(ref gang.Ref) *v1.Pod {
 
 // asleep reports whether the member sleeps behind its gang's lead: the
 // scheduling queue's events do not move it (SkipFailedGang).
-func (w *Waker) Asleep(ref gang.Ref, uid types.UID) bool {
+func (w *Waker) Asleep(ref ident.Ref, uid types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if _, ok := w.quorum.leads[ref]; !ok {
@@ -220,7 +220,7 @@ func (w *Waker) Asleep(ref gang.Ref, uid types.UID) bool {
 }
 
 // leadOf returns the gang's lead while members sleep behind it.
-func (w *Waker) LeadOf(ref gang.Ref) (Lead, bool) {
+func (w *Waker) LeadOf(ref ident.Ref) (Lead, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	l, ok := w.quorum.leads[ref]
@@ -250,7 +250,7 @@ func (w *Waker) Refused(pod *v1.Pod) {
 
 // queueRefused reports whether the gang's queue refused it admission and
 // has not admitted it since.
-func (w *Waker) queueRefused(ref gang.Ref) bool {
+func (w *Waker) queueRefused(ref ident.Ref) bool {
 	return w.QueueRefused != nil && w.QueueRefused(ref)
 }
 
@@ -261,7 +261,7 @@ func (w *Waker) queueRefused(ref gang.Ref) bool {
 // retried as the queue's share moves.
 func (w *Waker) WakeOverdueLeads() {
 	now := w.Clock.Now()
-	var overdue []gang.Ref
+	var overdue []ident.Ref
 	w.mu.Lock()
 	for ref, l := range w.quorum.leads {
 		if now.Sub(l.Since) >= LeadWait {
@@ -269,7 +269,7 @@ func (w *Waker) WakeOverdueLeads() {
 		}
 	}
 	w.mu.Unlock()
-	gang.SortRefs(overdue)
+	ident.SortRefs(overdue)
 	for _, ref := range overdue {
 		if w.Lifecycle.Representative(ref) == "" && !w.queueRefused(ref) {
 			w.passLead(ref)
@@ -281,7 +281,7 @@ func (w *Waker) WakeOverdueLeads() {
 // where it is. Woken whole, a gang whose lead merely waited its turn in a
 // long queue put every member into the queue ahead of its plan, where
 // they kept their places after it.
-func (w *Waker) passLead(ref gang.Ref) {
+func (w *Waker) passLead(ref ident.Ref) {
 	w.mu.Lock()
 	if len(w.quorum.pods[ref]) == 0 {
 		w.mu.Unlock()

@@ -13,7 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 )
 
@@ -22,17 +23,17 @@ const MaxTurnedAway = 10000
 
 // Directory is what the waker reads of the gang directory.
 type Directory interface {
-	Members(ref gang.Ref) []*v1.Pod
-	Pending(ref gang.Ref) []*v1.Pod
-	RefOf(pod *v1.Pod) (gang.Ref, bool)
+	Members(ref ident.Ref) []*v1.Pod
+	Pending(ref ident.Ref) []*v1.Pod
+	RefOf(pod *v1.Pod) (ident.Ref, bool)
 	// Exists reports whether the gang's group object is known.
-	Exists(ref gang.Ref) bool
+	Exists(ref ident.Ref) bool
 }
 
 // Ports are what the waker takes from the process.
 type Ports struct {
 	Directory Directory
-	Lifecycle *gang.Lifecycle
+	Lifecycle *lifecycle.Lifecycle
 	Clock     clock.WithDelayedExecution
 	// Activate moves pods (by namespace/name) to the active queue, past
 	// any backoff, counting them under reason.
@@ -44,7 +45,7 @@ type Ports struct {
 	LoopStarted func() bool
 	// QueueRefused reports whether the gang's queue refused it admission
 	// and has not admitted it since (nil: no queues).
-	QueueRefused func(ref gang.Ref) bool
+	QueueRefused func(ref ident.Ref) bool
 }
 
 // Waker holds what waits to be woken, under its own lock; it calls its
@@ -72,7 +73,7 @@ func New(p Ports) *Waker {
 
 // Wake moves the pending members of the gangs back to the active queue,
 // those asleep behind a lead too.
-func (w *Waker) Wake(reason string, refs ...gang.Ref) {
+func (w *Waker) Wake(reason string, refs ...ident.Ref) {
 	w.mu.Lock()
 	for _, ref := range refs {
 		delete(w.quorum.leads, ref)
@@ -94,7 +95,7 @@ func (w *Waker) Wake(reason string, refs ...gang.Ref) {
 // one that stands for its failed plan, or a lead (wakeLead) when none does;
 // its plan wakes the others. Woken whole, a 128-member gang that reserved
 // nodes re-entered the queue whole each time a pod on them finished.
-func (w *Waker) WakeOne(reason string, ref gang.Ref) {
+func (w *Waker) WakeOne(reason string, ref ident.Ref) {
 	rep := w.Lifecycle.Representative(ref)
 	if rep == "" {
 		w.WakeLead(reason, ref)
@@ -152,7 +153,7 @@ func (w *Waker) TurnedAway(pod *v1.Pod) {
 }
 
 // ForgetPod drops what is kept of a deleted pod (member: of gang ref).
-func (w *Waker) ForgetPod(ref gang.Ref, member bool, uid types.UID) {
+func (w *Waker) ForgetPod(ref ident.Ref, member bool, uid types.UID) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if member {
@@ -163,7 +164,7 @@ func (w *Waker) ForgetPod(ref gang.Ref, member bool, uid types.UID) {
 
 // ForgetGang drops the gang's records (its group object is gone; the
 // caller wakes its members).
-func (w *Waker) ForgetGang(ref gang.Ref) {
+func (w *Waker) ForgetGang(ref ident.Ref) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.forgetQuorumLocked(ref)

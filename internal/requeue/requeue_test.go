@@ -13,23 +13,24 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 )
 
 // directory is a fake of the gang directory: members by gang, in order.
 type directory struct {
 	mu      sync.Mutex
-	members map[gang.Ref][]*v1.Pod
+	members map[ident.Ref][]*v1.Pod
 }
 
-func (d *directory) Members(ref gang.Ref) []*v1.Pod {
+func (d *directory) Members(ref ident.Ref) []*v1.Pod {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return slices.Clone(d.members[ref])
 }
 
-func (d *directory) Pending(ref gang.Ref) []*v1.Pod {
+func (d *directory) Pending(ref ident.Ref) []*v1.Pod {
 	var out []*v1.Pod
 	for _, p := range d.Members(ref) {
 		if p.Spec.NodeName == "" && p.DeletionTimestamp == nil {
@@ -39,7 +40,7 @@ func (d *directory) Pending(ref gang.Ref) []*v1.Pod {
 	return out
 }
 
-func (d *directory) RefOf(pod *v1.Pod) (gang.Ref, bool) {
+func (d *directory) RefOf(pod *v1.Pod) (ident.Ref, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	for ref, ms := range d.members {
@@ -49,10 +50,10 @@ func (d *directory) RefOf(pod *v1.Pod) (gang.Ref, bool) {
 			}
 		}
 	}
-	return gang.Ref{}, false
+	return ident.Ref{}, false
 }
 
-func (d *directory) Exists(ref gang.Ref) bool {
+func (d *directory) Exists(ref ident.Ref) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	_, ok := d.members[ref]
@@ -61,7 +62,7 @@ func (d *directory) Exists(ref gang.Ref) bool {
 
 type noListener struct{}
 
-func (noListener) Released(gang.Ref, []types.UID, string, string) {}
+func (noListener) Released(ident.Ref, []types.UID, string, string) {}
 
 // activations records what the waker moved to the active queue.
 type activations struct {
@@ -89,31 +90,31 @@ func (a *activations) take() []string {
 type fixture struct {
 	clock   *clocktesting.FakeClock
 	dir     *directory
-	lc      *gang.Lifecycle
+	lc      *lifecycle.Lifecycle
 	act     *activations
 	w       *Waker
 	started bool
-	refused map[gang.Ref]bool
+	refused map[ident.Ref]bool
 }
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 func newFixture() *fixture {
-	f := &fixture{clock: clocktesting.NewFakeClock(t0), dir: &directory{members: map[gang.Ref][]*v1.Pod{}},
-		act: &activations{}, started: true, refused: map[gang.Ref]bool{}}
-	f.lc = gang.NewLifecycle(f.clock, noListener{})
+	f := &fixture{clock: clocktesting.NewFakeClock(t0), dir: &directory{members: map[ident.Ref][]*v1.Pod{}},
+		act: &activations{}, started: true, refused: map[ident.Ref]bool{}}
+	f.lc = lifecycle.NewLifecycle(f.clock, noListener{})
 	f.w = New(Ports{
 		Directory: f.dir, Lifecycle: f.lc, Clock: f.clock, Activate: f.act.activate,
 		AwaitQueue:   func() {},
 		LoopStarted:  func() bool { return f.started },
-		QueueRefused: func(ref gang.Ref) bool { return f.refused[ref] },
+		QueueRefused: func(ref ident.Ref) bool { return f.refused[ref] },
 	})
 	return f
 }
 
 // addGang adds n pending members, created a second apart (m0 oldest).
-func (f *fixture) addGang(name string, n int) (gang.Ref, []*v1.Pod) {
-	ref := gang.Ref{Namespace: "ns", Name: name}
+func (f *fixture) addGang(name string, n int) (ident.Ref, []*v1.Pod) {
+	ref := ident.Ref{Namespace: "ns", Name: name}
 	var pods []*v1.Pod
 	for i := range n {
 		pods = append(pods, &v1.Pod{ObjectMeta: metav1.ObjectMeta{
@@ -221,7 +222,7 @@ func TestLaterQuorumWakesOnlyNewlyTurnedAway(t *testing.T) {
 
 func TestWakeAtQuorumForgetsAGoneGroup(t *testing.T) {
 	f := newFixture()
-	ref := gang.Ref{Namespace: "ns", Name: "gone"}
+	ref := ident.Ref{Namespace: "ns", Name: "gone"}
 	pod := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p", UID: "p"}}
 	f.w.Offered(ref, pod)
 	f.w.Offered(ref, &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "q", UID: "q"}})
@@ -326,7 +327,7 @@ func TestTurnedAwayPodsWokenOnceOnChange(t *testing.T) {
 	b := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", UID: "b"}}
 	f.w.TurnedAway(a)
 	f.w.TurnedAway(b)
-	f.w.ForgetPod(gang.Ref{}, false, "b")
+	f.w.ForgetPod(ident.Ref{}, false, "b")
 	f.w.CapacityChanged()
 	sameWakes(t, "the first change", f.act.take(), woken(metrics.WokenTurnedAway, a))
 	f.w.Changed()

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -36,7 +36,7 @@ type heldAnnotation struct {
 
 // SetHeld records what a gang holds (nil: nothing); the annotation is
 // patched after HeldDelay, once for all the changes made meanwhile.
-func (w *Writer) SetHeld(ref gang.Ref, l resources.List) {
+func (w *Writer) SetHeld(ref ident.Ref, l resources.List) {
 	want := queue.EncodeHeld(l)
 	w.mu.Lock()
 	h, had := w.held[ref]
@@ -63,7 +63,7 @@ func (w *Writer) SetHeld(ref gang.Ref, l resources.List) {
 
 // ClearHeld removes the annotation from a group object that carries it while
 // this replica knows of no hold (another replica wrote it).
-func (w *Writer) ClearHeld(ref gang.Ref) {
+func (w *Writer) ClearHeld(ref ident.Ref) {
 	w.mu.Lock()
 	if _, had := w.held[ref]; had {
 		w.mu.Unlock()
@@ -77,7 +77,7 @@ func (w *Writer) ClearHeld(ref gang.Ref) {
 // heldDueLocked returns the annotation to write, if it is not written yet.
 // From here the write may land: a hold that ends meanwhile must patch the
 // annotation away, not forget it.
-func (w *Writer) heldDueLocked(ref gang.Ref) (string, bool) {
+func (w *Writer) heldDueLocked(ref ident.Ref) (string, bool) {
 	h, ok := w.held[ref]
 	if !ok || h.written {
 		return "", false
@@ -89,7 +89,7 @@ func (w *Writer) heldDueLocked(ref gang.Ref) (string, bool) {
 }
 
 // heldWritten records that want is on the object; an empty one is forgotten.
-func (w *Writer) heldWritten(ref gang.Ref, want string) {
+func (w *Writer) heldWritten(ref ident.Ref, want string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h, ok := w.held[ref]; ok && h.want == want {
@@ -103,7 +103,7 @@ func (w *Writer) heldWritten(ref gang.Ref, want string) {
 
 // patchHeld sets (or, when want is "", removes) the held annotation with a
 // merge patch of the group object's metadata.
-func (w *Writer) patchHeld(ctx context.Context, ref gang.Ref, want string) error {
+func (w *Writer) patchHeld(ctx context.Context, ref ident.Ref, want string) error {
 	var value any
 	if want != "" {
 		value = want
@@ -114,9 +114,9 @@ func (w *Writer) patchHeld(ctx context.Context, ref gang.Ref, want string) error
 		return err
 	}
 	switch ref.Source {
-	case gang.SourceWorkload:
+	case ident.SourceWorkload:
 		_, err = w.client.SchedulingV1beta1().PodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{})
-	case gang.SourceComposite:
+	case ident.SourceComposite:
 		_, err = w.client.SchedulingV1alpha3().CompositePodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{})
 	default:
 		_, err = w.pgClient.SchedulingV1alpha1().PodGroups(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, body, metav1.PatchOptions{})

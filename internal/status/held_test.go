@@ -14,7 +14,9 @@ import (
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -23,11 +25,11 @@ import (
 // gang.HoldsListener does, and ignores teardowns.
 type heldOnly struct {
 	w  *Writer
-	lc **gang.Lifecycle
+	lc **lifecycle.Lifecycle
 }
 
-func (heldOnly) Released(gang.Ref, []types.UID, string, string) {}
-func (l heldOnly) HoldsChanged(ref gang.Ref)                    { l.w.SetHeld(ref, (*l.lc).HeldOf(ref)) }
+func (heldOnly) Released(ident.Ref, []types.UID, string, string) {}
+func (l heldOnly) HoldsChanged(ref ident.Ref)                    { l.w.SetHeld(ref, (*l.lc).HeldOf(ref)) }
 
 // TestHeldAnnotation: what a gang's plan or reservation holds is written on
 // its PodGroup as the held annotation (a merge patch of the main resource,
@@ -38,17 +40,17 @@ func (l heldOnly) HoldsChanged(ref gang.Ref)                    { l.w.SetHeld(re
 // it leads.
 func TestHeldAnnotation(t *testing.T) {
 	ctx := context.Background()
-	ref := gang.Ref{Namespace: "default", Name: "g"}
+	ref := ident.Ref{Namespace: "default", Name: "g"}
 	pgClient := pgfake.NewSimpleClientset(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}})
 	w := NewWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
 	w.HeldDelay = 0
 	leading := true
 	w.Leading = func() bool { return leading }
-	var lc *gang.Lifecycle
-	lc = gang.NewLifecycle(testingclock.NewFakeClock(time.Now()), heldOnly{w, &lc})
+	var lc *lifecycle.Lifecycle
+	lc = lifecycle.NewLifecycle(testingclock.NewFakeClock(time.Now()), heldOnly{w, &lc})
 
 	shapes := map[string]resources.List{"s": {"cpu": 4000, "nvidia.com/gpu": 2}}
-	plan := &gang.Plan{Slots: map[string]map[string]int{"n1": {"s": 2}, "n2": {"s": 1}}}
+	plan := &planner.Plan{Slots: map[string]map[string]int{"n1": {"s": 2}, "n2": {"s": 1}}}
 
 	// annotation processes what is queued and returns the PodGroup's
 	// annotation and the number of patches of its main resource since.
@@ -87,12 +89,12 @@ func TestHeldAnnotation(t *testing.T) {
 	lc.MemberReserved(ref, "uid-0", "n1", "s")
 	step(t, `{"cpu":"8","nvidia.com/gpu":"4"}`, 1)
 
-	lc.Release(ref, gang.ReasonPlanBroken, "test")
+	lc.Release(ref, lifecycle.ReasonPlanBroken, "test")
 	step(t, "<none>", 1)
 
-	lc.Reserve(ref, gang.ReservationRequest{Kind: gang.ReservationPreempting, Plan: plan, Shapes: shapes})
+	lc.Reserve(ref, lifecycle.ReservationRequest{Kind: lifecycle.ReservationPreempting, Plan: plan, Shapes: shapes})
 	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 1)
-	lc.Reserve(ref, gang.ReservationRequest{Kind: gang.ReservationPreempting, Plan: plan, Shapes: shapes})
+	lc.Reserve(ref, lifecycle.ReservationRequest{Kind: lifecycle.ReservationPreempting, Plan: plan, Shapes: shapes})
 	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 0) // the same holds: nothing to write
 
 	lc.DropReservation(ref)
@@ -128,7 +130,7 @@ func TestHeldAnnotation(t *testing.T) {
 // capacity in Queue.status forever).
 func TestHeldAnnotationEndsDuringItsWrite(t *testing.T) {
 	ctx := context.Background()
-	ref := gang.Ref{Namespace: "default", Name: "g"}
+	ref := ident.Ref{Namespace: "default", Name: "g"}
 	pgClient := pgfake.NewSimpleClientset(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}})
 	w := NewWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
 	w.HeldDelay = 0

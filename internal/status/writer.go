@@ -24,6 +24,8 @@ import (
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 )
 
 // ConditionScheduled is the PodGroup condition in which the scheduler says
@@ -84,7 +86,7 @@ func upstreamConditionsAs(conds *[]metav1.Condition, cond metav1.Condition, upst
 	case gang.ReasonPreempted, gang.ReasonReclaimed:
 		disruption.Reason = schedulingv1beta1.PodGroupReasonPreemptionByScheduler
 		changed = setCondition(conds, disruption) || changed
-	case gang.ReasonStranded:
+	case lifecycle.ReasonStranded:
 		changed = setCondition(conds, disruption) || changed
 	case ReasonScheduled:
 		// Placed again: no longer a disruption target.
@@ -111,7 +113,7 @@ type Writer struct {
 	client   kubernetes.Interface
 	recorder events.EventRecorder
 	// onChange hears every change of a gang's condition (metrics).
-	onChange func(ref gang.Ref, old, new *Condition)
+	onChange func(ref ident.Ref, old, new *Condition)
 	// Leading, when set, tells whether this replica schedules: a standby
 	// keeps what it would say and writes nothing (RequeueAll on leading).
 	Leading func() bool
@@ -120,12 +122,12 @@ type Writer struct {
 	Clock clock.PassiveClock
 
 	mu      sync.Mutex
-	desired map[gang.Ref]desiredCondition
+	desired map[ident.Ref]desiredCondition
 	// unsaid: gangs whose reason changed while this replica stood by.
-	unsaid map[gang.Ref]*v1.ObjectReference
+	unsaid map[ident.Ref]*v1.ObjectReference
 	// held: what gangs hold, for the held annotation (held.go).
-	held  map[gang.Ref]*heldAnnotation
-	queue workqueue.TypedRateLimitingInterface[gang.Ref]
+	held  map[ident.Ref]*heldAnnotation
+	queue workqueue.TypedRateLimitingInterface[ident.Ref]
 	// HeldDelay collapses a burst of hold changes (a large gang's members
 	// reserved one by one) into one annotation patch.
 	HeldDelay time.Duration
@@ -137,15 +139,15 @@ type desiredCondition struct {
 }
 
 // NewWriter returns a writer; call Run to start it.
-func NewWriter(pgClient pgclientset.Interface, client kubernetes.Interface, recorder events.EventRecorder, onChange func(gang.Ref, *Condition, *Condition)) *Writer {
+func NewWriter(pgClient pgclientset.Interface, client kubernetes.Interface, recorder events.EventRecorder, onChange func(ident.Ref, *Condition, *Condition)) *Writer {
 	return &Writer{
 		pgClient: pgClient, client: client, recorder: recorder, onChange: onChange,
-		desired: map[gang.Ref]desiredCondition{},
-		unsaid:  map[gang.Ref]*v1.ObjectReference{},
-		held:    map[gang.Ref]*heldAnnotation{},
+		desired: map[ident.Ref]desiredCondition{},
+		unsaid:  map[ident.Ref]*v1.ObjectReference{},
+		held:    map[ident.Ref]*heldAnnotation{},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
-			workqueue.DefaultTypedControllerRateLimiter[gang.Ref](),
-			workqueue.TypedRateLimitingQueueConfig[gang.Ref]{Name: "phalanx-gang-status"}),
+			workqueue.DefaultTypedControllerRateLimiter[ident.Ref](),
+			workqueue.TypedRateLimitingQueueConfig[ident.Ref]{Name: "phalanx-gang-status"}),
 		HeldDelay: defaultHeldDelay,
 	}
 }
@@ -203,10 +205,10 @@ func (w *Writer) event(obj *v1.ObjectReference, c Condition) {
 
 func objectRef(spec *gang.Spec) *v1.ObjectReference {
 	switch spec.Ref.Source {
-	case gang.SourceWorkload:
+	case ident.SourceWorkload:
 		return &v1.ObjectReference{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup",
 			Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
-	case gang.SourceComposite:
+	case ident.SourceComposite:
 		return &v1.ObjectReference{APIVersion: schedulingv1alpha3.SchemeGroupVersion.String(), Kind: "CompositePodGroup",
 			Namespace: spec.Namespace, Name: spec.Name, UID: spec.UID}
 	}
@@ -232,7 +234,7 @@ func (w *Writer) RequeueAll() {
 		cond Condition
 	}
 	w.mu.Lock()
-	refs := make([]gang.Ref, 0, len(w.desired))
+	refs := make([]ident.Ref, 0, len(w.desired))
 	var events []unsaid
 	for ref, d := range w.desired {
 		refs = append(refs, ref)
@@ -240,7 +242,7 @@ func (w *Writer) RequeueAll() {
 			events = append(events, unsaid{obj, Condition{Status: d.cond.Status, Reason: d.cond.Reason, Message: d.cond.Message}})
 		}
 	}
-	w.unsaid = map[gang.Ref]*v1.ObjectReference{}
+	w.unsaid = map[ident.Ref]*v1.ObjectReference{}
 	for ref, h := range w.held {
 		// Another replica may have written since: say it again.
 		h.written = false
@@ -258,7 +260,7 @@ func (w *Writer) RequeueAll() {
 }
 
 // Get returns the last condition set for a gang.
-func (w *Writer) Get(ref gang.Ref) (Condition, bool) {
+func (w *Writer) Get(ref ident.Ref) (Condition, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	d, ok := w.desired[ref]
@@ -274,7 +276,7 @@ func (w *Writer) Tracked() map[string]int {
 }
 
 // Forget drops what is known about a deleted gang.
-func (w *Writer) Forget(ref gang.Ref) {
+func (w *Writer) Forget(ref ident.Ref) {
 	w.mu.Lock()
 	d, had := w.desired[ref]
 	delete(w.desired, ref)
@@ -288,7 +290,7 @@ func (w *Writer) Forget(ref gang.Ref) {
 
 // forgetIfUID forgets a gang's condition if it is still the one of the group
 // object with the given UID (not of one made again since under its name).
-func (w *Writer) forgetIfUID(ref gang.Ref, uid types.UID) {
+func (w *Writer) forgetIfUID(ref ident.Ref, uid types.UID) {
 	w.mu.Lock()
 	d, ok := w.desired[ref]
 	w.mu.Unlock()
@@ -339,9 +341,9 @@ func (w *Writer) processNext(ctx context.Context) bool {
 	var err error
 	if ok {
 		switch ref.Source {
-		case gang.SourceWorkload:
+		case ident.SourceWorkload:
 			err = w.patchUpstream(ctx, ref, d.cond)
-		case gang.SourceComposite:
+		case ident.SourceComposite:
 			err = w.patchComposite(ctx, ref, d.cond)
 		default:
 			err = w.patchPodGroup(ctx, ref, d.cond)
@@ -373,7 +375,7 @@ func (w *Writer) processNext(ctx context.Context) bool {
 // patchPodGroup merges the condition into a scheduler-plugins PodGroup's
 // conditions. The upstream Go type has no conditions field, so the list is
 // read and written as raw JSON (gang.ReadConditions).
-func (w *Writer) patchPodGroup(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
+func (w *Writer) patchPodGroup(ctx context.Context, ref ident.Ref, cond metav1.Condition) error {
 	var conds []metav1.Condition
 	// Generated fake clientsets have no REST client: they get the condition
 	// alone.
@@ -399,7 +401,7 @@ func (w *Writer) patchPodGroup(ctx context.Context, ref gang.Ref, cond metav1.Co
 
 // patchComposite writes phalanx's condition, and the upstream conditions it
 // implies, on a CompositePodGroup.
-func (w *Writer) patchComposite(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
+func (w *Writer) patchComposite(ctx context.Context, ref ident.Ref, cond metav1.Condition) error {
 	cpg, err := w.client.SchedulingV1alpha3().CompositePodGroups(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
@@ -414,7 +416,7 @@ func (w *Writer) patchComposite(ctx context.Context, ref gang.Ref, cond metav1.C
 
 // patchUpstream writes phalanx's condition, and the upstream conditions it
 // implies (upstreamConditions), on an upstream PodGroup.
-func (w *Writer) patchUpstream(ctx context.Context, ref gang.Ref, cond metav1.Condition) error {
+func (w *Writer) patchUpstream(ctx context.Context, ref ident.Ref, cond metav1.Condition) error {
 	pg, err := w.client.SchedulingV1beta1().PodGroups(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 	if err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 // Adapter reads the gangs of one source from informer caches into phalanx's
@@ -23,7 +24,7 @@ import (
 // objects of implicit gangs are made outside scheduling cycles.
 type Adapter interface {
 	// Source is the kind of group object the adapter reads.
-	Source() gang.Source
+	Source() ident.Source
 	// Spec reads a gang's definition: NotFound while its group object does
 	// not exist (or its API is not served).
 	Spec(namespace, name string) (*gang.Spec, error)
@@ -40,7 +41,7 @@ type PodGroups struct {
 var _ Adapter = PodGroups{}
 
 // Source implements Adapter.
-func (PodGroups) Source() gang.Source { return gang.SourcePodGroup }
+func (PodGroups) Source() ident.Source { return ident.SourcePodGroup }
 
 // Spec implements Adapter.
 func (a PodGroups) Spec(namespace, name string) (*gang.Spec, error) {
@@ -69,7 +70,7 @@ type Upstream struct {
 var _ Adapter = Upstream{}
 
 // Source implements Adapter.
-func (Upstream) Source() gang.Source { return gang.SourceWorkload }
+func (Upstream) Source() ident.Source { return ident.SourceWorkload }
 
 // Spec implements Adapter.
 func (a Upstream) Spec(namespace, name string) (*gang.Spec, error) {
@@ -93,7 +94,7 @@ func (a Upstream) SpecOf(obj any) *gang.Spec {
 	if s, err := SpecFromUpstream(pg, a.workloadOf(pg)); err == nil {
 		return s
 	}
-	return &gang.Spec{Ref: gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, MinMember: 1}
+	return &gang.Spec{Ref: ident.Ref{Source: ident.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, MinMember: 1}
 }
 
 func (a Upstream) workloadOf(pg *schedulingv1beta1.PodGroup) *schedulingv1beta1.Workload {
@@ -117,7 +118,7 @@ func SpecFromUpstream(pg *schedulingv1beta1.PodGroup, wl *schedulingv1beta1.Work
 		return nil, err
 	}
 	s := &gang.Spec{
-		Ref:        gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name},
+		Ref:        ident.Ref{Source: ident.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name},
 		UID:        pg.UID,
 		Generation: pg.Generation,
 		MinMember:  1,

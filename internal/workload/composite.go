@@ -13,6 +13,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 // Composites is the adapter of the Workload API's CompositePodGroups
@@ -30,7 +31,7 @@ type Composites struct {
 var _ Adapter = Composites{}
 
 // Source implements Adapter.
-func (Composites) Source() gang.Source { return gang.SourceComposite }
+func (Composites) Source() ident.Source { return ident.SourceComposite }
 
 // Spec implements Adapter.
 func (a Composites) Spec(namespace, name string) (*gang.Spec, error) {
@@ -70,7 +71,7 @@ func IsGang(cpg *schedulingv1alpha3.CompositePodGroup) bool {
 // or that are themselves not gangs, make the sub-groups invalid (an error in
 // Spec.SubGroups, which the planner reports).
 func SpecFromComposite(cpg *schedulingv1alpha3.CompositePodGroup, children []*schedulingv1beta1.PodGroup) *gang.Spec {
-	ref := gang.Ref{Source: gang.SourceComposite, Namespace: cpg.Namespace, Name: cpg.Name}
+	ref := ident.Ref{Source: ident.SourceComposite, Namespace: cpg.Namespace, Name: cpg.Name}
 	s := &gang.Spec{
 		Ref: ref, UID: cpg.UID, Generation: cpg.Generation, Created: cpg.CreationTimestamp.Time,
 		Labels: map[string]string{}, Annotations: map[string]string{},

@@ -13,6 +13,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 const (
@@ -34,19 +35,19 @@ type Directory struct {
 	pgIndexer  cache.Indexer
 	podIndex   cache.Indexer
 	// placed lists a gang's members this scheduler placed (not pending).
-	placed func(gang.Ref) sets.Set[types.UID]
+	placed func(ident.Ref) sets.Set[types.UID]
 
 	mu sync.Mutex
 	// memberAnnotations: a member's annotations, for gangs whose pods (not
 	// their group object) declare sub-groups.
-	memberAnnotations map[gang.Ref]map[string]string
+	memberAnnotations map[ident.Ref]map[string]string
 }
 
 // NewDirectory returns a directory over the pod informer (indexed here by
 // gang) and the scheduler-plugins PodGroup informer (indexed by the gangs
 // they depend on). placed lists the members placed but not bound yet.
-func NewDirectory(pods, podGroups cache.SharedIndexInformer, lister PodGroups, placed func(gang.Ref) sets.Set[types.UID]) (*Directory, error) {
-	d := &Directory{podGroups: lister, placed: placed, memberAnnotations: map[gang.Ref]map[string]string{}}
+func NewDirectory(pods, podGroups cache.SharedIndexInformer, lister PodGroups, placed func(ident.Ref) sets.Set[types.UID]) (*Directory, error) {
+	d := &Directory{podGroups: lister, placed: placed, memberAnnotations: map[ident.Ref]map[string]string{}}
 	if err := pods.AddIndexers(cache.Indexers{gangIndex: d.indexByGang}); err != nil {
 		return nil, fmt.Errorf("indexing pods by gang: %w", err)
 	}
@@ -85,9 +86,9 @@ func (d *Directory) PodGroupIndex() cache.Indexer { return d.pgIndexer }
 // CompositePodGroup when it has one), else the implicit-gang annotations.
 // An invalid annotation is an error: the pod belongs to a gang that cannot
 // be formed.
-func (d *Directory) Resolve(pod *v1.Pod) (gang.Ref, *Implicit, bool, error) {
+func (d *Directory) Resolve(pod *v1.Pod) (ident.Ref, *Implicit, bool, error) {
 	ref, implicit, ok, err := d.leafRef(pod)
-	if ok && err == nil && ref.Source == gang.SourceWorkload {
+	if ok && err == nil && ref.Source == ident.SourceWorkload {
 		if root, isComposite := d.CompositeOf(ref); isComposite {
 			return root, nil, true, nil
 		}
@@ -98,46 +99,46 @@ func (d *Directory) Resolve(pod *v1.Pod) (gang.Ref, *Implicit, bool, error) {
 // leafRef is the group object a pod names itself (the PodGroup of a
 // CompositePodGroup's sub-group, not the composite): the key the member
 // index keeps pods under, whatever informer event comes first.
-func (d *Directory) leafRef(pod *v1.Pod) (gang.Ref, *Implicit, bool, error) {
+func (d *Directory) leafRef(pod *v1.Pod) (ident.Ref, *Implicit, bool, error) {
 	r, err := GangOf(pod)
 	if err != nil {
-		return gang.Ref{}, nil, true, err
+		return ident.Ref{}, nil, true, err
 	}
 	switch r.Source {
 	case SourceNone:
-		return gang.Ref{}, nil, false, nil
+		return ident.Ref{}, nil, false, nil
 	case SourceWorkloadAPI:
-		return gang.Ref{Source: gang.SourceWorkload, Namespace: r.Namespace, Name: r.Name}, nil, true, nil
+		return ident.Ref{Source: ident.SourceWorkload, Namespace: r.Namespace, Name: r.Name}, nil, true, nil
 	}
-	return gang.Ref{Namespace: r.Namespace, Name: r.Name}, r.Implicit, true, nil
+	return ident.Ref{Namespace: r.Namespace, Name: r.Name}, r.Implicit, true, nil
 }
 
 // CompositeOf is the gang CompositePodGroup an upstream PodGroup belongs
 // to, where the API server serves CompositePodGroups: its PodGroups are
 // that gang's sub-groups.
-func (d *Directory) CompositeOf(leaf gang.Ref) (gang.Ref, bool) {
+func (d *Directory) CompositeOf(leaf ident.Ref) (ident.Ref, bool) {
 	up, comp := d.upstream.Load(), d.composites.Load()
 	if up == nil || comp == nil {
-		return gang.Ref{}, false
+		return ident.Ref{}, false
 	}
 	pg, err := up.PodGroups.PodGroups(leaf.Namespace).Get(leaf.Name)
 	if err != nil {
-		return gang.Ref{}, false
+		return ident.Ref{}, false
 	}
 	parent := ParentOf(pg)
 	if parent == "" {
-		return gang.Ref{}, false
+		return ident.Ref{}, false
 	}
 	cpg, err := comp.Lister.CompositePodGroups(leaf.Namespace).Get(parent)
 	if err != nil || !IsGang(cpg) {
-		return gang.Ref{}, false
+		return ident.Ref{}, false
 	}
-	return gang.Ref{Source: gang.SourceComposite, Namespace: leaf.Namespace, Name: parent}, true
+	return ident.Ref{Source: ident.SourceComposite, Namespace: leaf.Namespace, Name: parent}, true
 }
 
 // RefOf returns the gang a pod belongs to (false for pods outside gangs and
 // for pods whose gang annotations are invalid).
-func (d *Directory) RefOf(pod *v1.Pod) (gang.Ref, bool) {
+func (d *Directory) RefOf(pod *v1.Pod) (ident.Ref, bool) {
 	ref, _, ok, err := d.Resolve(pod)
 	return ref, ok && err == nil
 }
@@ -147,7 +148,7 @@ func (d *Directory) RefOf(pod *v1.Pod) (gang.Ref, bool) {
 // for an implicit gang it is being made, outside the scheduling cycle — or
 // the pod's gang annotations are invalid. It never writes to the API: the
 // queue sort, PreEnqueue, PreFilter and Filter call it.
-func (d *Directory) GangOf(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err error) {
+func (d *Directory) GangOf(pod *v1.Pod) (ref ident.Ref, spec *gang.Spec, ok bool, err error) {
 	ref, _, ok, err = d.Resolve(pod)
 	if !ok || err != nil {
 		return ref, nil, ok, err
@@ -158,7 +159,7 @@ func (d *Directory) GangOf(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool,
 
 // Spec returns the gang's definition; a NotFound error when its group object
 // does not exist (yet), or its API is not served.
-func (d *Directory) Spec(ref gang.Ref) (*gang.Spec, error) {
+func (d *Directory) Spec(ref ident.Ref) (*gang.Spec, error) {
 	spec, err := d.adapter(ref.Source).Spec(ref.Namespace, ref.Name)
 	if err != nil {
 		return nil, err
@@ -172,7 +173,7 @@ func (d *Directory) SpecOf(obj any) *gang.Spec {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	for _, source := range []gang.Source{gang.SourcePodGroup, gang.SourceWorkload, gang.SourceComposite} {
+	for _, source := range []ident.Source{ident.SourcePodGroup, ident.SourceWorkload, ident.SourceComposite} {
 		if s := d.adapter(source).SpecOf(obj); s != nil {
 			d.addSubGroups(s)
 			return s
@@ -182,14 +183,14 @@ func (d *Directory) SpecOf(obj any) *gang.Spec {
 }
 
 // adapter reads the gangs of a source.
-func (d *Directory) adapter(source gang.Source) Adapter {
+func (d *Directory) adapter(source ident.Source) Adapter {
 	switch source {
-	case gang.SourceWorkload:
+	case ident.SourceWorkload:
 		if up := d.upstream.Load(); up != nil {
 			return *up
 		}
 		return Upstream{}
-	case gang.SourceComposite:
+	case ident.SourceComposite:
 		if c := d.composites.Load(); c != nil {
 			return *c
 		}
@@ -217,7 +218,7 @@ func (d *Directory) addSubGroups(spec *gang.Spec) {
 }
 
 // NoteMember keeps a member's annotations when they declare sub-groups.
-func (d *Directory) NoteMember(ref gang.Ref, pod *v1.Pod) {
+func (d *Directory) NoteMember(ref ident.Ref, pod *v1.Pod) {
 	if pod.Annotations[phalanxv1alpha1.SubGroupSizeAnnotation] == "" {
 		return
 	}
@@ -229,7 +230,7 @@ func (d *Directory) NoteMember(ref gang.Ref, pod *v1.Pod) {
 }
 
 // Forget drops what the directory keeps of a gang whose group object went.
-func (d *Directory) Forget(ref gang.Ref) {
+func (d *Directory) Forget(ref ident.Ref) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	delete(d.memberAnnotations, ref)
@@ -269,13 +270,13 @@ func indexByDependency(obj any) ([]string, error) {
 
 // Members lists the gang's pods known to the scheduler (terminal pods are
 // not: the scheduler's pod informer drops them).
-func (d *Directory) Members(ref gang.Ref) []*v1.Pod {
-	if ref.Source == gang.SourceComposite {
+func (d *Directory) Members(ref ident.Ref) []*v1.Pod {
+	if ref.Source == ident.SourceComposite {
 		// The pods of its PodGroups: each names its own.
 		var out []*v1.Pod
 		if comp := d.composites.Load(); comp != nil {
 			for _, child := range comp.Children(ref.Namespace, ref.Name) {
-				out = append(out, d.Members(gang.Ref{Source: gang.SourceWorkload, Namespace: child.Namespace, Name: child.Name})...)
+				out = append(out, d.Members(ident.Ref{Source: ident.SourceWorkload, Namespace: child.Namespace, Name: child.Name})...)
 			}
 		}
 		return out
@@ -296,7 +297,7 @@ func (d *Directory) Members(ref gang.Ref) []*v1.Pod {
 // Pending lists the gang's members that wait for a node: not bound, not
 // reserved by this scheduler, not terminating, and free of scheduling gates
 // (a gated member cannot be placed, so no plan counts on it).
-func (d *Directory) Pending(ref gang.Ref) []*v1.Pod {
+func (d *Directory) Pending(ref ident.Ref) []*v1.Pod {
 	placed := d.placed(ref)
 	var out []*v1.Pod
 	for _, m := range d.Members(ref) {
@@ -309,15 +310,15 @@ func (d *Directory) Pending(ref gang.Ref) []*v1.Pod {
 
 // Dependents lists the gangs (PodGroups of the same namespace) that depend
 // on ref.
-func (d *Directory) Dependents(ref gang.Ref) []gang.Ref {
+func (d *Directory) Dependents(ref ident.Ref) []ident.Ref {
 	objs, err := d.pgIndexer.ByIndex(dependsOnIndex, ref.Namespace+"/"+ref.Name)
 	if err != nil {
 		return nil
 	}
-	var out []gang.Ref
+	var out []ident.Ref
 	for _, o := range objs {
 		if pg, ok := o.(*pgv1alpha1.PodGroup); ok {
-			out = append(out, gang.Ref{Namespace: pg.Namespace, Name: pg.Name})
+			out = append(out, ident.Ref{Namespace: pg.Namespace, Name: pg.Name})
 		}
 	}
 	return out
@@ -326,8 +327,8 @@ func (d *Directory) Dependents(ref gang.Ref) []gang.Ref {
 // DependentsOfPodGroup lists the gangs that depend on ref without an index
 // lookup for other sources: only scheduler-plugins PodGroups (and the
 // implicit ones phalanx makes) carry the depends-on annotation.
-func (d *Directory) DependentsOfPodGroup(ref gang.Ref) []gang.Ref {
-	if ref.Source != gang.SourcePodGroup {
+func (d *Directory) DependentsOfPodGroup(ref ident.Ref) []ident.Ref {
+	if ref.Source != ident.SourcePodGroup {
 		return nil
 	}
 	return d.Dependents(ref)

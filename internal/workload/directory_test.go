@@ -13,6 +13,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 // directoryOn builds a Directory over informers that are never started: the
@@ -22,7 +23,7 @@ func directoryOn(t *testing.T, placed sets.Set[types.UID]) *Directory {
 	pods := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1.Pod{}, 0, cache.Indexers{})
 	groups := cache.NewSharedIndexInformer(&cache.ListWatch{}, &pgv1alpha1.PodGroup{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	d, err := NewDirectory(pods, groups, PodGroups{Lister: pglisters.NewPodGroupLister(groups.GetIndexer())},
-		func(gang.Ref) sets.Set[types.UID] { return placed })
+		func(ident.Ref) sets.Set[types.UID] { return placed })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestDirectoryResolvesMembersAndSpecs(t *testing.T) {
 	add(t, d.PodIndex(), labelled("a-0", "a", "n1", v1.PodRunning), labelled("a-1", "a", "", v1.PodPending),
 		labelled("a-2", "a", "", v1.PodPending), gated, labelled("b-0", "b", "", v1.PodPending),
 		&v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "ns"}})
-	a := gang.Ref{Namespace: "ns", Name: "a"}
+	a := ident.Ref{Namespace: "ns", Name: "a"}
 
 	if got := len(d.Members(a)); got != 4 {
 		t.Fatalf("Members(a) = %d pods, want 4", got)
@@ -83,7 +84,7 @@ func TestDirectoryResolvesMembersAndSpecs(t *testing.T) {
 	if d.WatchesWorkloadAPI() || d.Upstream() != nil || d.Composites() != nil {
 		t.Fatal("the Workload API reads as served before ServeWorkloadAPI")
 	}
-	if _, err := d.Spec(gang.Ref{Source: gang.SourceWorkload, Namespace: "ns", Name: "a"}); err == nil {
+	if _, err := d.Spec(ident.Ref{Source: ident.SourceWorkload, Namespace: "ns", Name: "a"}); err == nil {
 		t.Fatal("Spec of a Workload API gang without the API served: no error")
 	}
 }
@@ -94,13 +95,13 @@ func TestDirectoryDependents(t *testing.T) {
 		podGroup("pretrain", 2, nil),
 		podGroup("finetune", 1, map[string]string{phalanxv1alpha1.DependsOnAnnotation: "pretrain"}),
 		podGroup("eval", 1, map[string]string{phalanxv1alpha1.DependsOnAnnotation: "pretrain,finetune"}))
-	pretrain := gang.Ref{Namespace: "ns", Name: "pretrain"}
+	pretrain := ident.Ref{Namespace: "ns", Name: "pretrain"}
 	got := d.Dependents(pretrain)
-	gang.SortRefs(got)
+	ident.SortRefs(got)
 	if len(got) != 2 || got[0].Name != "eval" || got[1].Name != "finetune" {
 		t.Fatalf("Dependents(pretrain) = %v, want eval and finetune", got)
 	}
-	if got := d.DependentsOfPodGroup(gang.Ref{Source: gang.SourceWorkload, Namespace: "ns", Name: "pretrain"}); got != nil {
+	if got := d.DependentsOfPodGroup(ident.Ref{Source: ident.SourceWorkload, Namespace: "ns", Name: "pretrain"}); got != nil {
 		t.Fatalf("DependentsOfPodGroup of a Workload API gang = %v, want none (only PodGroups carry depends-on)", got)
 	}
 
@@ -127,7 +128,7 @@ func TestDirectoryDependents(t *testing.T) {
 func TestDirectorySubGroupsFromMembers(t *testing.T) {
 	d := directoryOn(t, nil)
 	add(t, d.PodGroupIndex(), podGroup("a", 4, nil))
-	a := gang.Ref{Namespace: "ns", Name: "a"}
+	a := ident.Ref{Namespace: "ns", Name: "a"}
 	member := labelled("a-0", "a", "", v1.PodPending)
 	member.Annotations = map[string]string{phalanxv1alpha1.SubGroupSizeAnnotation: "2", phalanxv1alpha1.SubGroupTopologyRequiredAnnotation: "leaf"}
 	d.NoteMember(a, labelled("a-1", "a", "", v1.PodPending)) // declares nothing: not kept

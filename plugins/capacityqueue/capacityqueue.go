@@ -21,6 +21,9 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config"
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/status"
@@ -131,13 +134,13 @@ func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, po
 // members the planner would place (gang.GroupForPlan) — or a plain pod's own
 // request. admitted: the gang already has a plan, a reservation or its quorum,
 // so its capacity is charged already.
-func (pl *CapacityQueue) need(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, need resources.List, admitted bool) {
+func (pl *CapacityQueue) need(pod *v1.Pod) (ref ident.Ref, spec *gang.Spec, need resources.List, admitted bool) {
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
 	if !ok || err != nil {
-		return gang.Ref{}, nil, pl.gangs.Manager.Demand(pod), false
+		return ident.Ref{}, nil, pl.gangs.Manager.Demand(pod), false
 	}
 	lc := pl.gangs.Lifecycle
-	if phase := lc.Phase(ref); phase == gang.PhasePlanned || phase == gang.PhaseReserving {
+	if phase := lc.Phase(ref); phase == lifecycle.PhasePlanned || phase == lifecycle.PhaseReserving {
 		return ref, spec, nil, true
 	}
 	placed := lc.Placed(ref)
@@ -146,7 +149,7 @@ func (pl *CapacityQueue) need(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, need 
 	}
 	bound, _ := gang.BoundBySubGroup(spec, pl.gangs.Members(ref), nil, -1)
 	groups, _ := gang.GroupForPlan(spec, pod, pl.gangs.Pending(ref), gang.Quorum(spec)-placed, pl.gangs.Manager.Demand, bound)
-	return ref, spec, gang.Demand(groups), false
+	return ref, spec, planner.Demand(groups), false
 }
 
 // PreFilterExtensions returns nil.

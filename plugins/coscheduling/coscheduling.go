@@ -22,6 +22,9 @@ import (
 	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
@@ -137,7 +140,7 @@ func (pl *Coscheduling) Name() string { return Name }
 // cycleState is what PreFilter learned for the rest of the cycle.
 type cycleState struct {
 	// ref and spec are zero for a pod outside gangs.
-	ref      gang.Ref
+	ref      ident.Ref
 	spec     *gang.Spec
 	shape    string
 	request  resources.List
@@ -213,7 +216,7 @@ func queuedPod(e fwk.QueuedEntityInfo) *v1.Pod {
 		return nil
 	}
 	if g, ok := e.(fwk.PodGroupInfo); ok {
-		return gang.Oldest(g.GetUnscheduledPods())
+		return ident.Oldest(g.GetUnscheduledPods())
 	}
 	return nil
 }
@@ -315,7 +318,7 @@ func (pl *Coscheduling) Filter(ctx context.Context, state fwk.CycleState, pod *v
 			return fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is not the gang member's planned node")
 		}
 	}
-	claimant := gang.Claimant{Ref: cs.ref, Priority: cs.priority, Ends: cs.ends}
+	claimant := lifecycle.Claimant{Ref: cs.ref, Priority: cs.priority, Ends: cs.ends}
 	if !pl.m.Fits(name, claimant, cs.request, func() (resources.List, int64) { return probe.FreeOn(nodeInfo) }) {
 		// Unresolvable: evicting pods here would not release a hold. The
 		// hold's end is no event the scheduling queue sees: the runtime
@@ -424,7 +427,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 // reached. Members that share a reserved member's claim cannot reserve
 // before it binds (its allocation is in flight); they count toward the
 // quorum. Only a member with claims can hold one (counting walks the gang).
-func (pl *Coscheduling) release(ctx context.Context, pod *v1.Pod, ref gang.Ref, spec *gang.Spec) (reached bool, placed int) {
+func (pl *Coscheduling) release(ctx context.Context, pod *v1.Pod, ref ident.Ref, spec *gang.Spec) (reached bool, placed int) {
 	riders := 0
 	if len(pod.Spec.ResourceClaims) > 0 {
 		riders = pl.gangs.ClaimRiders(ref)
@@ -501,7 +504,7 @@ func (pl *Coscheduling) EventsToRegister(context.Context) ([]fwk.ClusterEventWit
 
 // scoreState is the workload a pod outside gangs is scored against.
 type scoreState struct {
-	workload []gang.WorkloadShape
+	workload []fragment.WorkloadShape
 }
 
 // Clone shares the state: it is read-only.

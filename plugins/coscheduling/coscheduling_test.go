@@ -22,6 +22,8 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config"
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 	"github.com/phalanx-sched/phalanx/plugins/probe"
@@ -73,7 +75,7 @@ func TestPreEnqueue(t *testing.T) {
 	}
 	e, pl := env(t, objs)
 	e.Eventually("PodGroups in the lister", func() bool {
-		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "needs-missing"})
+		_, err := pl.gangs.Spec(ident.Ref{Namespace: "default", Name: "needs-missing"})
 		return err == nil
 	})
 	for _, tc := range []struct {
@@ -98,7 +100,7 @@ func TestPreEnqueue(t *testing.T) {
 			}
 		})
 	}
-	if c, ok := pl.gangs.Status.Get(gang.Ref{Namespace: "default", Name: "three"}); !ok || c.Reason != gang.ReasonMembersPending {
+	if c, ok := pl.gangs.Status.Get(ident.Ref{Namespace: "default", Name: "three"}); !ok || c.Reason != gang.ReasonMembersPending {
 		t.Fatalf("three's condition %+v, want MembersPending", c)
 	}
 }
@@ -114,7 +116,7 @@ func TestPlanSteersMembers(t *testing.T) {
 		Nodes: []*v1.Node{plugintest.Node("n0", "8", 2, nil), plugintest.Node("n1", "8", 2, nil), plugintest.Node("n2", "8", 4, nil)},
 		Pods:  gpus,
 	})
-	ref := gang.Ref{Namespace: "default", Name: "g"}
+	ref := ident.Ref{Namespace: "default", Name: "g"}
 	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 4 })
 	// The PodGroup comes after its members, so their arrival wakes nobody
 	// and the group's own arrival wakes them once, before the plan.
@@ -136,7 +138,7 @@ func TestPlanSteersMembers(t *testing.T) {
 	if len(fit) != 1 || fit[0] != "n2" {
 		t.Fatalf("first member fits %v, want only n2 (the tightest node that takes all four)", fit)
 	}
-	if pl.m.Phase(ref) != gang.PhasePlanned {
+	if pl.m.Phase(ref) != lifecycle.PhasePlanned {
 		t.Fatalf("phase %s, want Planned", pl.m.Phase(ref))
 	}
 	pl.Reserve(e.Ctx, state, gpus[0], "n2")
@@ -161,7 +163,7 @@ func TestArrivalCompletingQuorumWakesSiblings(t *testing.T) {
 		Nodes: []*v1.Node{plugintest.Node("n0", "8", 0, nil)},
 		Pods:  early,
 	})
-	ref := gang.Ref{Namespace: "default", Name: "g"}
+	ref := ident.Ref{Namespace: "default", Name: "g"}
 	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 2 })
 	// The PodGroup arrives after its members: its arrival wakes them, once.
 	if _, err := e.PG.SchedulingV1alpha1().PodGroups("default").Create(e.Ctx, plugintest.PodGroup("g", 3), metav1.CreateOptions{}); err != nil {
@@ -228,7 +230,7 @@ func TestQuorumWakesLeadThenPlan(t *testing.T) {
 	pl.gangs.Status.Leading = func() bool { return false }
 	// Members sleep behind a lead once the scheduling loop runs: a cycle.
 	e.Cycle(plugintest.Pod("plain", "", "1", 0))
-	ref := gang.Ref{Namespace: "default", Name: "g"}
+	ref := ident.Ref{Namespace: "default", Name: "g"}
 	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 2 })
 	if _, err := e.PG.SchedulingV1alpha1().PodGroups("default").Create(e.Ctx, plugintest.PodGroup("g", 3), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -306,7 +308,7 @@ func TestPlanFailureCached(t *testing.T) {
 		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("big", 3)},
 		Pods:      big,
 	})
-	ref := gang.Ref{Namespace: "default", Name: "big"}
+	ref := ident.Ref{Namespace: "default", Name: "big"}
 	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 3 })
 	state, _, _ := e.Cycle(big[0])
 	fit, failed := e.Filter(state, big[0])
@@ -358,7 +360,7 @@ func TestPermitAndTeardown(t *testing.T) {
 		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("g", 2)},
 		Pods:      gm,
 	})
-	ref := gang.Ref{Namespace: "default", Name: "g"}
+	ref := ident.Ref{Namespace: "default", Name: "g"}
 	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 2 })
 	state, _, _ := e.Cycle(gm[0])
 	e.Filter(state, gm[0])
@@ -370,11 +372,11 @@ func TestPermitAndTeardown(t *testing.T) {
 	// The member is released before its sibling arrives: the gang is torn
 	// down, once.
 	pl.Unreserve(e.Ctx, state, gm[0], "n0")
-	if pl.m.Phase(ref) != gang.PhaseIdle || pl.m.HoldsAnywhere() {
+	if pl.m.Phase(ref) != lifecycle.PhaseIdle || pl.m.HoldsAnywhere() {
 		t.Fatalf("after teardown phase %s holds %v", pl.m.Phase(ref), pl.m.HoldsAnywhere())
 	}
 	c, _ := pl.gangs.Status.Get(ref)
-	if c.Reason != gang.ReasonPlanBroken {
+	if c.Reason != lifecycle.ReasonPlanBroken {
 		t.Fatalf("condition %+v, want PlanBroken", c)
 	}
 	pl.Unreserve(e.Ctx, state, gm[0], "n0")
@@ -407,7 +409,7 @@ func TestHoldsKeepOtherPodsOff(t *testing.T) {
 		PodGroups: []*pgv1alpha1.PodGroup{plugintest.PodGroup("g", 2)},
 		Pods:      gm,
 	})
-	ref := gang.Ref{Namespace: "default", Name: "g"}
+	ref := ident.Ref{Namespace: "default", Name: "g"}
 	e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 2 })
 	state, _, _ := e.Cycle(gm[0])
 	e.Filter(state, gm[0])
@@ -419,7 +421,7 @@ func TestHoldsKeepOtherPodsOff(t *testing.T) {
 	if fit, failed := e.Filter(pstate, plain); len(fit) != 0 || !strings.Contains(failed["n0"].Message(), "held for a planned or reserved gang") {
 		t.Fatalf("plain pod fits %v (%v), want none: the plan holds n0", fit, failed)
 	}
-	pl.m.Release(ref, gang.ReasonPlanBroken, "test")
+	pl.m.Release(ref, lifecycle.ReasonPlanBroken, "test")
 	if fit, _ := e.Filter(pstate, plain); len(fit) != 1 {
 		t.Fatalf("after the plan is released the plain pod fits %v", fit)
 	}
@@ -435,14 +437,14 @@ func TestQueueingHints(t *testing.T) {
 		}(),
 	}})
 	e.Eventually("PodGroups in the lister", func() bool {
-		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "after"})
+		_, err := pl.gangs.Spec(ident.Ref{Namespace: "default", Name: "after"})
 		return err == nil
 	})
 	member := plugintest.Pod("a-0", "a", "1", 0)
 	sibling := plugintest.Pod("a-1", "a", "1", 0)
 	waiter := plugintest.Pod("after-0", "after", "1", 0)
 	// Gang a failed to plan in a-0's cycle: a-0 stands for it.
-	refA := gang.Ref{Namespace: "default", Name: "a"}
+	refA := ident.Ref{Namespace: "default", Name: "a"}
 	pl.m.ObserveMember(refA, member.UID, "")
 	pl.m.ObserveMember(refA, sibling.UID, "")
 	pl.m.Fail(refA, member.UID, "no room")
@@ -520,7 +522,7 @@ func TestLessKeepsGangsTogether(t *testing.T) {
 	newer.CreationTimestamp = metav1.NewTime(older.CreationTimestamp.Add(1e9))
 	e, pl := env(t, plugintest.Objects{PodGroups: []*pgv1alpha1.PodGroup{older, newer}})
 	e.Eventually("PodGroups in the lister", func() bool {
-		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "newer"})
+		_, err := pl.gangs.Spec(ident.Ref{Namespace: "default", Name: "newer"})
 		return err == nil
 	})
 	qp := func(p *v1.Pod) fwk.QueuedEntityInfo {
@@ -558,7 +560,7 @@ func TestLessOrdersPodGroupEntities(t *testing.T) {
 	newer.CreationTimestamp = metav1.NewTime(older.CreationTimestamp.Add(1e9))
 	e, pl := env(t, plugintest.Objects{PodGroups: []*pgv1alpha1.PodGroup{older, newer}})
 	e.Eventually("PodGroups in the lister", func() bool {
-		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "newer"})
+		_, err := pl.gangs.Spec(ident.Ref{Namespace: "default", Name: "newer"})
 		return err == nil
 	})
 	pod := func(p *v1.Pod) fwk.QueuedEntityInfo {
@@ -613,7 +615,7 @@ func TestPreBindBoundsGangBinds(t *testing.T) {
 	}
 	e, pl := env(t, objs)
 	e.Eventually("PodGroup in the lister", func() bool {
-		_, err := pl.gangs.Spec(gang.Ref{Namespace: "default", Name: "g"})
+		_, err := pl.gangs.Spec(ident.Ref{Namespace: "default", Name: "g"})
 		return err == nil
 	})
 	ctx := e.Ctx
@@ -666,7 +668,7 @@ func TestLessUsesWorkloadPriority(t *testing.T) {
 	newer := upstream("newer", t0.Add(time.Second), ptr.To[int32](1000))
 	e, pl := env(t, plugintest.Objects{UpstreamPodGroups: []*schedulingv1beta1.PodGroup{older, newer}})
 	e.Eventually("upstream PodGroups in the lister", func() bool {
-		_, err := pl.gangs.Spec(gang.Ref{Source: gang.SourceWorkload, Namespace: "default", Name: "newer"})
+		_, err := pl.gangs.Spec(ident.Ref{Source: ident.SourceWorkload, Namespace: "default", Name: "newer"})
 		return err == nil
 	})
 	member := func(name, group string) *v1.Pod {
@@ -703,7 +705,7 @@ func TestOrderedStartupReported(t *testing.T) {
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ref := gang.Ref{Namespace: "default", Name: "db"}
+	ref := ident.Ref{Namespace: "default", Name: "db"}
 	e.Eventually("PodGroup and member in the listers", func() bool {
 		spec, err := pl.gangs.Spec(ref)
 		return err == nil && pl.gangs.CountMembers(spec).Ready == 1
@@ -747,7 +749,7 @@ func TestDryRunMatchesPlans(t *testing.T) {
 		Pods: pods, PodGroups: groups,
 	})
 	for g := range gangs {
-		ref := gang.Ref{Namespace: "default", Name: "g" + string(rune('0'+g))}
+		ref := ident.Ref{Namespace: "default", Name: "g" + string(rune('0'+g))}
 		e.Eventually("members indexed", func() bool { return len(pl.gangs.Members(ref)) == 3 })
 	}
 	copies := func() gang.Answer {
@@ -777,8 +779,8 @@ func TestDryRunMatchesPlans(t *testing.T) {
 	}
 	planned := 0
 	for g := range gangs {
-		ref := gang.Ref{Namespace: "default", Name: "g" + string(rune('0'+g))}
-		if pl.m.Phase(ref) != gang.PhaseIdle {
+		ref := ident.Ref{Namespace: "default", Name: "g" + string(rune('0'+g))}
+		if pl.m.Phase(ref) != lifecycle.PhaseIdle {
 			t.Fatalf("gang %s is %s after the dry run, want Idle", ref, pl.m.Phase(ref))
 		}
 		first := pods[3*g]
@@ -786,7 +788,7 @@ func TestDryRunMatchesPlans(t *testing.T) {
 		if !st.IsSuccess() {
 			continue
 		}
-		if fit, _ := e.Filter(state, first); len(fit) == 1 && pl.m.Phase(ref) == gang.PhasePlanned {
+		if fit, _ := e.Filter(state, first); len(fit) == 1 && pl.m.Phase(ref) == lifecycle.PhasePlanned {
 			planned++
 		}
 	}

@@ -20,7 +20,7 @@ import (
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 )
 
@@ -121,8 +121,8 @@ func TestCycleWritesNothing(t *testing.T) {
 	e.PG.PrependReactor("*", "*", rec.react)
 	e.Phalanx.PrependReactor("*", "*", rec.react)
 	e.Eventually("every member indexed", func() bool {
-		return len(pl.gangs.Members(gang.Ref{Namespace: "default", Name: "lab"})) == 2 &&
-			len(pl.gangs.Members(gang.Ref{Source: gang.SourceWorkload, Namespace: "default", Name: "up"})) == 2
+		return len(pl.gangs.Members(ident.Ref{Namespace: "default", Name: "lab"})) == 2 &&
+			len(pl.gangs.Members(ident.Ref{Source: ident.SourceWorkload, Namespace: "default", Name: "up"})) == 2
 	})
 
 	for _, p := range all {

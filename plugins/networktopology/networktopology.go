@@ -22,6 +22,8 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config"
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/topology"
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
@@ -37,13 +39,13 @@ const gpuResource v1.ResourceName = "nvidia.com/gpu"
 
 // Gangs is what this plugin needs of the gang directory.
 type Gangs interface {
-	GangOf(pod *v1.Pod) (gang.Ref, *gang.Spec, bool, error)
-	Members(ref gang.Ref) []*v1.Pod
+	GangOf(pod *v1.Pod) (ident.Ref, *gang.Spec, bool, error)
+	Members(ref ident.Ref) []*v1.Pod
 }
 
 // Placed is what this plugin needs of the gang lifecycle.
 type Placed interface {
-	PlacedNodes(ref gang.Ref) []string
+	PlacedNodes(ref ident.Ref) []string
 }
 
 // Topologies is what this plugin needs of the process topology.
@@ -190,7 +192,7 @@ func (pl *NetworkTopology) PreFilter(ctx context.Context, state fwk.CycleState, 
 	if c.Required == "" {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
-	domain, _ := gang.PlacedDomain(tree, c.Required, pl.placed.PlacedNodes(ref))
+	domain, _ := planner.PlacedDomain(tree, c.Required, pl.placed.PlacedNodes(ref))
 	if domain == "" {
 		return nil, fwk.NewStatus(fwk.Skip)
 	}
@@ -200,7 +202,7 @@ func (pl *NetworkTopology) PreFilter(ctx context.Context, state fwk.CycleState, 
 // subGroupDomain is the domain at level of the pod's sub-group's bound
 // members, "" when it has none (its sub-group is planned whole, and a plan
 // steers each member).
-func (pl *NetworkTopology) subGroupDomain(tree *topology.Tree, level string, ref gang.Ref, spec *gang.Spec, pod *v1.Pod) string {
+func (pl *NetworkTopology) subGroupDomain(tree *topology.Tree, level string, ref ident.Ref, spec *gang.Spec, pod *v1.Pod) string {
 	sg := spec.SubGroups
 	if sg == nil || sg.Of == nil {
 		return ""

@@ -12,7 +12,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/apis/config"
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
 )
@@ -62,7 +62,7 @@ func TestPreFilterConstraint(t *testing.T) {
 	pl := e.Plugins[Name].(*NetworkTopology)
 	e.Eventually("the tree and the placed member", func() bool {
 		tree, _ := pl.topo.View()
-		return tree != nil && len(tree.Levels()) == 2 && len(pl.placed.PlacedNodes(gang.Ref{Namespace: "default", Name: "placed"})) == 1
+		return tree != nil && len(tree.Levels()) == 2 && len(pl.placed.PlacedNodes(ident.Ref{Namespace: "default", Name: "placed"})) == 1
 	})
 	for _, tc := range []struct {
 		name               string
@@ -122,7 +122,7 @@ func TestScore(t *testing.T) {
 	pl := e.Plugins[Name].(*NetworkTopology)
 	e.Eventually("the tree and the placed member", func() bool {
 		tree, _ := pl.topo.View()
-		return tree != nil && len(pl.placed.PlacedNodes(gang.Ref{Namespace: "default", Name: "g"})) == 1
+		return tree != nil && len(pl.placed.PlacedNodes(ident.Ref{Namespace: "default", Name: "g"})) == 1
 	})
 	scores := func(p *v1.Pod) map[string]int64 {
 		state := framework.NewCycleState()

@@ -3,7 +3,7 @@ package numatopology
 import (
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 )
 
 // stateKey holds this plugin's part of a scheduling cycle: how many members
@@ -11,7 +11,7 @@ import (
 const stateKey fwk.StateKey = "phalanx.dev/numa"
 
 type cycleState struct {
-	limiter gang.Limiter
+	limiter planner.Limiter
 	aligned bool
 }
 
@@ -36,7 +36,7 @@ func aligned(state fwk.CycleState) bool {
 
 // Limiter is NUMATopology's per-node member limit for the gang planner; nil
 // when the profile does not enable NUMATopology.
-func Limiter(state fwk.CycleState) gang.Limiter {
+func Limiter(state fwk.CycleState) planner.Limiter {
 	if c := readCycle(state); c != nil {
 		return c.limiter
 	}

@@ -13,6 +13,7 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/plugins/groupclaims"
 )
@@ -57,10 +58,10 @@ func Statuses(h fwk.Handle, self string, state fwk.CycleState, statuses fwk.Node
 }
 
 func newView(infos []fwk.NodeInfo) *gang.View {
-	view := &gang.View{Nodes: make([]gang.NodeState, len(infos)), Verdicts: make([]gang.Verdict, len(infos))}
+	view := &gang.View{Nodes: make([]planner.NodeState, len(infos)), Verdicts: make([]planner.Verdict, len(infos))}
 	for i, ni := range infos {
 		free, pods := FreeOn(ni)
-		view.Nodes[i] = gang.NodeState{Node: ni.Node(), Free: free, FreePods: pods}
+		view.Nodes[i] = planner.NodeState{Node: ni.Node(), Free: free, FreePods: pods}
 	}
 	view.PodsOn = func(i int) []*v1.Pod {
 		pis := infos[i].GetPods()
@@ -89,15 +90,15 @@ var DRAPlugins = []string{names.DynamicResources, groupclaims.Name}
 // marks it unresolvable, though devices free up when pods leave).
 const devicesTaken = "cannot allocate all claims"
 
-func verdictOf(st *fwk.Status) gang.Verdict {
+func verdictOf(st *fwk.Status) planner.Verdict {
 	if st.IsSuccess() {
-		return gang.Verdict{Fits: true}
+		return planner.Verdict{Fits: true}
 	}
 	resourceOnly := st.Code() == fwk.Unschedulable && resourcePlugins.Has(st.Plugin())
 	if slices.Contains(DRAPlugins, st.Plugin()) && slices.Contains(st.Reasons(), devicesTaken) {
 		resourceOnly = true
 	}
-	return gang.Verdict{Plugin: st.Plugin(), Reasons: st.Reasons(), ResourceOnly: resourceOnly}
+	return planner.Verdict{Plugin: st.Plugin(), Reasons: st.Reasons(), ResourceOnly: resourceOnly}
 }
 
 // FreeOn is what the node has left by the scheduler's own accounting.

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/status"
 )
@@ -23,11 +24,11 @@ func (e effects) SetCondition(spec *gang.Spec, reason, message string) {
 	e.g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
 }
 
-func (e effects) Wake(ref gang.Ref) { e.g.Wake(ref) }
+func (e effects) Wake(ref ident.Ref) { e.g.Wake(ref) }
 
 // WakeOne goes through one member: woken whole before a plan, members keep
 // the place they entered the queue at, behind the pods then ahead of them.
-func (e effects) WakeOne(ref gang.Ref, why string) { e.g.wakes.WakeOne(why, ref) }
+func (e effects) WakeOne(ref ident.Ref, why string) { e.g.wakes.WakeOne(why, ref) }
 
 func (e effects) Activate(pod *v1.Pod) {
 	e.g.host.Activate(gang.WakeRetryAfter, map[string]*v1.Pod{pod.Namespace + "/" + pod.Name: pod})

@@ -16,6 +16,8 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
@@ -145,7 +147,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 	if !g.Lifecycle.Untouched(ref) {
 		// A started gang of sub-groups: members of a sub-group that waited
 		// for the rest of it may plan it now.
-		if spec, err := g.Spec(ref); err == nil && spec.SubGroups != nil && g.Lifecycle.Phase(ref) == gang.PhaseStarted {
+		if spec, err := g.Spec(ref); err == nil && spec.SubGroups != nil && g.Lifecycle.Phase(ref) == lifecycle.PhaseStarted {
 			g.inBackground("wake/"+ref.String(), func() { g.wakes.Wake(metrics.WokenSubGroup, ref) })
 		}
 		return
@@ -156,7 +158,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 // quorumMayBeMet wakes the gang's members turned away for lack of members
 // once its quorum exists (a lead first), and otherwise updates its
 // MembersPending condition.
-func (g *Gangs) quorumMayBeMet(ref gang.Ref) {
+func (g *Gangs) quorumMayBeMet(ref ident.Ref) {
 	spec, err := g.Spec(ref)
 	if err != nil {
 		return
@@ -256,7 +258,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 		return
 	}
 	g.regroup(spec.Ref)
-	if spec.Ref.Source == gang.SourceWorkload {
+	if spec.Ref.Source == ident.SourceWorkload {
 		if root, ok := g.CompositeOf(spec.Ref); ok {
 			// A sub-group of a composite gang: the gang is the composite's.
 			g.order.changed()
@@ -277,7 +279,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 			q.Recharge(spec.Namespace, &spec.Ref)
 		}
 	}
-	refs := append([]gang.Ref{spec.Ref}, g.Dependents(spec.Ref)...)
+	refs := append([]ident.Ref{spec.Ref}, g.Dependents(spec.Ref)...)
 	g.wakes.Wake(metrics.WokenGroupChanged, refs...)
 }
 
@@ -287,7 +289,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	}
 	// Members waiting in Permit are released with the plan: without their
 	// group they would hold their nodes until Permit's own timeout.
-	g.Lifecycle.Release(spec.Ref, gang.ReasonGroupDeleted, "the gang's group object was deleted; its members were released")
+	g.Lifecycle.Release(spec.Ref, lifecycle.ReasonGroupDeleted, "the gang's group object was deleted; its members were released")
 	g.Lifecycle.Forget(spec.Ref)
 	g.order.changed()
 	g.Status.Forget(spec.Ref)
@@ -297,7 +299,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 	g.wakes.ForgetGang(spec.Ref) // all woken below
 	// An implicit gang's PodGroup deleted while members remain is made again.
 	members := g.Members(spec.Ref)
-	slices.SortFunc(members, gang.CompareMembers)
+	slices.SortFunc(members, ident.CompareMembers)
 	for _, m := range members {
 		g.ensureImplicitFor(m)
 	}

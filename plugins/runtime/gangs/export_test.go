@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 )
 
@@ -101,7 +101,7 @@ func (g *Gangs) Sweep() { g.sweep(g.host.Ctx, time.Minute) }
 func (g *Gangs) PodLister() corelisters.PodLister { return g.pods }
 
 // WakeOne is wakeOne, for the tests of package runtime_test.
-func (g *Gangs) WakeOne(ref gang.Ref) { g.wakes.WakeOne(metrics.WokenFailedRetry, ref) }
+func (g *Gangs) WakeOne(ref ident.Ref) { g.wakes.WakeOne(metrics.WokenFailedRetry, ref) }
 
 // RetryStaleFailure is retryStaleFailure, for the tests of package runtime_test.
 func (g *Gangs) RetryStaleFailure(pod *v1.Pod, gone any) bool {

@@ -3,13 +3,14 @@ package gangs
 import (
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 )
 
 // HoldsChanged implements gang.HoldsListener: what the gang holds changed,
 // the annotation follows.
-func (g *Gangs) HoldsChanged(ref gang.Ref) {
+func (g *Gangs) HoldsChanged(ref ident.Ref) {
 	g.Status.SetHeld(ref, g.Lifecycle.HeldOf(ref))
 }
 
@@ -18,7 +19,7 @@ func (g *Gangs) HoldsChanged(ref gang.Ref) {
 // replica that led before).
 func (g *Gangs) clearStaleHeld() {
 	holding := g.Lifecycle.HeldByGang()
-	stale := func(ref gang.Ref, annotations map[string]string) {
+	stale := func(ref ident.Ref, annotations map[string]string) {
 		if _, ok := annotations[queue.HeldAnnotation]; ok {
 			if _, holds := holding[ref]; !holds {
 				g.Status.ClearHeld(ref)
@@ -28,17 +29,17 @@ func (g *Gangs) clearStaleHeld() {
 	if g.PodGroups().Lister != nil {
 		if pgs, err := g.PodGroups().Lister.List(labels.Everything()); err == nil {
 			for _, pg := range pgs {
-				stale(gang.Ref{Namespace: pg.Namespace, Name: pg.Name}, pg.Annotations)
+				stale(ident.Ref{Namespace: pg.Namespace, Name: pg.Name}, pg.Annotations)
 			}
 		}
 	}
 	if up := g.Upstream(); up != nil {
 		if pgs, err := up.PodGroups.List(labels.Everything()); err == nil {
 			for _, pg := range pgs {
-				stale(gang.Ref{Source: gang.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, pg.Annotations)
+				stale(ident.Ref{Source: ident.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, pg.Annotations)
 			}
 		}
 	}
 }
 
-var _ gang.HoldsListener = (*Gangs)(nil)
+var _ lifecycle.HoldsListener = (*Gangs)(nil)

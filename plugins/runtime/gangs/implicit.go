@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
@@ -45,7 +45,7 @@ func (g *Gangs) ensureAllImplicit() {
 	}
 	// The oldest member of a gang makes its PodGroup, as on arrival; never
 	// the informer's list order.
-	slices.SortFunc(pods, gang.CompareMembers)
+	slices.SortFunc(pods, ident.CompareMembers)
 	for _, p := range pods {
 		g.ensureImplicitFor(p)
 	}
@@ -56,7 +56,7 @@ func (g *Gangs) ensureAllImplicit() {
 // spans workloads, each workload becomes an owner. It runs in the
 // background: the pods wait (PreEnqueue) until the informer has it.
 func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
-	ref := gang.Ref{Namespace: pod.Namespace, Name: im.Name}
+	ref := ident.Ref{Namespace: pod.Namespace, Name: im.Name}
 	owner := im.Owner
 	if owner == nil && im.OwnerPod != "" {
 		// An LeaderWorkerSet worker names its leader pod, not its UID.
@@ -119,8 +119,8 @@ func (g *Gangs) ensureImplicit(pod *v1.Pod, im workload.Implicit, exists bool) {
 // forgetImplicit drops ensureImplicit's keys of a deleted gang
 // ("namespace/name", and "namespace/name@<owner UID>" per owner added), so
 // that the next GangOf of a member still there creates the PodGroup again.
-func (g *Gangs) forgetImplicit(ref gang.Ref) {
-	if ref.Source != gang.SourcePodGroup {
+func (g *Gangs) forgetImplicit(ref ident.Ref) {
+	if ref.Source != ident.SourcePodGroup {
 		return
 	}
 	key := ref.String()

@@ -6,6 +6,8 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 )
 
 // planInputsChanged reports whether what a gang's plan depends on changed
@@ -28,22 +30,22 @@ func planInputsChanged(old, cur *gang.Spec) bool {
 // regroup files a group's members again under the gang they belong to now:
 // a PodGroup that turns out to be a CompositePodGroup's sub-group (whichever
 // of the two the informers delivered first), or a composite's PodGroups.
-func (g *Gangs) regroup(ref gang.Ref) {
-	var leaves []gang.Ref
+func (g *Gangs) regroup(ref ident.Ref) {
+	var leaves []ident.Ref
 	switch ref.Source {
-	case gang.SourceWorkload:
+	case ident.SourceWorkload:
 		if _, ok := g.CompositeOf(ref); ok {
-			leaves = []gang.Ref{ref}
+			leaves = []ident.Ref{ref}
 		}
-	case gang.SourceComposite:
+	case ident.SourceComposite:
 		if comp := g.Composites(); comp != nil {
 			for _, child := range comp.Children(ref.Namespace, ref.Name) {
-				leaves = append(leaves, gang.Ref{Source: gang.SourceWorkload, Namespace: child.Namespace, Name: child.Name})
+				leaves = append(leaves, ident.Ref{Source: ident.SourceWorkload, Namespace: child.Namespace, Name: child.Name})
 			}
 		}
 	}
 	for _, leaf := range leaves {
-		if !g.Lifecycle.Tracks(leaf) || g.Lifecycle.Phase(leaf) != gang.PhaseIdle {
+		if !g.Lifecycle.Tracks(leaf) || g.Lifecycle.Phase(leaf) != lifecycle.PhaseIdle {
 			continue
 		}
 		for _, m := range g.Members(leaf) {
