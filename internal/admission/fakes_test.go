@@ -19,7 +19,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -34,7 +34,7 @@ type gangs struct {
 	mu    sync.Mutex
 	pods  cache.Indexer
 	of    map[types.UID]ident.Ref
-	specs map[ident.Ref]*gang.Spec
+	specs map[ident.Ref]*gangspec.Spec
 }
 
 func (g *gangs) RefOf(pod *v1.Pod) (ident.Ref, bool) {
@@ -44,7 +44,7 @@ func (g *gangs) RefOf(pod *v1.Pod) (ident.Ref, bool) {
 	return ref, ok
 }
 
-func (g *gangs) GangOf(pod *v1.Pod) (ident.Ref, *gang.Spec, bool, error) {
+func (g *gangs) GangOf(pod *v1.Pod) (ident.Ref, *gangspec.Spec, bool, error) {
 	ref, ok := g.RefOf(pod)
 	if !ok {
 		return ident.Ref{}, nil, false, nil
@@ -53,7 +53,7 @@ func (g *gangs) GangOf(pod *v1.Pod) (ident.Ref, *gang.Spec, bool, error) {
 	return ref, spec, err == nil, err
 }
 
-func (g *gangs) Spec(ref ident.Ref) (*gang.Spec, error) {
+func (g *gangs) Spec(ref ident.Ref) (*gangspec.Spec, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s, ok := g.specs[ref]; ok {
@@ -172,7 +172,7 @@ func newFixture(t *testing.T, opts Options) *fixture {
 		wakes:      &wakes{},
 		extra:      map[types.UID]resources.List{},
 	}
-	f.gangs = &gangs{pods: f.pods, of: map[types.UID]ident.Ref{}, specs: map[ident.Ref]*gang.Spec{}}
+	f.gangs = &gangs{pods: f.pods, of: map[types.UID]ident.Ref{}, specs: map[ident.Ref]*gangspec.Spec{}}
 	if opts.DefaultQueue == "" {
 		opts.DefaultQueue = "default"
 	}
@@ -262,7 +262,7 @@ func (f *fixture) deletePod(p *v1.Pod) {
 func (f *fixture) addGang(ns, name string, labels map[string]string, members ...*v1.Pod) ident.Ref {
 	ref := ident.Ref{Namespace: ns, Name: name}
 	f.gangs.mu.Lock()
-	f.gangs.specs[ref] = &gang.Spec{Ref: ref, MinMember: len(members), Labels: labels}
+	f.gangs.specs[ref] = &gangspec.Spec{Ref: ref, MinMember: len(members), Labels: labels}
 	for _, m := range members {
 		f.gangs.of[m.UID] = ref
 	}

@@ -23,7 +23,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/devices"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -50,9 +50,9 @@ type Options struct {
 
 // Gangs is what the accounting reads of the gang directory.
 type Gangs interface {
-	GangOf(pod *v1.Pod) (ident.Ref, *gang.Spec, bool, error)
+	GangOf(pod *v1.Pod) (ident.Ref, *gangspec.Spec, bool, error)
 	RefOf(pod *v1.Pod) (ident.Ref, bool)
-	Spec(ref ident.Ref) (*gang.Spec, error)
+	Spec(ref ident.Ref) (*gangspec.Spec, error)
 	Members(ref ident.Ref) []*v1.Pod
 	Pending(ref ident.Ref) []*v1.Pod
 }
@@ -189,7 +189,7 @@ func (q *Queues) QueueOf(pod *v1.Pod) string {
 
 // QueueOfGang returns the queue of a gang with the given member (nil: none
 // at hand).
-func (q *Queues) QueueOfGang(spec *gang.Spec, member *v1.Pod) string {
+func (q *Queues) QueueOfGang(spec *gangspec.Spec, member *v1.Pod) string {
 	var nsLabels map[string]string
 	if ns, err := q.ports.Namespaces.Get(spec.Namespace); err == nil {
 		nsLabels = ns.Labels

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 )
@@ -64,12 +64,12 @@ func TestQueueOfGang(t *testing.T) {
 	f := newFixture(t, Options{DefaultQueue: "fallback"})
 	f.addNamespace("labelled", inQueue("n"))
 	f.addNamespace("plain", nil)
-	spec := func(ns string, group map[string]string) *gang.Spec {
-		return &gang.Spec{Ref: ident.Ref{Namespace: ns, Name: "g"}, Labels: group}
+	spec := func(ns string, group map[string]string) *gangspec.Spec {
+		return &gangspec.Spec{Ref: ident.Ref{Namespace: ns, Name: "g"}, Labels: group}
 	}
 	for _, tc := range []struct {
 		name   string
-		spec   *gang.Spec
+		spec   *gangspec.Spec
 		member *v1.Pod
 		want   string
 	}{

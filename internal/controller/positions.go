@@ -18,7 +18,7 @@ import (
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/workload"
@@ -97,11 +97,11 @@ func kindOf(s ident.Source) string {
 
 // pendingGangs lists the gangs that have not started: fewer than minMember
 // members bound or done. Priority is the group's own, else a member's (as
-// the scheduler reads it, gang.Spec.PriorityOf); the queue is the one the
+// the scheduler reads it, gangspec.Spec.PriorityOf); the queue is the one the
 // scheduler charges (queue.Of with a member).
 func (u *QueueStatusUpdater) pendingGangs(ctx context.Context, groups []pgv1alpha1.PodGroup) ([]Pending, error) {
 	var out []Pending
-	add := func(spec *gang.Spec, index, name string, groupLabels map[string]string) error {
+	add := func(spec *gangspec.Spec, index, name string, groupLabels map[string]string) error {
 		var pods v1.PodList
 		if err := u.Cache.List(ctx, &pods, client.InNamespace(spec.Namespace), client.MatchingFields{index: name}); err != nil {
 			return err
@@ -156,7 +156,7 @@ func (u *QueueStatusUpdater) pendingGangs(ctx context.Context, groups []pgv1alph
 		case pgv1alpha1.PodGroupRunning, pgv1alpha1.PodGroupFinished, pgv1alpha1.PodGroupFailed:
 			continue
 		}
-		if err := add(gang.SpecFromPodGroup(pg), gangField, pg.Name, pg.Labels); err != nil {
+		if err := add(gangspec.SpecFromPodGroup(pg), gangField, pg.Name, pg.Labels); err != nil {
 			return nil, err
 		}
 	}

@@ -8,11 +8,9 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
-
+	"github.com/phalanx-sched/phalanx/internal/gang/consolidate"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
-	"github.com/phalanx-sched/phalanx/internal/gang/preempt"
 )
 
 // Two racks of two 2-CPU nodes; gang x runs on a1, gang y on b1, a2 and b2
@@ -28,10 +26,10 @@ func TestManagerConsolidation(t *testing.T) {
 	}
 	x := runner{name: "x", node: "a1", started: 3 * time.Hour}
 	y := runner{name: "y", node: "b1", started: time.Hour}
-	on := Consolidation{After: 5 * time.Minute, MinRuntime: 10 * time.Minute, PerHour: 2}
+	on := consolidate.Config{After: 5 * time.Minute, MinRuntime: 10 * time.Minute, PerHour: 2}
 	for _, tc := range []struct {
 		name    string
-		c       Consolidation
+		c       consolidate.Config
 		runners []runner
 		a2Free  int64
 		waited  time.Duration
@@ -41,7 +39,7 @@ func TestManagerConsolidation(t *testing.T) {
 		wantRack string
 		wantNote string
 	}{
-		{name: "off", c: Consolidation{}, runners: []runner{x, y}, a2Free: 2000, waited: time.Hour},
+		{name: "off", c: consolidate.Config{}, runners: []runner{x, y}, a2Free: 2000, waited: time.Hour},
 		{name: "waited too little", c: on, runners: []runner{x, y}, a2Free: 2000, waited: 4 * time.Minute},
 		{
 			name: "the cheaper gang moves", c: on, runners: []runner{x, y}, a2Free: 2000, waited: 5 * time.Minute,
@@ -81,7 +79,7 @@ func TestManagerConsolidation(t *testing.T) {
 				p := boundAtTime(mpod(r.name+"-0", 2000, r.prio), r.node, t0.Add(-r.started))
 				spec := e.dir.gang(r.name, 1, r.prio, p)
 				if r.checkpoint > 0 {
-					spec.Annotations = map[string]string{AnnotationCheckpointedAt: t0.Add(-r.checkpoint).Format(time.RFC3339)}
+					spec.Annotations = map[string]string{consolidate.AnnotationCheckpointedAt: t0.Add(-r.checkpoint).Format(time.RFC3339)}
 				}
 				nodes[r.node].pods = append(nodes[r.node].pods, p)
 			}
@@ -160,67 +158,5 @@ func TestManagerConsolidation(t *testing.T) {
 				t.Errorf("%s holds %d CPU against others, want 2000", wantNew, got)
 			}
 		})
-	}
-}
-
-// At most PerHour consolidations per queue within any hour; the next one
-// waits until the oldest is an hour old.
-func TestManagerConsolidationRate(t *testing.T) {
-	var l consolidationLog
-	if ok, _ := l.allowed("q", t0, 1); !ok {
-		t.Fatal("the first consolidation refused")
-	}
-	l.record("q", t0, []preempt.Victim{{Ref: ident.Ref{Namespace: "ns", Name: "v"}}})
-	if ok, next := l.allowed("q", t0.Add(59*time.Minute), 1); ok || !next.Equal(t0.Add(time.Hour)) {
-		t.Fatalf("second within the hour: allowed %v, next %v", ok, next)
-	}
-	if ok, _ := l.allowed("other", t0.Add(time.Minute), 1); !ok {
-		t.Fatal("another queue's consolidation refused")
-	}
-	if ok, _ := l.allowed("q", t0.Add(time.Hour), 1); !ok {
-		t.Fatal("refused after an hour")
-	}
-	if got := l.movedAt(ident.Ref{Namespace: "ns", Name: "v"}); !got.Equal(t0) {
-		t.Fatalf("moved at %v", got)
-	}
-}
-
-func TestMovable(t *testing.T) {
-	plain := mpod("p", 1000, 0)
-	spread := mpod("s", 1000, 0)
-	spread.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1}}
-	claims := mpod("c", 1000, 0)
-	claims.Spec.ResourceClaims = []v1.PodResourceClaim{{Name: "gpu"}}
-	anti := mpod("a", 1000, 0)
-	anti.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{}}
-	if !movable([]*v1.Pod{plain}) {
-		t.Error("a plain pod is not movable")
-	}
-	for _, p := range []*v1.Pod{spread, claims, anti} {
-		if movable([]*v1.Pod{plain, p}) {
-			t.Errorf("%s is movable", p.Name)
-		}
-	}
-}
-
-// A gang whose members fail again and again while it waits gets one retry
-// timer, not one per failure.
-func TestConsolidationWakeOnce(t *testing.T) {
-	var l consolidationLog
-	ref := ident.Ref{Namespace: "ns", Name: "g"}
-	if !l.claimWake(ref, t0, t0.Add(time.Minute)) {
-		t.Fatal("the first retry was not scheduled")
-	}
-	if l.claimWake(ref, t0.Add(time.Second), t0.Add(time.Minute)) || l.claimWake(ref, t0.Add(time.Second), t0.Add(2*time.Minute)) {
-		t.Error("a second retry was scheduled while one no later is pending")
-	}
-	if !l.claimWake(ref, t0.Add(time.Second), t0.Add(30*time.Second)) {
-		t.Error("an earlier retry was not scheduled")
-	}
-	if !l.claimWake(ref, t0.Add(time.Minute), t0.Add(2*time.Minute)) {
-		t.Error("no retry after the pending one fired")
-	}
-	if !l.claimWake(ident.Ref{Namespace: "ns", Name: "other"}, t0, t0.Add(time.Minute)) {
-		t.Error("another gang's retry was not scheduled")
 	}
 }

@@ -109,7 +109,7 @@ func (m *Manager) place(a *Attempt, req planner.Request) (*planner.Plan, *planne
 		}
 		for i := range req.Nodes {
 			if req.Nodes[i].Name == bad.Node {
-				req.Nodes[i].Limit = withLimit(req.Nodes[i].Limit, key, fitted)
+				req.Nodes[i].SetLimit(key, fitted)
 			}
 		}
 		if plan, diag = planner.Place(req); plan == nil {

@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
@@ -199,7 +200,7 @@ func TestManagerCopiesSubGroups(t *testing.T) {
 			if flat := e.m.Copies(context.Background(), Query{Members: pods, Prober: c}); flat.Copies != tc.flat {
 				t.Fatalf("flat: Copies = %d (%s), want %d", flat.Copies, flat.Why, tc.flat)
 			}
-			spec := &Spec{Ref: ident.Ref{Namespace: "ns", Name: "copy"}, MinMember: 4, SubGroups: &SubGroups{Size: 2, Required: "rack", Source: "by rank",
+			spec := &gangspec.Spec{Ref: ident.Ref{Namespace: "ns", Name: "copy"}, MinMember: 4, SubGroups: &gangspec.SubGroups{Size: 2, Required: "rack", Source: "by rank",
 				Of: func(p *v1.Pod) string {
 					var r int
 					_, _ = fmt.Sscan(p.Labels["rank"], &r)

@@ -13,6 +13,7 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
@@ -70,19 +71,19 @@ func queueOf(p *v1.Pod) string { return p.Labels["queue"] }
 
 // fakeDir is a Directory over maps.
 type fakeDir struct {
-	specs   map[ident.Ref]*Spec
+	specs   map[ident.Ref]*gangspec.Spec
 	refOf   map[types.UID]ident.Ref
 	pending map[ident.Ref][]*v1.Pod
 }
 
 func newFakeDir() *fakeDir {
-	return &fakeDir{specs: map[ident.Ref]*Spec{}, refOf: map[types.UID]ident.Ref{}, pending: map[ident.Ref][]*v1.Pod{}}
+	return &fakeDir{specs: map[ident.Ref]*gangspec.Spec{}, refOf: map[types.UID]ident.Ref{}, pending: map[ident.Ref][]*v1.Pod{}}
 }
 
 // gang defines a gang of pods with minMember min and the gang's priority.
-func (d *fakeDir) gang(name string, min int, prio int32, pods ...*v1.Pod) *Spec {
+func (d *fakeDir) gang(name string, min int, prio int32, pods ...*v1.Pod) *gangspec.Spec {
 	ref := ident.Ref{Namespace: "ns", Name: name}
-	s := &Spec{Ref: ref, UID: types.UID("pg-" + name), MinMember: min, Created: t0.Add(-time.Hour), Priority: &prio}
+	s := &gangspec.Spec{Ref: ref, UID: types.UID("pg-" + name), MinMember: min, Created: t0.Add(-time.Hour), Priority: &prio}
 	d.specs[ref] = s
 	for _, p := range pods {
 		d.refOf[p.UID] = ref
@@ -90,7 +91,7 @@ func (d *fakeDir) gang(name string, min int, prio int32, pods ...*v1.Pod) *Spec 
 	return s
 }
 
-func (d *fakeDir) Spec(ref ident.Ref) (*Spec, error) {
+func (d *fakeDir) Spec(ref ident.Ref) (*gangspec.Spec, error) {
 	if s, ok := d.specs[ref]; ok {
 		return s, nil
 	}
@@ -135,7 +136,7 @@ type fakeFx struct {
 	evicted   []string // reason/forQueue/victims
 }
 
-func (f *fakeFx) SetCondition(spec *Spec, reason, message string) {
+func (f *fakeFx) SetCondition(spec *gangspec.Spec, reason, message string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.conds = append(f.conds, condition{spec.Ref, reason, message})
@@ -323,7 +324,7 @@ func newEnv() *env {
 }
 
 // attempt is the cycle of the gang's first pending member.
-func (e *env) attempt(spec *Spec, c *cluster) *Attempt {
+func (e *env) attempt(spec *gangspec.Spec, c *cluster) *Attempt {
 	pod := e.dir.pending[spec.Ref][0]
 	return &Attempt{Pod: pod, Ref: spec.Ref, Spec: spec, Priority: spec.PriorityOf(pod), Prober: c}
 }

@@ -1,6 +1,7 @@
-// Package gang is the whole-gang core: the PodGroup model, member tracking,
-// and the manager that plans a gang's minimum before anything is reserved,
-// reserves for it when starved and makes room for it.
+// Package gang is the whole-gang core: the manager that plans a gang's
+// minimum before anything is reserved, reserves for it when starved and
+// makes room for it, over the sub-packages that hold its parts (gangspec,
+// lifecycle, planner, preempt, consolidate, copies, starvation).
 package gang
 
 import (
@@ -13,7 +14,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/phalanx-sched/phalanx/internal/devices"
+	"github.com/phalanx-sched/phalanx/internal/gang/consolidate"
 	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
@@ -42,8 +45,8 @@ type Manager struct {
 	Workload *fragment.ShapeHistory
 	// Consolidation moves running gangs to free a domain for a gang that
 	// waits for one (off while its After is 0).
-	Consolidation Consolidation
-	consolidated  consolidationLog
+	Consolidation consolidate.Config
+	consolidated  consolidate.Log
 	// requests caches pods' requests when devices is nil (Devices has its
 	// own).
 	requests resources.RequestCache
@@ -87,8 +90,8 @@ func (m *Manager) demand() planner.DemandFunc {
 // what it learns (the view) for the rest of the cycle.
 type Attempt struct {
 	Pod      *v1.Pod
-	Ref      ident.Ref // zero outside gangs
-	Spec     *Spec     // nil outside gangs
+	Ref      ident.Ref      // zero outside gangs
+	Spec     *gangspec.Spec // nil outside gangs
 	Priority int32
 	// Prober runs the filters for the member on every node.
 	Prober Prober
@@ -109,16 +112,6 @@ type Attempt struct {
 	// is the allocator's.
 	devices   *devices.Session
 	uncounted map[v1.ResourceName]bool
-}
-
-// Quorum is the number of members that must be placed together: the gang's
-// minimum, or for an elastic gang of sub-groups its minimum of whole
-// sub-groups.
-func Quorum(spec *Spec) int {
-	if sg := spec.SubGroups; sg != nil && sg.Min > 0 && sg.Size > 0 {
-		return sg.Min * sg.Size
-	}
-	return max(spec.MinMember, 1)
 }
 
 // Plan places the gang's remaining minimum: the filters' verdict for the
@@ -175,7 +168,7 @@ type planRun struct {
 // chooses them from.
 func (m *Manager) toPlace(a *Attempt) (int, []*v1.Pod) {
 	spec := a.Spec
-	needed := Quorum(spec) - a.placed
+	needed := gangspec.Quorum(spec) - a.placed
 	pending := m.dir.Pending(a.Ref)
 	if needed <= 0 && spec.SubGroups != nil {
 		// A started gang of sub-groups grows by one whole sub-group: the
@@ -228,7 +221,7 @@ func (m *Manager) checkSubGroups(a *Attempt, version uint64) error {
 	if why == "" {
 		return nil
 	}
-	msg := InvalidSubGroupsMessage(why)
+	msg := gangspec.InvalidSubGroupsMessage(why)
 	m.fx.SetCondition(a.Spec, ReasonInvalidSubGroups, msg)
 	m.FailAt(a.Ref, a.Pod.UID, msg, version)
 	return fmt.Errorf("%s", msg)
@@ -240,9 +233,9 @@ func (m *Manager) groupMembers(a *Attempt, p *planRun) error {
 	var short string
 	var bound map[string]int
 	bound, a.boundIn = m.boundBySubGroup(a)
-	a.groups, short = GroupForPlan(a.Spec, a.Pod, p.pending, p.needed, m.demand(), bound)
+	a.groups, short = gangspec.GroupForPlan(a.Spec, a.Pod, p.pending, p.needed, m.demand(), bound)
 	if have := planner.Members(a.groups); have < p.needed {
-		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", a.placed, have, Quorum(a.Spec))
+		msg := fmt.Sprintf("%d members are placed and %d wait, fewer than minMember %d", a.placed, have, gangspec.Quorum(a.Spec))
 		if short != "" {
 			msg = fmt.Sprintf("%s (%d members placed)", short, a.placed)
 		}
@@ -257,7 +250,7 @@ func (m *Manager) groupMembers(a *Attempt, p *planRun) error {
 func (m *Manager) planFailed(ctx context.Context, a *Attempt, p *planRun, req planner.Request, diag *planner.Diagnosis, constraint string) error {
 	ref, spec := a.Ref, a.Spec
 	m.fx.Observe("unschedulable", m.Now().Sub(p.start))
-	msg := planner.DescribeFailure(diag, a.placed, Quorum(spec), constraint, req, a.view.NodeNames(), a.view.Verdicts)
+	msg := planner.DescribeFailure(diag, a.placed, gangspec.Quorum(spec), constraint, req, a.view.NodeNames(), a.view.Verdicts)
 	if a.devices != nil {
 		if why := a.devices.Explain(p.needed); why != "" {
 			msg += "; " + why
@@ -289,7 +282,7 @@ func (m *Manager) commitPlan(ctx context.Context, a *Attempt, p *planRun, plan *
 	klog.FromContext(ctx).V(3).Info("Gang planned", "gang", ref, "members", plan.Members(), "nodes", len(plan.Slots))
 	// Siblings come next in the queue order; wake those that wait elsewhere.
 	m.fx.Wake(ref)
-	node, _ := m.NextSlot(ref, MemberShape(spec, a.Pod))
+	node, _ := m.NextSlot(ref, gangspec.MemberShape(spec, a.Pod))
 	// Only a failed plan's view is read again (MakeRoom).
 	a.view, a.devices = nil, nil
 	return node
@@ -328,7 +321,7 @@ func (m *Manager) request(a *Attempt, room planner.Capacity, relaxed bool) (plan
 		return req, ""
 	}
 	if a.Topology == nil {
-		required, _ := TopologyConstraint(a.Spec.Annotations, a.groups[0].Rep.Annotations)
+		required, _ := gangspec.TopologyConstraint(a.Spec.Annotations, a.groups[0].Rep.Annotations)
 		req.Required = required
 		if required != "" {
 			return req, "required " + required + " (the NetworkTopology plugin is not enabled)"
@@ -349,7 +342,7 @@ func (m *Manager) request(a *Attempt, room planner.Capacity, relaxed bool) (plan
 	return req, planner.DescribeConstraint(a.Topology.Required, a.Topology.Preferred)
 }
 
-func (m *Manager) scheduleTimeout(spec *Spec) time.Duration {
+func (m *Manager) scheduleTimeout(spec *gangspec.Spec) time.Duration {
 	if spec.Timeout > 0 {
 		return spec.Timeout
 	}
@@ -368,5 +361,5 @@ func (m *Manager) boundBySubGroup(a *Attempt) (map[string]int, map[string]string
 		topo = a.Topology.Tree
 		li = slices.Index(topo.Levels(), a.Topology.SubRequired+a.Topology.SubPreferred)
 	}
-	return BoundBySubGroup(a.Spec, m.dir.Members(a.Ref), topo, li)
+	return gangspec.BoundBySubGroup(a.Spec, m.dir.Members(a.Ref), topo, li)
 }

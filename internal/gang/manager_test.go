@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
@@ -36,12 +37,12 @@ func TestManagerPlan(t *testing.T) {
 		cpuM    int64 // per member
 		nodes   []fnode
 		refused string // the queue refuses the gang with this reason
-		check   func(t *testing.T, e *env, spec *Spec, c *cluster, node string, err error)
+		check   func(t *testing.T, e *env, spec *gangspec.Spec, c *cluster, node string, err error)
 	}{
 		{
 			name: "a gang that fits is committed and steered", min: 3, pending: 3, cpuM: 1000,
 			nodes: []fnode{{name: "a", free: 2000}, {name: "b", free: 1000}, {name: "c", free: 500}},
-			check: func(t *testing.T, e *env, spec *Spec, c *cluster, node string, err error) {
+			check: func(t *testing.T, e *env, spec *gangspec.Spec, c *cluster, node string, err error) {
 				if err != nil {
 					t.Fatalf("Plan failed: %v", err)
 				}
@@ -71,7 +72,7 @@ func TestManagerPlan(t *testing.T) {
 		{
 			name: "a gang that does not fit fails, names the shortfall and caches it", min: 3, pending: 3, cpuM: 2000,
 			nodes: []fnode{{name: "a", free: 2000}, {name: "b", free: 2000}, {name: "c", free: 1000}},
-			check: func(t *testing.T, e *env, spec *Spec, c *cluster, node string, err error) {
+			check: func(t *testing.T, e *env, spec *gangspec.Spec, c *cluster, node string, err error) {
 				if err == nil {
 					t.Fatalf("Plan succeeded on %q", node)
 				}
@@ -109,7 +110,7 @@ func TestManagerPlan(t *testing.T) {
 		{
 			name: "too few pending members: MembersPending, nothing probed", min: 3, pending: 2, cpuM: 1000,
 			nodes: []fnode{{name: "a", free: 8000}},
-			check: func(t *testing.T, e *env, spec *Spec, c *cluster, node string, err error) {
+			check: func(t *testing.T, e *env, spec *gangspec.Spec, c *cluster, node string, err error) {
 				if err == nil {
 					t.Fatalf("Plan succeeded on %q", node)
 				}
@@ -135,7 +136,7 @@ func TestManagerPlan(t *testing.T) {
 			name: "a queue refusal plans nothing", min: 2, pending: 2, cpuM: 1000,
 			nodes:   []fnode{{name: "a", free: 8000}},
 			refused: "queue q: cpu 10 of capability 8",
-			check: func(t *testing.T, e *env, spec *Spec, c *cluster, node string, err error) {
+			check: func(t *testing.T, e *env, spec *gangspec.Spec, c *cluster, node string, err error) {
 				if err == nil || err.Error() != "queue q: cpu 10 of capability 8" {
 					t.Fatalf("Plan = %q, %v; want the queue's refusal", node, err)
 				}
@@ -325,7 +326,7 @@ func TestManagerReservationMovesToTheGangAhead(t *testing.T) {
 		{name: "b", free: 0, pods: []*v1.Pod{boundAtTime(mpod("run-b", 2000, 5), "b", t0.Add(-time.Hour))}},
 	}}
 	ctx := context.Background()
-	for _, spec := range []*Spec{lateSpec, earlySpec} {
+	for _, spec := range []*gangspec.Spec{lateSpec, earlySpec} {
 		if _, err := e.m.Plan(ctx, e.attempt(spec, c)); err == nil {
 			t.Fatalf("%s planned", spec.Ref)
 		}

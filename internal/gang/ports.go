@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/queue"
@@ -60,7 +61,7 @@ func (v *View) index(node string) (int, bool) {
 type Directory interface {
 	// Spec is the gang's definition; an error when its group object is
 	// missing.
-	Spec(ref ident.Ref) (*Spec, error)
+	Spec(ref ident.Ref) (*gangspec.Spec, error)
 	// RefOf is the gang of a pod (false outside gangs).
 	RefOf(pod *v1.Pod) (ident.Ref, bool)
 	// PriorityOf is the priority a pod counts with (its gang's, else its own).
@@ -74,7 +75,7 @@ type Directory interface {
 // Effects are what the manager's decisions do outside it.
 type Effects interface {
 	// SetCondition says why a gang waits (its Scheduled condition, False).
-	SetCondition(spec *Spec, reason, message string)
+	SetCondition(spec *gangspec.Spec, reason, message string)
 	// Wake puts a planned gang's pending members into the active queue.
 	Wake(ref ident.Ref)
 	// WakeOne retries a gang without a plan through one member (the one

@@ -10,12 +10,12 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/gang/preempt"
 	"github.com/phalanx-sched/phalanx/internal/queue"
-	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
 // Room is what MakeRoom decided: the node a plain pod is nominated to (""
@@ -23,12 +23,6 @@ import (
 type Room struct {
 	Nominate string
 	Message  string
-}
-
-// running is every gang and plain pod on the nodes, as eviction candidates.
-type running struct {
-	victims []preempt.Victim
-	pods    map[string][]*v1.Pod
 }
 
 // MakeRoom is the whole-gang answer to a pod (or gang) that fits nowhere:
@@ -76,7 +70,7 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 			// The victims' devices count as free.
 			var pods []*v1.Pod
 			for _, v := range victims {
-				pods = append(pods, all.pods[v.Key]...)
+				pods = append(pods, all.Pods[v.Key]...)
 			}
 			defer a.devices.Without(pods)()
 		}
@@ -85,7 +79,7 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 		return plan
 	}
 	fits := func(victims []preempt.Victim) bool { return planFor(victims) != nil }
-	if !fits(all.victims) {
+	if !fits(all.Victims) {
 		// Not even an empty cluster takes it (a pod larger than any NUMA
 		// zone, a gang larger than any domain): eviction cannot help, and
 		// saying why none is chosen would bury the blocking reason.
@@ -94,7 +88,7 @@ func (m *Manager) MakeRoom(ctx context.Context, a *Attempt) (*Room, string) {
 
 	if qc == nil || qc.Admitted {
 		var cands []preempt.Victim
-		for _, v := range all.victims {
+		for _, v := range all.Victims {
 			if v.Priority >= a.Priority {
 				continue
 			}
@@ -135,10 +129,10 @@ func joinNotes(notes ...string) string {
 
 // reclaim evicts whole gangs of queues above their deserved share for a
 // queue below its own.
-func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor func([]preempt.Victim) *planner.Plan) (*Room, string) {
+func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *preempt.Running, planFor func([]preempt.Victim) *planner.Plan) (*Room, string) {
 	qc := a.Queue
 	others := false
-	for _, v := range all.victims {
+	for _, v := range all.Victims {
 		others = others || (v.Queue != qc.Queue && v.Of == "")
 	}
 	if !others {
@@ -152,8 +146,8 @@ func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor
 	now := m.Now()
 	var cands []queue.Gang
 	var youngest time.Duration
-	byKey := make(map[string]preempt.Victim, len(all.victims))
-	for _, v := range all.victims {
+	byKey := make(map[string]preempt.Victim, len(all.Victims))
+	for _, v := range all.Victims {
 		if v.Queue == qc.Queue || v.Of != "" {
 			continue
 		}
@@ -190,7 +184,7 @@ func (m *Manager) reclaim(ctx context.Context, a *Attempt, all *running, planFor
 	}
 	plan := planFor(chosen)
 	if plan == nil {
-		return nil, fmt.Sprintf("nothing reclaimed: the gangs queue %s may reclaim (%s) free room on nodes where it still would not fit", qc.Queue, victimNames(chosen))
+		return nil, fmt.Sprintf("nothing reclaimed: the gangs queue %s may reclaim (%s) free room on nodes where it still would not fit", qc.Queue, preempt.Names(chosen))
 	}
 	why = fmt.Sprintf("queue %s is below its deserved share", qc.Queue)
 	return m.evict(ctx, a, all, chosen, plan, ReasonReclaimed, why, qc.Queue)
@@ -212,105 +206,28 @@ func (m *Manager) retryAfter(a *Attempt, d time.Duration) {
 
 // running lists the gangs and plain pods on the view's nodes, other than the
 // attempt's own gang, with what each uses where.
-func (m *Manager) running(a *Attempt) *running {
-	out := &running{pods: map[string][]*v1.Pod{}}
-	index := map[string]int{}
-	for i, ns := range a.view.Nodes {
-		node := ns.Node.Name
-		for _, p := range a.view.PodsOn(i) {
-			if p.DeletionTimestamp != nil {
-				continue
-			}
-			ref, member := m.dir.RefOf(p)
-			if member && ref == a.Ref {
-				continue
-			}
-			key := p.Namespace + "/pod:" + p.Name
-			if member {
-				key = ref.String()
-			} else {
-				ref = ident.Ref{}
-			}
-			prio := m.dir.PriorityOf(p)
-			i, ok := index[key]
-			if !ok {
-				i = len(out.victims)
-				index[key] = i
-				v := preempt.Victim{Key: key, Ref: ref, Priority: prio, OnNode: map[string]preempt.Usage{}, Total: resources.List{}}
-				if a.Queue != nil && a.Queue.QueueOf != nil {
-					v.Queue = a.Queue.QueueOf(p)
-				}
-				out.victims = append(out.victims, v)
-			}
-			v := &out.victims[i]
-			req := m.Demand(p)
-			u := v.OnNode[node]
-			if u.Request == nil {
-				u.Request = resources.List{}
-			}
-			u.Request.Add(req)
-			u.Pods++
-			v.OnNode[node] = u
-			v.Total.Add(req)
-			v.Members++
-			v.Priority = max(v.Priority, prio)
-			if t := boundAt(p); t.After(v.Started) {
-				v.Started = t
-			}
-			out.pods[key] = append(out.pods[key], p)
-		}
+func (m *Manager) running(a *Attempt) *preempt.Running {
+	c := preempt.Census{RefOf: m.dir.RefOf, PriorityOf: m.dir.PriorityOf, Demand: m.Demand, Single: m.single}
+	if a.Queue != nil {
+		c.QueueOf = a.Queue.QueueOf
 	}
-	m.addSurplus(out)
-	return out
+	return c.Running(a.view.NodeNames(), a.view.PodsOn, a.Ref)
 }
 
-// addSurplus adds, for each running gang whose disruptionMode is single, a
-// one-member victim per member above its minimum (the newest first): such a
-// member may be evicted alone; the gang is never left below its minimum.
-func (m *Manager) addSurplus(out *running) {
-	n := len(out.victims)
-	for i := 0; i < n; i++ {
-		v := out.victims[i]
-		if v.Ref.IsZero() {
-			continue
-		}
-		spec, err := m.dir.Spec(v.Ref)
-		if err != nil || spec.Disruption != DisruptSingle || v.Members <= spec.MinMember {
-			continue
-		}
-		pods := append([]*v1.Pod(nil), out.pods[v.Key]...)
-		sort.SliceStable(pods, func(a, b int) bool { return boundAt(pods[a]).After(boundAt(pods[b])) })
-		for _, p := range pods[:v.Members-spec.MinMember] {
-			req := m.Demand(p)
-			key := v.Key + "/member:" + p.Name
-			out.victims = append(out.victims, preempt.Victim{
-				Key: key, Ref: v.Ref, Of: v.Key, Queue: v.Queue, Priority: v.Priority, Members: 1,
-				Started: boundAt(p), OnNode: map[string]preempt.Usage{p.Spec.NodeName: {Request: req, Pods: 1}}, Total: req.Clone(),
-			})
-			out.pods[key] = []*v1.Pod{p}
-		}
+// single gives the minimum of a gang whose disruptionMode is single.
+func (m *Manager) single(ref ident.Ref) (int, bool) {
+	spec, err := m.dir.Spec(ref)
+	if err != nil || spec.Disruption != gangspec.DisruptSingle {
+		return 0, false
 	}
-}
-
-// boundAt is when a pod was bound: its PodScheduled condition's transition,
-// else its start or creation time.
-func boundAt(p *v1.Pod) time.Time {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1.PodScheduled && c.Status == v1.ConditionTrue && !c.LastTransitionTime.IsZero() {
-			return c.LastTransitionTime.Time
-		}
-	}
-	if p.Status.StartTime != nil {
-		return p.Status.StartTime.Time
-	}
-	return p.CreationTimestamp.Time
+	return spec.MinMember, true
 }
 
 // evict deletes every pod of every victim, says why on the victims' pods and
 // group objects, and lets the preemptor hold the room it frees: a gang
 // reserves the planned nodes against pods of equal or lower priority; a plain
 // pod is nominated to its node.
-func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims []preempt.Victim, plan *planner.Plan, reason, why, forQueue string) (*Room, string) {
+func (m *Manager) evict(ctx context.Context, a *Attempt, all *preempt.Running, victims []preempt.Victim, plan *planner.Plan, reason, why, forQueue string) (*Room, string) {
 	who := a.Pod.Namespace + "/" + a.Pod.Name
 	if a.Spec != nil {
 		who = "gang " + a.Ref.String()
@@ -320,7 +237,7 @@ func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims [
 			// A member above its gang's minimum (disruptionMode single):
 			// the gang keeps running.
 			msg := fmt.Sprintf("evicted alone (above its gang's minimum, disruptionMode single) for %s: %s", who, why)
-			m.fx.Evict(ctx, all.pods[v.Key], reason, msg)
+			m.fx.Evict(ctx, all.Pods[v.Key], reason, msg)
 			continue
 		}
 		msg := fmt.Sprintf("evicted whole for %s: %s", who, why)
@@ -329,10 +246,10 @@ func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims [
 				m.fx.SetCondition(spec, reason, msg)
 			}
 		}
-		m.fx.Evict(ctx, all.pods[v.Key], reason, msg)
+		m.fx.Evict(ctx, all.Pods[v.Key], reason, msg)
 	}
 	m.fx.Evicted(reason, forQueue, len(victims))
-	names := victimNames(victims)
+	names := preempt.Names(victims)
 	klog.FromContext(ctx).V(2).Info("Evicting whole gangs", "for", who, "reason", reason, "victims", names, "queue", forQueue)
 	msg := fmt.Sprintf("%s: evicting %s; the freed nodes are held for it until they leave", why, names)
 	if a.Spec == nil {
@@ -352,15 +269,4 @@ func (m *Manager) evict(ctx context.Context, a *Attempt, all *running, victims [
 	m.Retry(a.Ref)
 	m.fx.SetCondition(a.Spec, ReasonPreempting, msg)
 	return &Room{Message: msg}, msg
-}
-
-func victimNames(victims []preempt.Victim) string {
-	names := make([]string, len(victims))
-	for i, v := range victims {
-		names[i] = v.Key
-		if v.Queue != "" {
-			names[i] += " (queue " + v.Queue + ")"
-		}
-	}
-	return strings.Join(names, ", ")
 }

@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/queue"
@@ -368,15 +369,15 @@ func TestManagerMakeRoomDisruptionMode(t *testing.T) {
 	old := t0.Add(-time.Hour)
 	for _, tc := range []struct {
 		name       string
-		mode       DisruptionMode
+		mode       gangspec.DisruptionMode
 		need       int // preemptor members of 2000m
 		wantPods   []string
 		wantWhole  bool
 		wantMember string
 	}{
-		{name: "single: one member above the minimum", mode: DisruptSingle, need: 1, wantPods: []string{"el-2"}, wantMember: "evicted alone"},
-		{name: "single: more than the surplus takes the gang whole", mode: DisruptSingle, need: 2, wantPods: []string{"el-0", "el-1", "el-2"}, wantWhole: true},
-		{name: "all: whole for one member's room", mode: DisruptAll, need: 1, wantPods: []string{"el-0", "el-1", "el-2"}, wantWhole: true},
+		{name: "single: one member above the minimum", mode: gangspec.DisruptSingle, need: 1, wantPods: []string{"el-2"}, wantMember: "evicted alone"},
+		{name: "single: more than the surplus takes the gang whole", mode: gangspec.DisruptSingle, need: 2, wantPods: []string{"el-0", "el-1", "el-2"}, wantWhole: true},
+		{name: "all: whole for one member's room", mode: gangspec.DisruptAll, need: 1, wantPods: []string{"el-0", "el-1", "el-2"}, wantWhole: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv()

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
@@ -28,7 +29,7 @@ type Route struct {
 // slot (or lets an extra member of another shape pass); a gang paused after
 // a timed-out plan, or whose plan failed, is turned away until the pause ends
 // or capacity changes; any other gang is planned.
-func (m *Manager) Route(ref ident.Ref, spec *Spec, shape string) Route {
+func (m *Manager) Route(ref ident.Ref, spec *gangspec.Spec, shape string) Route {
 	node, live := m.NextSlot(ref, shape)
 	if live && node != "" {
 		return Route{Node: node}
@@ -37,7 +38,7 @@ func (m *Manager) Route(ref ident.Ref, spec *Spec, shape string) Route {
 		// A gang of sub-groups: a member beyond the plan never goes alone.
 		return m.routeSubGroup(ref, spec, shape, live)
 	}
-	if m.Placed(ref) >= Quorum(spec) {
+	if m.Placed(ref) >= gangspec.Quorum(spec) {
 		return Route{}
 	}
 	if live {
@@ -65,13 +66,13 @@ func (m *Manager) routeToPlan(ref ident.Ref) Route {
 // whole when all its members are there and none is placed, waits for its
 // members when some are missing, and joins freely when the sub-group
 // already has placed members (a replacement).
-func (m *Manager) routeSubGroup(ref ident.Ref, spec *Spec, shape string, planLive bool) Route {
+func (m *Manager) routeSubGroup(ref ident.Ref, spec *gangspec.Spec, shape string, planLive bool) Route {
 	sg := spec.SubGroups
 	own := planner.SubGroupOfShape(shape)
 	if planLive {
 		return Route{Refusal: fmt.Sprintf("sub-group %s waits for the gang's plan being placed now; it is planned whole after", own)}
 	}
-	if m.Placed(ref) < Quorum(spec) {
+	if m.Placed(ref) < gangspec.Quorum(spec) {
 		return m.routeToPlan(ref)
 	}
 	if own == "" {
@@ -133,8 +134,8 @@ func (m *Manager) Fits(node string, c lifecycle.Claimant, request resources.List
 // MissedSlot tears down, once, the plan of a gang whose member fits no node
 // although it was steered to its planned one; it returns why, or false
 // when the gang has its quorum (no plan to break).
-func (m *Manager) MissedSlot(ref ident.Ref, spec *Spec, member, shape string) (string, bool) {
-	if m.Placed(ref) >= Quorum(spec) {
+func (m *Manager) MissedSlot(ref ident.Ref, spec *gangspec.Spec, member, shape string) (string, bool) {
+	if m.Placed(ref) >= gangspec.Quorum(spec) {
 		return "", false
 	}
 	node, _ := m.NextSlot(ref, shape)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
+	"github.com/phalanx-sched/phalanx/internal/gang/starvation"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 )
 
@@ -25,9 +26,9 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	if r, ok := m.ReservationOf(ref); ok {
 		switch r.Kind {
 		case lifecycle.ReservationPreempting:
-			return reservationNote(r, a.view, "preempted victims are leaving"), true
+			return starvation.Note(r, a.view.Nodes, "preempted victims are leaving"), true
 		case lifecycle.ReservationMoved:
-			return reservationNote(r, a.view, "consolidation moved the gang here; its pods come back to it"), true
+			return starvation.Note(r, a.view.Nodes, "consolidation moved the gang here; its pods come back to it"), true
 		}
 	}
 	since := m.WaitingSince(ref)
@@ -60,8 +61,9 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	future, futurePods, busy := make([]resources.List, n), make([]int64, n), make([]int64, n)
 	unheld, unheldPods := make([]resources.List, n), make([]int64, n)
 	othersHold := false
+	waiting := starvation.Waiting{Priority: a.Priority, PriorityOf: m.dir.PriorityOf}
 	for i, ns := range a.view.Nodes {
-		f, pods, b := m.futureRoom(ns, a.view.PodsOn(i), a.Priority)
+		f, pods, b := waiting.FutureRoom(ns, a.view.PodsOn(i))
 		a.leaveDevicesToAllocator(f)
 		unheld[i], unheldPods[i] = f.Clone(), pods
 		// A reservation of its queue behind it is no obstacle: Reserve
@@ -94,7 +96,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		return "nothing is reserved: the gang does not fit the cluster even when pods of equal or lower priority leave", false
 	}
 	_, ask.Shapes = planner.Shapes(a.groups)
-	ask.Plan, ask.ReadyBy = plan, m.readyBy(a, plan)
+	ask.Plan, ask.ReadyBy = plan, waiting.ReadyBy(a.view.Nodes, a.view.PodsOn, plan, m.Now())
 	granted, displaced := m.Reserve(ref, ask)
 	if !displaced.IsZero() {
 		klog.FromContext(ctx).V(2).Info("Reservation moved to a gang ahead in the queue", "from", displaced, "to", ref)
@@ -105,7 +107,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	}
 	r, _ := m.ReservationOf(ref)
 	m.fx.Observe("reserved", 0)
-	return reservationNote(r, a.view, "gangs of equal or lower priority only backfill around it"), true
+	return starvation.Note(r, a.view.Nodes, "gangs of equal or lower priority only backfill around it"), true
 }
 
 // EndsBy is when a pod is sure to be gone if it starts now: its
@@ -132,65 +134,4 @@ func (m *Manager) endsBy(a *Attempt) time.Time {
 		}
 	}
 	return end
-}
-
-// readyBy is the latest the plan's room is free: when the last pod of equal
-// or lower priority on its nodes reaches its activeDeadlineSeconds (zero
-// when one has no limit).
-func (m *Manager) readyBy(a *Attempt, plan *planner.Plan) time.Time {
-	ready := m.Now()
-	for i, ns := range a.view.Nodes {
-		if _, used := plan.Slots[ns.Node.Name]; !used {
-			continue
-		}
-		for _, p := range a.view.PodsOn(i) {
-			if p.DeletionTimestamp != nil || m.dir.PriorityOf(p) > a.Priority {
-				continue
-			}
-			d := p.Spec.ActiveDeadlineSeconds
-			if d == nil || *d <= 0 {
-				return time.Time{}
-			}
-			if end := boundAt(p).Add(time.Duration(*d) * time.Second); end.After(ready) {
-				ready = end
-			}
-		}
-	}
-	return ready
-}
-
-// futureRoom is a node's room for the gang once the pods it may wait for
-// (equal or lower priority) leave; busy is how many pods hold that room now.
-func (m *Manager) futureRoom(ns planner.NodeState, running []*v1.Pod, priority int32) (resources.List, int64, int64) {
-	free, pods := ns.Free.Clone(), ns.FreePods
-	busy := int64(0)
-	for _, p := range running {
-		if m.dir.PriorityOf(p) > priority {
-			continue
-		}
-		free.Add(resources.PodRequests(p))
-		pods++
-		busy++
-	}
-	return free, pods, busy
-}
-
-// reservationNote says what a reserving gang holds and how much of it is
-// still in use.
-func reservationNote(r lifecycle.Reservation, view *View, tail string) string {
-	members, waiting := 0, 0
-	for node, byShape := range r.Slots {
-		i, ok := view.index(node)
-		for shape, n := range byShape {
-			members += n
-			if !ok {
-				waiting += n
-				continue
-			}
-			fit := view.Nodes[i].Free.Copies(r.Shapes[shape], int64(n))
-			waiting += n - int(min(fit, view.Nodes[i].FreePods))
-		}
-	}
-	return fmt.Sprintf("reserving %d nodes for %d members since %s; room for %d of them is still in use by running pods; %s",
-		len(r.Slots), members, r.Since.UTC().Format(time.RFC3339), max(waiting, 0), tail)
 }

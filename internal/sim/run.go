@@ -24,7 +24,7 @@ import (
 
 	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/numa"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
@@ -981,7 +981,7 @@ func (d *driver) collectReasons(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		conds, err := gang.ReadConditions(raw)
+		conds, err := gangspec.ReadConditions(raw)
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,7 @@ import (
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 )
@@ -154,7 +155,7 @@ func NewWriter(pgClient pgclientset.Interface, client kubernetes.Interface, reco
 
 // Set records the gang's condition. It returns true when the reason or
 // message changed, and emits an event on the group object when the reason did.
-func (w *Writer) Set(spec *gang.Spec, c Condition) bool {
+func (w *Writer) Set(spec *gangspec.Spec, c Condition) bool {
 	w.mu.Lock()
 	old, had := w.desired[spec.Ref]
 	if had && old.cond.Status == c.Status && old.cond.Reason == c.Reason && old.cond.Message == c.Message {
@@ -203,7 +204,7 @@ func (w *Writer) event(obj *v1.ObjectReference, c Condition) {
 	w.recorder.Eventf(obj, nil, eventType, c.Reason, "Scheduling", "%s", c.Message)
 }
 
-func objectRef(spec *gang.Spec) *v1.ObjectReference {
+func objectRef(spec *gangspec.Spec) *v1.ObjectReference {
 	switch spec.Ref.Source {
 	case ident.SourceWorkload:
 		return &v1.ObjectReference{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup",
@@ -384,7 +385,7 @@ func (w *Writer) patchPodGroup(ctx context.Context, ref ident.Ref, cond metav1.C
 		if err != nil {
 			return err
 		}
-		if conds, err = gang.ReadConditions(raw); err != nil {
+		if conds, err = gangspec.ReadConditions(raw); err != nil {
 			return err
 		}
 	}

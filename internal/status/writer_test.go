@@ -17,6 +17,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
@@ -28,7 +29,7 @@ type change struct {
 // emitted only when the reason changes, and the transition time moves only
 // with the status.
 func TestStatusWriterSet(t *testing.T) {
-	spec := &gang.Spec{Ref: ident.Ref{Namespace: "default", Name: "g"}, UID: "uid-g", Generation: 3}
+	spec := &gangspec.Spec{Ref: ident.Ref{Namespace: "default", Name: "g"}, UID: "uid-g", Generation: 3}
 	recorder := events.NewFakeRecorder(10)
 	var changes []change
 	w := NewWriter(pgfake.NewSimpleClientset(), k8sfake.NewSimpleClientset(), recorder,
@@ -108,7 +109,7 @@ func TestStatusWriterPatches(t *testing.T) {
 	pg := &pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g", UID: "uid-g"}}
 	pgClient := pgfake.NewSimpleClientset(pg)
 	w := NewWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
-	spec := &gang.Spec{Ref: ident.Ref{Namespace: "default", Name: "g"}, UID: pg.UID}
+	spec := &gangspec.Spec{Ref: ident.Ref{Namespace: "default", Name: "g"}, UID: pg.UID}
 	w.Set(spec, Condition{metav1.ConditionFalse, gang.ReasonMembersPending, "1 of 2 members exist"})
 	w.Set(spec, Condition{metav1.ConditionTrue, ReasonScheduled, "2 of 2 members placed"})
 
@@ -145,7 +146,7 @@ func TestStatusWriterPatches(t *testing.T) {
 // but emits no event and patches nothing; when it starts leading it emits the
 // event it held back (with the condition as it stands then) and writes.
 func TestStatusWriterStandby(t *testing.T) {
-	spec := &gang.Spec{Ref: ident.Ref{Namespace: "default", Name: "g"}, UID: "uid-g"}
+	spec := &gangspec.Spec{Ref: ident.Ref{Namespace: "default", Name: "g"}, UID: "uid-g"}
 	recorder := events.NewFakeRecorder(10)
 	pg := pgfake.NewSimpleClientset(&pgv1alpha1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "g"}})
 	w := NewWriter(pg, k8sfake.NewSimpleClientset(), recorder, nil)
@@ -200,7 +201,7 @@ func TestStatusWriterClock(t *testing.T) {
 	pgClient := pgfake.NewSimpleClientset(pg)
 	w := NewWriter(pgClient, k8sfake.NewSimpleClientset(), nil, nil)
 	w.Clock = clk
-	spec := &gang.Spec{Ref: ident.Ref{Namespace: "default", Name: "g"}, UID: pg.UID}
+	spec := &gangspec.Spec{Ref: ident.Ref{Namespace: "default", Name: "g"}, UID: pg.UID}
 	ltt := func() time.Time {
 		w.mu.Lock()
 		defer w.mu.Unlock()

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
@@ -23,7 +23,7 @@ func (c *Cluster) PodGroupCondition(ctx context.Context, ns, name, condType stri
 	if err != nil {
 		return nil, err
 	}
-	conds, err := gang.ReadConditions(raw)
+	conds, err := gangspec.ReadConditions(raw)
 	if err != nil {
 		return nil, err
 	}

@@ -8,12 +8,12 @@ import (
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 // Adapter reads the gangs of one source from informer caches into phalanx's
-// one gang model (gang.Spec). Every way users declare gangs has one:
+// one gang model (gangspec.Spec). Every way users declare gangs has one:
 //   - PodGroups: scheduler-plugins PodGroups, named by the pod-group label
 //     or made by phalanx for an implicit gang (pod-template annotations);
 //   - Upstream: PodGroups of the Workload API (scheduling.k8s.io/v1beta1),
@@ -27,10 +27,10 @@ type Adapter interface {
 	Source() ident.Source
 	// Spec reads a gang's definition: NotFound while its group object does
 	// not exist (or its API is not served).
-	Spec(namespace, name string) (*gang.Spec, error)
+	Spec(namespace, name string) (*gangspec.Spec, error)
 	// SpecOf reads a group object its informer delivered; nil when obj is
 	// not of the adapter's kind.
-	SpecOf(obj any) *gang.Spec
+	SpecOf(obj any) *gangspec.Spec
 }
 
 // PodGroups is the adapter of scheduler-plugins PodGroups.
@@ -44,18 +44,18 @@ var _ Adapter = PodGroups{}
 func (PodGroups) Source() ident.Source { return ident.SourcePodGroup }
 
 // Spec implements Adapter.
-func (a PodGroups) Spec(namespace, name string) (*gang.Spec, error) {
+func (a PodGroups) Spec(namespace, name string) (*gangspec.Spec, error) {
 	pg, err := a.Lister.PodGroups(namespace).Get(name)
 	if err != nil {
 		return nil, err
 	}
-	return gang.SpecFromPodGroup(pg), nil
+	return gangspec.SpecFromPodGroup(pg), nil
 }
 
 // SpecOf implements Adapter.
-func (PodGroups) SpecOf(obj any) *gang.Spec {
+func (PodGroups) SpecOf(obj any) *gangspec.Spec {
 	if pg, ok := obj.(*pgv1alpha1.PodGroup); ok {
-		return gang.SpecFromPodGroup(pg)
+		return gangspec.SpecFromPodGroup(pg)
 	}
 	return nil
 }
@@ -73,7 +73,7 @@ var _ Adapter = Upstream{}
 func (Upstream) Source() ident.Source { return ident.SourceWorkload }
 
 // Spec implements Adapter.
-func (a Upstream) Spec(namespace, name string) (*gang.Spec, error) {
+func (a Upstream) Spec(namespace, name string) (*gangspec.Spec, error) {
 	if a.PodGroups == nil {
 		return nil, apierrors.NewNotFound(schedulingv1beta1.Resource("podgroups"), name)
 	}
@@ -86,7 +86,7 @@ func (a Upstream) Spec(namespace, name string) (*gang.Spec, error) {
 
 // SpecOf implements Adapter. An invalid PodGroup reads as a gang of one, so
 // its events still reach the scheduler (Spec reports the error).
-func (a Upstream) SpecOf(obj any) *gang.Spec {
+func (a Upstream) SpecOf(obj any) *gangspec.Spec {
 	pg, ok := obj.(*schedulingv1beta1.PodGroup)
 	if !ok {
 		return nil
@@ -94,7 +94,7 @@ func (a Upstream) SpecOf(obj any) *gang.Spec {
 	if s, err := SpecFromUpstream(pg, a.workloadOf(pg)); err == nil {
 		return s
 	}
-	return &gang.Spec{Ref: ident.Ref{Source: ident.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, MinMember: 1}
+	return &gangspec.Spec{Ref: ident.Ref{Source: ident.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name}, MinMember: 1}
 }
 
 func (a Upstream) workloadOf(pg *schedulingv1beta1.PodGroup) *schedulingv1beta1.Workload {
@@ -112,12 +112,12 @@ func (a Upstream) workloadOf(pg *schedulingv1beta1.PodGroup) *schedulingv1beta1.
 // (a quorum of one); priority, preemption policy, disruption mode, the
 // topology key, the queue label and phalanx's topology annotations come
 // along.
-func SpecFromUpstream(pg *schedulingv1beta1.PodGroup, wl *schedulingv1beta1.Workload) (*gang.Spec, error) {
+func SpecFromUpstream(pg *schedulingv1beta1.PodGroup, wl *schedulingv1beta1.Workload) (*gangspec.Spec, error) {
 	up, isGang, err := FromUpstream(pg, wl)
 	if err != nil {
 		return nil, err
 	}
-	s := &gang.Spec{
+	s := &gangspec.Spec{
 		Ref:        ident.Ref{Source: ident.SourceWorkload, Namespace: pg.Namespace, Name: pg.Name},
 		UID:        pg.UID,
 		Generation: pg.Generation,
@@ -133,7 +133,7 @@ func SpecFromUpstream(pg *schedulingv1beta1.PodGroup, wl *schedulingv1beta1.Work
 	}
 	// The API defaults disruptionMode to single.
 	if d := pg.Spec.DisruptionMode; d == nil || d.All == nil {
-		s.Disruption = gang.DisruptSingle
+		s.Disruption = gangspec.DisruptSingle
 	}
 	// The queue label holds for basic policies too (up is empty for them).
 	for k, v := range UpstreamGroupLabels(pg, wl) {

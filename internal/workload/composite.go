@@ -12,7 +12,7 @@ import (
 	schedulinglistersv1alpha3 "k8s.io/client-go/listers/scheduling/v1alpha3"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
@@ -34,7 +34,7 @@ var _ Adapter = Composites{}
 func (Composites) Source() ident.Source { return ident.SourceComposite }
 
 // Spec implements Adapter.
-func (a Composites) Spec(namespace, name string) (*gang.Spec, error) {
+func (a Composites) Spec(namespace, name string) (*gangspec.Spec, error) {
 	if a.Lister == nil {
 		return nil, apierrors.NewNotFound(schedulingv1alpha3.Resource("compositepodgroups"), name)
 	}
@@ -46,7 +46,7 @@ func (a Composites) Spec(namespace, name string) (*gang.Spec, error) {
 }
 
 // SpecOf implements Adapter.
-func (a Composites) SpecOf(obj any) *gang.Spec {
+func (a Composites) SpecOf(obj any) *gangspec.Spec {
 	cpg, ok := obj.(*schedulingv1alpha3.CompositePodGroup)
 	if !ok {
 		return nil
@@ -70,9 +70,9 @@ func IsGang(cpg *schedulingv1alpha3.CompositePodGroup) bool {
 // into a gang of sub-groups. Children that differ in size or topology key,
 // or that are themselves not gangs, make the sub-groups invalid (an error in
 // Spec.SubGroups, which the planner reports).
-func SpecFromComposite(cpg *schedulingv1alpha3.CompositePodGroup, children []*schedulingv1beta1.PodGroup) *gang.Spec {
+func SpecFromComposite(cpg *schedulingv1alpha3.CompositePodGroup, children []*schedulingv1beta1.PodGroup) *gangspec.Spec {
 	ref := ident.Ref{Source: ident.SourceComposite, Namespace: cpg.Namespace, Name: cpg.Name}
-	s := &gang.Spec{
+	s := &gangspec.Spec{
 		Ref: ref, UID: cpg.UID, Generation: cpg.Generation, Created: cpg.CreationTimestamp.Time,
 		Labels: map[string]string{}, Annotations: map[string]string{},
 		Priority:      cpg.Spec.Priority,
@@ -87,12 +87,12 @@ func SpecFromComposite(cpg *schedulingv1alpha3.CompositePodGroup, children []*sc
 		}
 	}
 	if d := cpg.Spec.DisruptionMode; d == nil || d.All == nil {
-		s.Disruption = gang.DisruptSingle
+		s.Disruption = gangspec.DisruptSingle
 	}
 	if c := cpg.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
 		s.TopologyKey = c.Topology[0].Key
 	}
-	sg := &gang.SubGroups{Source: "by PodGroup"}
+	sg := &gangspec.SubGroups{Source: "by PodGroup"}
 	s.SubGroups = sg
 	groups := 0
 	if g := cpg.Spec.SchedulingPolicy.Gang; g != nil {

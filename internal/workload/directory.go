@@ -12,7 +12,7 @@ import (
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
@@ -148,7 +148,7 @@ func (d *Directory) RefOf(pod *v1.Pod) (ident.Ref, bool) {
 // for an implicit gang it is being made, outside the scheduling cycle — or
 // the pod's gang annotations are invalid. It never writes to the API: the
 // queue sort, PreEnqueue, PreFilter and Filter call it.
-func (d *Directory) GangOf(pod *v1.Pod) (ref ident.Ref, spec *gang.Spec, ok bool, err error) {
+func (d *Directory) GangOf(pod *v1.Pod) (ref ident.Ref, spec *gangspec.Spec, ok bool, err error) {
 	ref, _, ok, err = d.Resolve(pod)
 	if !ok || err != nil {
 		return ref, nil, ok, err
@@ -159,7 +159,7 @@ func (d *Directory) GangOf(pod *v1.Pod) (ref ident.Ref, spec *gang.Spec, ok bool
 
 // Spec returns the gang's definition; a NotFound error when its group object
 // does not exist (yet), or its API is not served.
-func (d *Directory) Spec(ref ident.Ref) (*gang.Spec, error) {
+func (d *Directory) Spec(ref ident.Ref) (*gangspec.Spec, error) {
 	spec, err := d.adapter(ref.Source).Spec(ref.Namespace, ref.Name)
 	if err != nil {
 		return nil, err
@@ -169,7 +169,7 @@ func (d *Directory) Spec(ref ident.Ref) (*gang.Spec, error) {
 }
 
 // SpecOf reads a group object any adapter's informer delivered.
-func (d *Directory) SpecOf(obj any) *gang.Spec {
+func (d *Directory) SpecOf(obj any) *gangspec.Spec {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -203,7 +203,7 @@ func (d *Directory) adapter(source ident.Source) Adapter {
 // else on its members' pod template (operators that make the PodGroup
 // themselves copy nothing of ours onto it). Invalid ones are kept as an
 // error the planner reports.
-func (d *Directory) addSubGroups(spec *gang.Spec) {
+func (d *Directory) addSubGroups(spec *gangspec.Spec) {
 	if spec.SubGroups != nil {
 		return
 	}
@@ -212,7 +212,7 @@ func (d *Directory) addSubGroups(spec *gang.Spec) {
 	d.mu.Unlock()
 	sg, err := SubGroupsByRank(spec.Annotations, podAnnotations, spec.MinMember)
 	if err != nil {
-		sg = &gang.SubGroups{Err: err.Error()}
+		sg = &gangspec.SubGroups{Err: err.Error()}
 	}
 	spec.SubGroups = sg
 }
@@ -260,7 +260,7 @@ func indexByDependency(obj any) ([]string, error) {
 	if !ok {
 		return nil, nil
 	}
-	spec := gang.SpecFromPodGroup(pg)
+	spec := gangspec.SpecFromPodGroup(pg)
 	var out []string
 	for _, d := range spec.DependsOn() {
 		out = append(out, pg.Namespace+"/"+d)
@@ -337,7 +337,7 @@ func (d *Directory) DependentsOfPodGroup(ref ident.Ref) []ident.Ref {
 // DependencyProgress counts a dependency's members running (from the
 // informer, which is fresh) or succeeded (from the group's status: the
 // scheduler does not watch finished pods), against its quorum.
-func (d *Directory) DependencyProgress(dep *gang.Spec) (done, need int) {
+func (d *Directory) DependencyProgress(dep *gangspec.Spec) (done, need int) {
 	if dep.Finished {
 		return dep.MinMember, dep.MinMember
 	}

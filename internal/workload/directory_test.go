@@ -12,7 +12,7 @@ import (
 	pglisters "sigs.k8s.io/scheduler-plugins/pkg/generated/listers/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
@@ -108,13 +108,13 @@ func TestDirectoryDependents(t *testing.T) {
 	add(t, d.PodIndex(), labelled("pretrain-0", "pretrain", "n1", v1.PodRunning), labelled("pretrain-1", "pretrain", "n2", v1.PodPending))
 	for _, tc := range []struct {
 		name       string
-		dep        gang.Spec
+		dep        gangspec.Spec
 		done, need int
 	}{
-		{"running members from the informer", gang.Spec{Ref: pretrain, MinMember: 2}, 1, 2},
-		{"the status's count when it is higher", gang.Spec{Ref: pretrain, MinMember: 2, Running: 2}, 2, 2},
-		{"succeeded members from the status", gang.Spec{Ref: pretrain, MinMember: 2, Succeeded: 1}, 2, 2},
-		{"a finished gang is done", gang.Spec{Ref: pretrain, MinMember: 2, Finished: true}, 2, 2},
+		{"running members from the informer", gangspec.Spec{Ref: pretrain, MinMember: 2}, 1, 2},
+		{"the status's count when it is higher", gangspec.Spec{Ref: pretrain, MinMember: 2, Running: 2}, 2, 2},
+		{"succeeded members from the status", gangspec.Spec{Ref: pretrain, MinMember: 2, Succeeded: 1}, 2, 2},
+		{"a finished gang is done", gangspec.Spec{Ref: pretrain, MinMember: 2, Finished: true}, 2, 2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dep := tc.dep

@@ -7,7 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 )
 
 // Index labels operators put on the pods they create, read for a member's
@@ -75,7 +75,7 @@ func intLabel(pod *v1.Pod, key string) (int, bool) {
 // (just "<rank/size>" without a scope); a member without a rank has none
 // yet. An invalid value, or a size that does not divide minMember, is an
 // error naming the annotation.
-func SubGroupsByRank(group, pod map[string]string, minMember int) (*gang.SubGroups, error) {
+func SubGroupsByRank(group, pod map[string]string, minMember int) (*gangspec.SubGroups, error) {
 	ann := group
 	if ann[phalanxv1alpha1.SubGroupSizeAnnotation] == "" {
 		ann = pod
@@ -91,7 +91,7 @@ func SubGroupsByRank(group, pod map[string]string, minMember int) (*gang.SubGrou
 	if minMember%size != 0 {
 		return nil, fmt.Errorf("annotation %s: %d does not divide the gang's minMember %d into whole sub-groups", phalanxv1alpha1.SubGroupSizeAnnotation, size, minMember)
 	}
-	sg := &gang.SubGroups{Size: size, Source: "by rank",
+	sg := &gangspec.SubGroups{Size: size, Source: "by rank",
 		Required:  ann[phalanxv1alpha1.SubGroupTopologyRequiredAnnotation],
 		Preferred: ann[phalanxv1alpha1.SubGroupTopologyPreferredAnnotation]}
 	if raw := ann[phalanxv1alpha1.SubGroupMinAnnotation]; raw != "" {

@@ -21,6 +21,7 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config"
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
@@ -134,7 +135,7 @@ func (pl *CapacityQueue) PreFilter(ctx context.Context, state fwk.CycleState, po
 // members the planner would place (gang.GroupForPlan) — or a plain pod's own
 // request. admitted: the gang already has a plan, a reservation or its quorum,
 // so its capacity is charged already.
-func (pl *CapacityQueue) need(pod *v1.Pod) (ref ident.Ref, spec *gang.Spec, need resources.List, admitted bool) {
+func (pl *CapacityQueue) need(pod *v1.Pod) (ref ident.Ref, spec *gangspec.Spec, need resources.List, admitted bool) {
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
 	if !ok || err != nil {
 		return ident.Ref{}, nil, pl.gangs.Manager.Demand(pod), false
@@ -144,11 +145,11 @@ func (pl *CapacityQueue) need(pod *v1.Pod) (ref ident.Ref, spec *gang.Spec, need
 		return ref, spec, nil, true
 	}
 	placed := lc.Placed(ref)
-	if placed >= gang.Quorum(spec) {
+	if placed >= gangspec.Quorum(spec) {
 		return ref, spec, pl.gangs.Manager.Demand(pod), true
 	}
-	bound, _ := gang.BoundBySubGroup(spec, pl.gangs.Members(ref), nil, -1)
-	groups, _ := gang.GroupForPlan(spec, pod, pl.gangs.Pending(ref), gang.Quorum(spec)-placed, pl.gangs.Manager.Demand, bound)
+	bound, _ := gangspec.BoundBySubGroup(spec, pl.gangs.Members(ref), nil, -1)
+	groups, _ := gangspec.GroupForPlan(spec, pod, pl.gangs.Pending(ref), gangspec.Quorum(spec)-placed, pl.gangs.Manager.Demand, bound)
 	return ref, spec, planner.Demand(groups), false
 }
 

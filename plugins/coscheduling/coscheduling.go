@@ -22,7 +22,9 @@ import (
 	configv1 "github.com/phalanx-sched/phalanx/apis/config/v1"
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/consolidate"
 	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -96,7 +98,7 @@ func New(ctx context.Context, obj k8sruntime.Object, h fwk.Handle, rt *runtime.R
 	pl := &Coscheduling{h: h, rt: rt, gangs: gangs, m: gangs.Manager, binds: binds}
 	pl.m.Timeout = time.Duration(args.DefaultScheduleTimeoutSeconds) * time.Second
 	pl.m.ReserveAfter = time.Duration(args.ReservationAfterSeconds) * time.Second
-	pl.m.Consolidation = gang.Consolidation{
+	pl.m.Consolidation = consolidate.Config{
 		After:         time.Duration(args.ConsolidationAfterSeconds) * time.Second,
 		MinRuntime:    time.Duration(args.ConsolidationMinRuntimeSeconds) * time.Second,
 		PerHour:       int(args.ConsolidationsPerHour),
@@ -141,7 +143,7 @@ func (pl *Coscheduling) Name() string { return Name }
 type cycleState struct {
 	// ref and spec are zero for a pod outside gangs.
 	ref      ident.Ref
-	spec     *gang.Spec
+	spec     *gangspec.Spec
 	shape    string
 	request  resources.List
 	priority int32
@@ -250,7 +252,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	if err != nil {
 		return nil, fwk.NewStatus(fwk.UnschedulableAndUnresolvable, pl.gangs.Missing(ref, err))
 	}
-	cs.ref, cs.spec, cs.shape = ref, spec, gang.MemberShape(spec, pod)
+	cs.ref, cs.spec, cs.shape = ref, spec, gangspec.MemberShape(spec, pod)
 	state.Write(stateKey, cs)
 
 	switch route := pl.m.Route(ref, spec, cs.shape); {
@@ -418,7 +420,7 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 		if wait <= 0 {
 			return fwk.NewStatus(fwk.Unschedulable, "the gang's plan ended before this member was placed; replanning"), 0
 		}
-		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("%d of %d members placed", placed, gang.Quorum(cs.spec))), wait
+		return fwk.NewStatus(fwk.Wait, fmt.Sprintf("%d of %d members placed", placed, gangspec.Quorum(cs.spec))), wait
 	}
 	return nil, 0
 }
@@ -427,12 +429,12 @@ func (pl *Coscheduling) Permit(ctx context.Context, state fwk.CycleState, pod *v
 // reached. Members that share a reserved member's claim cannot reserve
 // before it binds (its allocation is in flight); they count toward the
 // quorum. Only a member with claims can hold one (counting walks the gang).
-func (pl *Coscheduling) release(ctx context.Context, pod *v1.Pod, ref ident.Ref, spec *gang.Spec) (reached bool, placed int) {
+func (pl *Coscheduling) release(ctx context.Context, pod *v1.Pod, ref ident.Ref, spec *gangspec.Spec) (reached bool, placed int) {
 	riders := 0
 	if len(pod.Spec.ResourceClaims) > 0 {
 		riders = pl.gangs.ClaimRiders(ref)
 	}
-	reached, first, placed := pl.m.Quorum(ref, gang.Quorum(spec)-riders)
+	reached, first, placed := pl.m.Quorum(ref, gangspec.Quorum(spec)-riders)
 	if !reached {
 		return false, placed
 	}

@@ -33,6 +33,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/estimator"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/internal/topology"
@@ -259,7 +260,7 @@ func (p *Planner) Copies(ctx context.Context, q estimator.Question) (gang.Answer
 		tree, _ = topo.View()
 	}
 	if tree != nil {
-		required, preferred := gang.TopologyConstraint(nil, rep.Annotations)
+		required, preferred := gangspec.TopologyConstraint(nil, rep.Annotations)
 		if required != "" || preferred != "" || sg != nil {
 			query.Topology = &gang.Constraint{Tree: tree, Required: required, Preferred: preferred}
 		}
@@ -269,7 +270,7 @@ func (p *Planner) Copies(ctx context.Context, q estimator.Question) (gang.Answer
 			return gang.Answer{Why: "invalid sub-groups: they need the NetworkTopology plugin in the profile and a NetworkTopology (or HyperNodes)"}, nil
 		}
 		query.Topology.SubRequired, query.Topology.SubPreferred = sg.Required, sg.Preferred
-		query.Spec = &gang.Spec{MinMember: len(q.Members), Annotations: rep.Annotations, SubGroups: sg}
+		query.Spec = &gangspec.Spec{MinMember: len(q.Members), Annotations: rep.Annotations, SubGroups: sg}
 	}
 	if queues := p.rt.QueuesIfBuilt(); queues != nil {
 		name := queues.QueueOf(rep)
@@ -285,7 +286,7 @@ func (p *Planner) Copies(ctx context.Context, q estimator.Question) (gang.Answer
 // members carry them): nil without them. A set's members are ranked in the
 // order given (Karmada's components in order, each one's replicas), the
 // ranks their operator gives the pods it creates.
-func subGroupsOf(members []*v1.Pod) (*gang.SubGroups, error) {
+func subGroupsOf(members []*v1.Pod) (*gangspec.SubGroups, error) {
 	sg, err := workload.SubGroupsByRank(nil, members[0].Annotations, len(members))
 	if sg == nil || err != nil {
 		return nil, err

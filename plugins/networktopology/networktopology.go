@@ -22,6 +22,7 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config"
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/topology"
@@ -39,7 +40,7 @@ const gpuResource v1.ResourceName = "nvidia.com/gpu"
 
 // Gangs is what this plugin needs of the gang directory.
 type Gangs interface {
-	GangOf(pod *v1.Pod) (ident.Ref, *gang.Spec, bool, error)
+	GangOf(pod *v1.Pod) (ident.Ref, *gangspec.Spec, bool, error)
 	Members(ref ident.Ref) []*v1.Pod
 }
 
@@ -113,9 +114,9 @@ func (pl *NetworkTopology) Name() string { return Name }
 // preferred level of its annotations (group object, else pod), else the
 // node label of an upstream PodGroup's constraint as a one-level topology;
 // for a gang of sub-groups, the level of each sub-group's domain too.
-func (pl *NetworkTopology) constraintOf(spec *gang.Spec, pod *v1.Pod) gang.Constraint {
+func (pl *NetworkTopology) constraintOf(spec *gangspec.Spec, pod *v1.Pod) gang.Constraint {
 	tree, _ := pl.topo.View()
-	required, preferred := gang.TopologyConstraint(spec.Annotations, pod.Annotations)
+	required, preferred := gangspec.TopologyConstraint(spec.Annotations, pod.Annotations)
 	sg := spec.SubGroups
 	if required == "" && preferred == "" && (spec.TopologyKey != "" || sg != nil && sg.Key != "") {
 		// An upstream gang: its keys (the gang's, then its sub-groups')
@@ -202,7 +203,7 @@ func (pl *NetworkTopology) PreFilter(ctx context.Context, state fwk.CycleState, 
 // subGroupDomain is the domain at level of the pod's sub-group's bound
 // members, "" when it has none (its sub-group is planned whole, and a plan
 // steers each member).
-func (pl *NetworkTopology) subGroupDomain(tree *topology.Tree, level string, ref ident.Ref, spec *gang.Spec, pod *v1.Pod) string {
+func (pl *NetworkTopology) subGroupDomain(tree *topology.Tree, level string, ref ident.Ref, spec *gangspec.Spec, pod *v1.Pod) string {
 	sg := spec.SubGroups
 	if sg == nil || sg.Of == nil {
 		return ""
@@ -211,7 +212,7 @@ func (pl *NetworkTopology) subGroupDomain(tree *topology.Tree, level string, ref
 	if own == "" {
 		return ""
 	}
-	_, in := gang.BoundBySubGroup(spec, pl.gangs.Members(ref), tree, slices.Index(tree.Levels(), level))
+	_, in := gangspec.BoundBySubGroup(spec, pl.gangs.Members(ref), tree, slices.Index(tree.Levels(), level))
 	return in[own]
 }
 

@@ -5,6 +5,7 @@
 package planner
 
 import (
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -43,6 +44,13 @@ type Node struct {
 	// of them untouched between copies. Whoever changes a node's room
 	// assigns new maps (Clone).
 	memo *copiesMemo
+}
+
+// SetLimit caps the node at l members of shape, on a copy of its limits:
+// requests' maps may be shared, and a memo (WithMemo) sees a new map.
+func (n *Node) SetLimit(shape string, l int) {
+	n.Limit = maps.Clone(n.Limit)
+	n.Limit[shape] = l
 }
 
 // WithMemo makes fill remember the nodes' member counts across calls.

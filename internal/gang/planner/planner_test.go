@@ -218,3 +218,16 @@ func BenchmarkPlace1024On4096(b *testing.B) {
 		}
 	}
 }
+
+// SetLimit gives the node a new map: the old one may be shared.
+func TestNodeSetLimit(t *testing.T) {
+	shared := map[string]int{"a": 2, "b": 3}
+	n := Node{Limit: shared}
+	n.SetLimit("a", 1)
+	if n.Limit["a"] != 1 || n.Limit["b"] != 3 {
+		t.Errorf("limits %v, want a=1 b=3", n.Limit)
+	}
+	if shared["a"] != 2 {
+		t.Errorf("the shared map changed: %v", shared)
+	}
+}

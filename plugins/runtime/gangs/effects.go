@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/status"
@@ -20,7 +21,7 @@ type effects struct{ g *Gangs }
 
 var _ gang.Effects = effects{}
 
-func (e effects) SetCondition(spec *gang.Spec, reason, message string) {
+func (e effects) SetCondition(spec *gangspec.Spec, reason, message string) {
 	e.g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: message})
 }
 

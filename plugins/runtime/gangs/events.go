@@ -16,6 +16,7 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
@@ -163,7 +164,7 @@ func (g *Gangs) quorumMayBeMet(ref ident.Ref) {
 	if err != nil {
 		return
 	}
-	count, quorum := g.CountMembers(spec), gang.Quorum(spec)
+	count, quorum := g.CountMembers(spec), gangspec.Quorum(spec)
 	if count.Ready < quorum {
 		g.wakes.QuorumShort(ref)
 		if c, ok := g.Status.Get(ref); ok && c.Reason == gang.ReasonMembersPending {
@@ -243,7 +244,7 @@ func (g *Gangs) onNodeUpdate(oldObj, newObj any) {
 // onGroup runs once this process's listers have the group object (the
 // scheduler's own event for the same change may come first, while they are
 // stale): it records the quorum and wakes the gang and its dependents.
-func (g *Gangs) onGroup(old, spec *gang.Spec) {
+func (g *Gangs) onGroup(old, spec *gangspec.Spec) {
 	if spec == nil {
 		return
 	}
@@ -266,7 +267,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 			return
 		}
 	}
-	g.Lifecycle.SetSpec(spec.Ref, gang.Quorum(spec), spec.Timeout)
+	g.Lifecycle.SetSpec(spec.Ref, gangspec.Quorum(spec), spec.Timeout)
 	if old != nil && planInputsChanged(old, spec) {
 		// A resized gang (minCount), a new constraint or priority: the
 		// cached plan failure no longer holds.
@@ -283,7 +284,7 @@ func (g *Gangs) onGroup(old, spec *gang.Spec) {
 	g.wakes.Wake(metrics.WokenGroupChanged, refs...)
 }
 
-func (g *Gangs) onGroupDelete(spec *gang.Spec) {
+func (g *Gangs) onGroupDelete(spec *gangspec.Spec) {
 	if spec == nil {
 		return
 	}
@@ -313,7 +314,7 @@ func (g *Gangs) onGroupDelete(spec *gang.Spec) {
 // sameInputs reports whether two versions of a gang's group object say the
 // same to the scheduler: everything read from them but the held annotation,
 // which phalanx itself writes as holds change.
-func sameInputs(old, cur *gang.Spec) bool {
+func sameInputs(old, cur *gangspec.Spec) bool {
 	withoutHeld := func(a map[string]string) map[string]string {
 		out := maps.Clone(a)
 		delete(out, phalanxv1alpha1.HeldAnnotation)

@@ -5,15 +5,15 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 )
 
 // planInputsChanged reports whether what a gang's plan depends on changed
 // between two versions of its group object.
-func planInputsChanged(old, cur *gang.Spec) bool {
-	if gang.Quorum(old) != gang.Quorum(cur) || old.TopologyKey != cur.TopologyKey ||
+func planInputsChanged(old, cur *gangspec.Spec) bool {
+	if gangspec.Quorum(old) != gangspec.Quorum(cur) || old.TopologyKey != cur.TopologyKey ||
 		!ptr.Equal(old.Priority, cur.Priority) || old.NeverPreempts != cur.NeverPreempts {
 		return true
 	}

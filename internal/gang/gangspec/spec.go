@@ -1,4 +1,9 @@
-package gang
+// Package gangspec is what the scheduler needs of a gang's definition,
+// whatever its source (PodGroup, Workload, CompositePodGroup): its minimum,
+// timeout, priority, topology constraint and sub-groups, and the keys its
+// members are planned under. Sources build a Spec; the manager and the
+// plugins read it.
+package gangspec
 
 import (
 	"strings"
@@ -46,6 +51,16 @@ type Spec struct {
 	Disruption DisruptionMode
 	// SubGroups is set for a gang of sub-groups (nil: a flat gang).
 	SubGroups *SubGroups
+}
+
+// Quorum is the number of members that must be placed together: the gang's
+// minimum, or for an elastic gang of sub-groups its minimum of whole
+// sub-groups.
+func Quorum(spec *Spec) int {
+	if sg := spec.SubGroups; sg != nil && sg.Min > 0 && sg.Size > 0 {
+		return sg.Min * sg.Size
+	}
+	return max(spec.MinMember, 1)
 }
 
 // DisruptionMode is how a running gang may be disrupted to make room.

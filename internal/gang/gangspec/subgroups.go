@@ -1,4 +1,4 @@
-package gang
+package gangspec
 
 import (
 	"fmt"
