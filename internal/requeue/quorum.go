@@ -178,7 +178,7 @@ func (w *Waker) WakeAtQuorum(ref ident.Ref) {
 // the gang's nodes while the rest came one by one: on the 512-node trace
 // such plans timed out again, over and over, on an empty cluster. Members
 // woken by a plan enter the queue as a planned gang's, at its front
-// (gang.Compare). Before the scheduling loop has run, none sleeps
+// (ident.Compare). Before the scheduling loop has run, none sleeps
 // (quorumMet).
 func (w *Waker) WakeLead(reason string, ref ident.Ref) {
 	pending := w.Directory.Pending(ref)

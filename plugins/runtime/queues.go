@@ -8,7 +8,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/admission"
 	"github.com/phalanx-sched/phalanx/internal/devices"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/informersync"
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 	"github.com/phalanx-sched/phalanx/plugins/runtime/gangs"
@@ -44,7 +44,7 @@ func newQueues(r *Runtime, g *gangs.Gangs, opts QueueOptions) (*Queues, error) {
 	}
 	q := admission.New(admission.Ports{
 		Gangs: g, Holds: g.Lifecycle, Demand: g.Manager.Demand,
-		Order: func(pod *v1.Pod, q *Queues) gang.Order {
+		Order: func(pod *v1.Pod, q *Queues) ident.Order {
 			return g.OrderKey(pod, pod.CreationTimestamp.Time, q).Order
 		},
 		OrderChanged: g.OrderChanged,

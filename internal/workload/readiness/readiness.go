@@ -21,33 +21,35 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/status"
 )
 
 // Directory is what the gate reads of the gang directory.
 type Directory interface {
-	GangOf(pod *v1.Pod) (ref gang.Ref, spec *gang.Spec, ok bool, err error)
-	Spec(ref gang.Ref) (*gang.Spec, error)
-	Members(ref gang.Ref) []*v1.Pod
-	DependencyProgress(dep *gang.Spec) (done, need int)
+	GangOf(pod *v1.Pod) (ref ident.Ref, spec *gangspec.Spec, ok bool, err error)
+	Spec(ref ident.Ref) (*gangspec.Spec, error)
+	Members(ref ident.Ref) []*v1.Pod
+	DependencyProgress(dep *gangspec.Spec) (done, need int)
 	WatchesWorkloadAPI() bool
 }
 
 // Lifecycle tells whether anything of a gang is planned, held or bound.
 type Lifecycle interface {
-	Untouched(ref gang.Ref) bool
+	Untouched(ref ident.Ref) bool
 }
 
 // Conditions sets a gang's condition (the status writer).
 type Conditions interface {
-	Set(spec *gang.Spec, c status.Condition) bool
+	Set(spec *gangspec.Spec, c status.Condition) bool
 }
 
 // Quorum is the waker's memory of the members offered to a gang's quorum.
 type Quorum interface {
-	Offered(ref gang.Ref, pod *v1.Pod)
-	QuorumMet(ref gang.Ref, uid types.UID) bool
-	QuorumShort(ref gang.Ref)
+	Offered(ref ident.Ref, pod *v1.Pod)
+	QuorumMet(ref ident.Ref, uid types.UID) bool
+	QuorumShort(ref ident.Ref)
 }
 
 // Ports are what the gate takes from the process.
@@ -74,12 +76,12 @@ type Gate struct {
 	p Ports
 
 	mu      sync.Mutex
-	startup map[gang.Ref]startupVerdict
+	startup map[ident.Ref]startupVerdict
 }
 
 // New returns a gate over the ports.
 func New(p Ports) *Gate {
-	return &Gate{p: p, startup: map[gang.Ref]startupVerdict{}}
+	return &Gate{p: p, startup: map[ident.Ref]startupVerdict{}}
 }
 
 // Ready says whether a pod may enter the active queue: a gang's pods wait
@@ -109,7 +111,7 @@ func (g *Gate) Ready(pod *v1.Pod) (string, bool) {
 	}
 	g.p.Quorum.Offered(ref, pod)
 	members := g.CountMembers(spec)
-	if members.Ready >= gang.Quorum(spec) {
+	if members.Ready >= gangspec.Quorum(spec) {
 		if !g.p.Quorum.QuorumMet(ref, pod.UID) {
 			return "waiting behind the member that leads the gang's plan; the plan wakes the others", false
 		}
@@ -118,7 +120,7 @@ func (g *Gate) Ready(pod *v1.Pod) (string, bool) {
 	// Short: the next quorum wakes a lead anew (this pod, if it led, is
 	// turned away).
 	g.p.Quorum.QuorumShort(ref)
-	cond := g.MembersShort(spec, members, gang.Quorum(spec))
+	cond := g.MembersShort(spec, members, gangspec.Quorum(spec))
 	// A member the informer shows late must not put a gang that already
 	// started (or is being placed) back to MembersPending.
 	if g.p.Lifecycle.Untouched(ref) {
@@ -129,14 +131,14 @@ func (g *Gate) Ready(pod *v1.Pod) (string, bool) {
 
 // Missing says why a pod's gang cannot be read: its group object does not
 // exist (yet), or the pod's gang annotations are invalid.
-func (g *Gate) Missing(ref gang.Ref, err error) string {
+func (g *Gate) Missing(ref ident.Ref, err error) string {
 	if apierrors.IsNotFound(err) {
-		if ref.Source == gang.SourceWorkload && !g.p.Directory.WatchesWorkloadAPI() {
+		if ref.Source == ident.SourceWorkload && !g.p.Directory.WatchesWorkloadAPI() {
 			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io): the API server does not serve the Workload API "+
 				"(scheduling.k8s.io/v1beta1 needs --runtime-config and the GenericWorkload gate); phalanx-scheduler looks for it again every %v",
 				ref.Namespace, ref.Name, g.p.WorkloadAPIRecheck())
 		}
-		if ref.Source == gang.SourceWorkload {
+		if ref.Source == ident.SourceWorkload {
 			return fmt.Sprintf("PodGroup %s/%s (scheduling.k8s.io) does not exist; the pod waits until it is created", ref.Namespace, ref.Name)
 		}
 		return fmt.Sprintf("PodGroup %s/%s does not exist; the pod waits until it is created", ref.Namespace, ref.Name)
@@ -144,16 +146,16 @@ func (g *Gate) Missing(ref gang.Ref, err error) string {
 	return err.Error() + "; the pod is not scheduled until this is fixed"
 }
 
-func (g *Gate) dependenciesReady(spec *gang.Spec) (string, bool) {
+func (g *Gate) dependenciesReady(spec *gangspec.Spec) (string, bool) {
 	for _, dep := range spec.DependsOn() {
 		set := func(reason, msg string) (string, bool) {
 			g.p.Conditions.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: reason, Message: msg})
 			return msg, false
 		}
-		if dep == spec.Name && spec.Ref.Source == gang.SourcePodGroup {
+		if dep == spec.Name && spec.Ref.Source == ident.SourcePodGroup {
 			return set(status.ReasonDependencyMissing, fmt.Sprintf("PodGroup depends on itself (%v)", spec.DependsOn()))
 		}
-		dspec, err := g.p.Directory.Spec(gang.Ref{Namespace: spec.Namespace, Name: dep})
+		dspec, err := g.p.Directory.Spec(ident.Ref{Namespace: spec.Namespace, Name: dep})
 		if err != nil {
 			return set(status.ReasonDependencyMissing, fmt.Sprintf("dependency PodGroup %s/%s does not exist", spec.Namespace, dep))
 		}
@@ -177,7 +179,7 @@ type MemberCount struct {
 // CountMembers counts the gang's members toward its quorum: a member with a
 // scheduling gate cannot be placed, so it counts only once its gates are
 // removed, and until then the gang holds nothing.
-func (g *Gate) CountMembers(spec *gang.Spec) MemberCount {
+func (g *Gate) CountMembers(spec *gangspec.Spec) MemberCount {
 	return countMembers(spec.Succeeded, g.p.Directory.Members(spec.Ref))
 }
 

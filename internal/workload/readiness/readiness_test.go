@@ -18,6 +18,8 @@ import (
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
@@ -25,18 +27,18 @@ import (
 // directory is a fake gang directory: specs by ref, members by ref, and
 // the gang each pod names (by pod name).
 type directory struct {
-	specs    map[gang.Ref]*gang.Spec
-	members  map[gang.Ref][]*v1.Pod
-	gangOf   map[string]gang.Ref
+	specs    map[ident.Ref]*gangspec.Spec
+	members  map[ident.Ref][]*v1.Pod
+	gangOf   map[string]ident.Ref
 	errOf    map[string]error
-	progress map[gang.Ref][2]int
+	progress map[ident.Ref][2]int
 	watching bool
 }
 
-func (d *directory) GangOf(pod *v1.Pod) (gang.Ref, *gang.Spec, bool, error) {
+func (d *directory) GangOf(pod *v1.Pod) (ident.Ref, *gangspec.Spec, bool, error) {
 	ref, ok := d.gangOf[pod.Name]
 	if !ok {
-		return gang.Ref{}, nil, false, nil
+		return ident.Ref{}, nil, false, nil
 	}
 	if err := d.errOf[pod.Name]; err != nil {
 		return ref, nil, true, err
@@ -45,40 +47,40 @@ func (d *directory) GangOf(pod *v1.Pod) (gang.Ref, *gang.Spec, bool, error) {
 	return ref, spec, true, err
 }
 
-func (d *directory) Spec(ref gang.Ref) (*gang.Spec, error) {
+func (d *directory) Spec(ref ident.Ref) (*gangspec.Spec, error) {
 	if s, ok := d.specs[ref]; ok {
 		return s, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "podgroups"}, ref.Name)
 }
 
-func (d *directory) Members(ref gang.Ref) []*v1.Pod { return d.members[ref] }
+func (d *directory) Members(ref ident.Ref) []*v1.Pod { return d.members[ref] }
 
-func (d *directory) DependencyProgress(dep *gang.Spec) (int, int) {
+func (d *directory) DependencyProgress(dep *gangspec.Spec) (int, int) {
 	p := d.progress[dep.Ref]
 	return p[0], p[1]
 }
 
 func (d *directory) WatchesWorkloadAPI() bool { return d.watching }
 
-type lifecycle struct{ touched map[gang.Ref]bool }
+type lifecycle struct{ touched map[ident.Ref]bool }
 
-func (l lifecycle) Untouched(ref gang.Ref) bool { return !l.touched[ref] }
+func (l lifecycle) Untouched(ref ident.Ref) bool { return !l.touched[ref] }
 
 // conditions records the last condition set per gang.
 type conditions struct {
 	mu  sync.Mutex
-	set map[gang.Ref]status.Condition
+	set map[ident.Ref]status.Condition
 }
 
-func (c *conditions) Set(spec *gang.Spec, cond status.Condition) bool {
+func (c *conditions) Set(spec *gangspec.Spec, cond status.Condition) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.set[spec.Ref] = cond
 	return true
 }
 
-func (c *conditions) get(ref gang.Ref) (status.Condition, bool) {
+func (c *conditions) get(ref ident.Ref) (status.Condition, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cond, ok := c.set[ref]
@@ -87,13 +89,13 @@ func (c *conditions) get(ref gang.Ref) (status.Condition, bool) {
 
 // quorum records the calls and answers QuorumMet with met.
 type quorum struct {
-	offered, short []gang.Ref
+	offered, short []ident.Ref
 	met            bool
 }
 
-func (q *quorum) Offered(ref gang.Ref, _ *v1.Pod)    { q.offered = append(q.offered, ref) }
-func (q *quorum) QuorumMet(gang.Ref, types.UID) bool { return q.met }
-func (q *quorum) QuorumShort(ref gang.Ref)           { q.short = append(q.short, ref) }
+func (q *quorum) Offered(ref ident.Ref, _ *v1.Pod)    { q.offered = append(q.offered, ref) }
+func (q *quorum) QuorumMet(ident.Ref, types.UID) bool { return q.met }
+func (q *quorum) QuorumShort(ref ident.Ref)           { q.short = append(q.short, ref) }
 func (w workloadsFunc) OrderedStartup(ctx context.Context, o workload.Owner) (workload.OrderedStartup, bool, error) {
 	return w(ctx, o)
 }
@@ -117,14 +119,14 @@ type fixture struct {
 
 var (
 	t0  = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ref = gang.Ref{Namespace: "ns", Name: "g"}
+	ref = ident.Ref{Namespace: "ns", Name: "g"}
 )
 
 func newFixture(t *testing.T) *fixture {
 	f := &fixture{
-		dir: &directory{specs: map[gang.Ref]*gang.Spec{}, members: map[gang.Ref][]*v1.Pod{}, gangOf: map[string]gang.Ref{},
-			errOf: map[string]error{}, progress: map[gang.Ref][2]int{}},
-		lc: lifecycle{touched: map[gang.Ref]bool{}}, conds: &conditions{set: map[gang.Ref]status.Condition{}},
+		dir: &directory{specs: map[ident.Ref]*gangspec.Spec{}, members: map[ident.Ref][]*v1.Pod{}, gangOf: map[string]ident.Ref{},
+			errOf: map[string]error{}, progress: map[ident.Ref][2]int{}},
+		lc: lifecycle{touched: map[ident.Ref]bool{}}, conds: &conditions{set: map[ident.Ref]status.Condition{}},
 		q: &quorum{}, clock: clocktesting.NewFakeClock(t0),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -151,8 +153,8 @@ func newFixture(t *testing.T) *fixture {
 
 // addGang adds a gang of minMember with n members (named g-0...), each
 // with the given scheduling gates.
-func (f *fixture) addGang(r gang.Ref, minMember, n int, annotations map[string]string, gates ...string) []*v1.Pod {
-	f.dir.specs[r] = &gang.Spec{Ref: r, UID: types.UID(r.Name), MinMember: minMember, Annotations: annotations}
+func (f *fixture) addGang(r ident.Ref, minMember, n int, annotations map[string]string, gates ...string) []*v1.Pod {
+	f.dir.specs[r] = &gangspec.Spec{Ref: r, UID: types.UID(r.Name), MinMember: minMember, Annotations: annotations}
 	var pods []*v1.Pod
 	for i := range n {
 		p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: fmt.Sprintf("%s-%d", r.Name, i), UID: types.UID(fmt.Sprintf("%s-%d", r.Name, i))}}
@@ -186,7 +188,7 @@ func TestReady(t *testing.T) {
 			}},
 		{name: "Workload API not served", msg: "does not serve the Workload API", event: status.ReasonPodGroupMissing,
 			setup: func(f *fixture) *v1.Pod {
-				wref := gang.Ref{Source: gang.SourceWorkload, Namespace: "ns", Name: "w"}
+				wref := ident.Ref{Source: ident.SourceWorkload, Namespace: "ns", Name: "w"}
 				p := f.addGang(wref, 2, 2, nil)[0]
 				delete(f.dir.specs, wref)
 				return p
@@ -207,7 +209,7 @@ func TestReady(t *testing.T) {
 			}},
 		{name: "dependency not yet running", msg: "waiting for gang pre: 1 of 3 members running or succeeded",
 			reason: status.ReasonDependencyPending, setup: func(f *fixture) *v1.Pod {
-				pre := gang.Ref{Namespace: "ns", Name: "pre"}
+				pre := ident.Ref{Namespace: "ns", Name: "pre"}
 				f.addGang(pre, 3, 3, nil)
 				f.dir.progress[pre] = [2]int{1, 3}
 				return f.addGang(ref, 1, 1, map[string]string{phalanxv1alpha1.DependsOnAnnotation: "pre"})[0]
@@ -215,7 +217,7 @@ func TestReady(t *testing.T) {
 		{name: "invalid sub-groups", msg: "invalid sub-groups: size 3 does not divide 4", reason: gang.ReasonInvalidSubGroups,
 			setup: func(f *fixture) *v1.Pod {
 				p := f.addGang(ref, 4, 4, nil)[0]
-				f.dir.specs[ref].SubGroups = &gang.SubGroups{Err: "size 3 does not divide 4"}
+				f.dir.specs[ref].SubGroups = &gangspec.SubGroups{Err: "size 3 does not divide 4"}
 				return p
 			}},
 		{name: "members short", msg: "2 of 3 members exist; waiting for the rest", reason: gang.ReasonMembersPending,
@@ -271,7 +273,7 @@ func TestReadyOffersMembersToTheQuorum(t *testing.T) {
 
 func TestMissingNamesTheWorkloadAPIInterval(t *testing.T) {
 	f := newFixture(t)
-	wref := gang.Ref{Source: gang.SourceWorkload, Namespace: "ns", Name: "w"}
+	wref := ident.Ref{Source: ident.SourceWorkload, Namespace: "ns", Name: "w"}
 	notFound := apierrors.NewNotFound(schema.GroupResource{Resource: "podgroups"}, "w")
 	if msg := f.gate.Missing(wref, notFound); !strings.Contains(msg, "looks for it again every 42s") {
 		t.Fatalf("Missing = %q, want the recheck interval", msg)

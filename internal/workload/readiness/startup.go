@@ -14,6 +14,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
@@ -44,7 +46,7 @@ type startupVerdict struct {
 //
 // A gang whose sub-groups are invalid says that instead: its size, and so
 // how many members it lacks, is not known.
-func (g *Gate) MembersShort(spec *gang.Spec, members MemberCount, quorum int) status.Condition {
+func (g *Gate) MembersShort(spec *gangspec.Spec, members MemberCount, quorum int) status.Condition {
 	if msg := spec.InvalidSubGroups(); msg != "" {
 		return status.Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonInvalidSubGroups, Message: msg}
 	}
@@ -66,7 +68,7 @@ func (g *Gate) MembersShort(spec *gang.Spec, members MemberCount, quorum int) st
 		Message: fmt.Sprintf("%d of %d members exist; waiting for the rest before scheduling any", members.Ready, quorum)}
 }
 
-func (g *Gate) checkStartupLater(ref gang.Ref) {
+func (g *Gate) checkStartupLater(ref ident.Ref) {
 	g.p.InBackground("startup/"+ref.String(), func() {
 		select {
 		case <-g.p.Ctx.Done():
@@ -80,7 +82,7 @@ func (g *Gate) checkStartupLater(ref gang.Ref) {
 // checkStartup looks for a startup policy that keeps the gang short for
 // good, records the verdict, and says it in the gang's condition (the status
 // writer emits a Warning event when the reason changes).
-func (g *Gate) checkStartup(ctx context.Context, ref gang.Ref) {
+func (g *Gate) checkStartup(ctx context.Context, ref ident.Ref) {
 	spec, err := g.p.Directory.Spec(ref)
 	if err != nil {
 		return
@@ -113,7 +115,7 @@ func (g *Gate) checkStartup(ctx context.Context, ref gang.Ref) {
 
 // ForgetStartup drops what was found of a gang's startup: its quorum
 // exists, or its group object is gone.
-func (g *Gate) ForgetStartup(ref gang.Ref) {
+func (g *Gate) ForgetStartup(ref ident.Ref) {
 	g.mu.Lock()
 	delete(g.startup, ref)
 	g.mu.Unlock()

@@ -6,7 +6,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/phalanx-sched/phalanx/internal/devices"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 )
 
@@ -45,6 +45,6 @@ func (g *Gangs) watchDevices(fw *ports.Framework) error {
 
 // ClaimRiders counts the gang's pending members that ride on a claim a
 // reserved member shares with them (devices.ClaimRiders).
-func (g *Gangs) ClaimRiders(ref gang.Ref) int {
+func (g *Gangs) ClaimRiders(ref ident.Ref) int {
 	return devices.ClaimRiders(g.Members(ref), sets.New(g.Lifecycle.Reserved(ref)...), g.Lifecycle.PlacedUIDs(ref))
 }

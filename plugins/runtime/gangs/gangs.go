@@ -34,6 +34,10 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/devices/schedulerdra"
 	"github.com/phalanx-sched/phalanx/internal/eviction"
 	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/informersync"
 	"github.com/phalanx-sched/phalanx/internal/leadership"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
@@ -55,7 +59,7 @@ const GangPlugin = "Coscheduling"
 type Gangs struct {
 	host      Host
 	fw        *ports.Framework
-	Lifecycle *gang.Lifecycle
+	Lifecycle *lifecycle.Lifecycle
 	// Manager decides for the gangs (plan, reserve, make room, dry runs)
 	// over Lifecycle, through this directory and the runtime's effects.
 	Manager *gang.Manager
@@ -126,17 +130,17 @@ func New(h Host) (*Gangs, error) {
 		podEvents: map[types.UID]string{},
 		implicit:  map[string]bool{},
 	}
-	g.Lifecycle = gang.NewLifecycle(h.Clock, g)
+	g.Lifecycle = lifecycle.NewLifecycle(h.Clock, g)
 	g.wakes = requeue.New(requeue.Ports{Directory: directory{g}, Lifecycle: g.Lifecycle, Clock: h.Clock,
 		Activate: h.Activate, AwaitQueue: h.AwaitQueue, LoopStarted: h.Leader.LoopStarted,
-		QueueRefused: func(ref gang.Ref) bool {
+		QueueRefused: func(ref ident.Ref) bool {
 			q := h.Queues()
 			return q != nil && q.Blocked(ref)
 		}})
 	g.Devices = schedulerdra.New(fw.DRA, fw.Client)
 	g.Manager = gang.NewManager(g.Lifecycle, g, effects{g}, g.Devices)
 	// Off until a Coscheduling profile sets its half-life (TrackWorkload).
-	g.Manager.Workload = gang.NewShapeHistory(0)
+	g.Manager.Workload = fragment.NewShapeHistory(0)
 	if g.Devices != nil {
 		if err := g.watchDevices(fw); err != nil {
 			return nil, err
@@ -207,7 +211,7 @@ func New(h Host) (*Gangs, error) {
 // PriorityOf is the priority a pod counts with: its gang's own (an upstream
 // PodGroup's spec.priority), else its own.
 func (g *Gangs) PriorityOf(pod *v1.Pod) int32 {
-	var spec *gang.Spec
+	var spec *gangspec.Spec
 	if ref, ok := g.RefOf(pod); ok {
 		spec, _ = g.Spec(ref)
 	}
@@ -275,10 +279,10 @@ func (g *Gangs) clearNomination(pod *v1.Pod) {
 func (g *Gangs) CapacityChanged() { g.wakes.CapacityChanged() }
 
 // WakeLead wakes one member to plan the gang (requeue.Waker.WakeLead).
-func (g *Gangs) WakeLead(reason string, ref gang.Ref) { g.wakes.WakeLead(reason, ref) }
+func (g *Gangs) WakeLead(reason string, ref ident.Ref) { g.wakes.WakeLead(reason, ref) }
 
 // Wake moves the pending members of the gangs back to the active queue.
-func (g *Gangs) Wake(refs ...gang.Ref) { g.wakes.Wake(metrics.WokenPlanned, refs...) }
+func (g *Gangs) Wake(refs ...ident.Ref) { g.wakes.Wake(metrics.WokenPlanned, refs...) }
 
 // TurnedAway remembers a plain pod a phalanx plugin rejected for a reason
 // that changes without an event the scheduling queue sees, so Changed wakes it.
@@ -304,17 +308,17 @@ func (g *Gangs) PodEvent(pod *v1.Pod, reason, msg string) {
 
 // --- teardown and eviction -----------------------------------------------
 
-// Released implements gang.Listener: a plan ended before its quorum. Its
+// Released implements lifecycle.Listener: a plan ended before its quorum. Its
 // waiting members are rejected, the condition says why (once), and gangs
 // that waited for the capacity it held are woken.
-func (g *Gangs) Released(ref gang.Ref, reserved []types.UID, reason, message string) {
+func (g *Gangs) Released(ref ident.Ref, reserved []types.UID, reason, message string) {
 	klog.Background().V(2).Info("Gang released", "gang", ref, "reason", reason, "message", message)
 	if g.fw.Waiting != nil {
 		for _, uid := range reserved {
 			g.fw.Waiting.Reject(uid, GangPlugin, message)
 		}
 	}
-	if reason == gang.ReasonTimeout {
+	if reason == lifecycle.ReasonTimeout {
 		message += g.unplacedNote(ref, reserved)
 	}
 	if spec, err := g.Spec(ref); err == nil {
@@ -330,7 +334,7 @@ const maxUnplacedNamed = 3
 // unplacedNote names the members a timed-out plan waited for in vain (not
 // bound, not among the released reserved ones), with what the scheduler last
 // said of each, so the user sees what kept the gang from completing.
-func (g *Gangs) unplacedNote(ref gang.Ref, reserved []types.UID) string {
+func (g *Gangs) unplacedNote(ref ident.Ref, reserved []types.UID) string {
 	was := sets.New(reserved...)
 	var names []string
 	for _, m := range g.Members(ref) {
@@ -355,11 +359,11 @@ func (g *Gangs) unplacedNote(ref gang.Ref, reserved []types.UID) string {
 	return "; never placed: " + strings.Join(names, ", ") + more
 }
 
-// Resumed implements gang.ResumeListener: a gang paused after a timed-out
+// Resumed implements lifecycle.ResumeListener: a gang paused after a timed-out
 // plan may plan again, through one member (wakeLead).
-func (g *Gangs) Resumed(ref gang.Ref) { g.wakes.WakeLead(metrics.WokenResumed, ref) }
+func (g *Gangs) Resumed(ref ident.Ref) { g.wakes.WakeLead(metrics.WokenResumed, ref) }
 
-// HoldsFreed implements gang.FreedListener: capacity a plan or reservation
+// HoldsFreed implements lifecycle.FreedListener: capacity a plan or reservation
 // held was given up, so the pods its hold turned away, and the gangs whose
 // plans failed for it, are woken.
 func (g *Gangs) HoldsFreed() { go g.wakes.CapacityChanged() }
@@ -440,15 +444,15 @@ func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 		msg := fmt.Sprintf("%d of %d members were bound without the rest of their gang for more than %v; they are evicted so the gang can start whole",
 			len(pods), spec.MinMember, timeout)
 		klog.FromContext(ctx).Info("Evicting a partly bound gang", "gang", ref, "bound", len(pods), "minMember", spec.MinMember)
-		g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: gang.ReasonStranded, Message: msg})
-		g.Evict(ctx, pods, gang.ReasonStranded, msg)
-		metrics.Evictions.WithLabelValues(gang.ReasonStranded).Inc()
+		g.Status.Set(spec, status.Condition{Status: metav1.ConditionFalse, Reason: lifecycle.ReasonStranded, Message: msg})
+		g.Evict(ctx, pods, lifecycle.ReasonStranded, msg)
+		metrics.Evictions.WithLabelValues(lifecycle.ReasonStranded).Inc()
 	}
 }
 
 // trackPending keeps phalanx_gang_pending: a gang counts under the reason of
 // its condition while the condition is not True.
-func trackPending(_ gang.Ref, old, cur *status.Condition) {
+func trackPending(_ ident.Ref, old, cur *status.Condition) {
 	if old != nil && old.Status != metav1.ConditionTrue {
 		metrics.GangsPending.WithLabelValues(old.Reason).Dec()
 	}
@@ -463,7 +467,7 @@ const queueLabel = phalanxv1alpha1.QueueLabel
 // directory is the gang directory as the waker reads it.
 type directory struct{ g *Gangs }
 
-func (d directory) Members(ref gang.Ref) []*v1.Pod     { return d.g.Members(ref) }
-func (d directory) Pending(ref gang.Ref) []*v1.Pod     { return d.g.Pending(ref) }
-func (d directory) RefOf(pod *v1.Pod) (gang.Ref, bool) { return d.g.RefOf(pod) }
-func (d directory) Exists(ref gang.Ref) bool           { _, err := d.g.Spec(ref); return err == nil }
+func (d directory) Members(ref ident.Ref) []*v1.Pod     { return d.g.Members(ref) }
+func (d directory) Pending(ref ident.Ref) []*v1.Pod     { return d.g.Pending(ref) }
+func (d directory) RefOf(pod *v1.Pod) (ident.Ref, bool) { return d.g.RefOf(pod) }
+func (d directory) Exists(ref ident.Ref) bool           { _, err := d.g.Spec(ref); return err == nil }

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload/readiness"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
@@ -108,13 +108,13 @@ func TestGangStatePruned(t *testing.T) {
 		gangs.GroupAdded(pg)
 		gangs.PodAdded(member)
 		gangs.PodAdded(plain)
-		ref := gang.Ref{Namespace: "default", Name: pg.Name}
+		ref := ident.Ref{Namespace: "default", Name: pg.Name}
 		spec, err := gangs.Spec(ref)
 		if err != nil {
 			t.Fatal(err)
 		}
 		queues.Block(ref, member)
-		queues.Block(gang.Ref{}, plain)
+		queues.Block(ident.Ref{}, plain)
 		gangs.TurnedAway(plain)
 		if i < 500 { // the env's event recorder holds 1000
 			gangs.PodEvent(member, status.ReasonQueue, "queue q is full")
@@ -164,11 +164,11 @@ func TestGangStatePruned(t *testing.T) {
 // failedGangs adds gangs a and b, each of two pending members, whose plans
 // failed after taking cost each, and a plain pod; woken says which gangs
 // had members activated since the last call, and how often the plain pod was.
-func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *gangs.Gangs, refs []gang.Ref, plain *v1.Pod, woken func() (gangsWoken []string, plainPods int)) {
+func failedGangs(t *testing.T, cost time.Duration) (e *plugintest.Env, gangs *gangs.Gangs, refs []ident.Ref, plain *v1.Pod, woken func() (gangsWoken []string, plainPods int)) {
 	e, gangs, _ = plugintest.BuildParts(t, plugintest.Objects{})
 	for _, name := range []string{"a", "b"} {
 		gangs.GroupAdded(plugintest.PodGroup(name, 2))
-		ref := gang.Ref{Namespace: "default", Name: name}
+		ref := ident.Ref{Namespace: "default", Name: name}
 		refs = append(refs, ref)
 		var first *v1.Pod
 		for i := 0; i < 2; i++ {

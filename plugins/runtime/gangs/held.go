@@ -8,7 +8,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/queue"
 )
 
-// HoldsChanged implements gang.HoldsListener: what the gang holds changed,
+// HoldsChanged implements lifecycle.HoldsListener: what the gang holds changed,
 // the annotation follows.
 func (g *Gangs) HoldsChanged(ref ident.Ref) {
 	g.Status.SetHeld(ref, g.Lifecycle.HeldOf(ref))

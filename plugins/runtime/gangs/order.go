@@ -9,25 +9,25 @@ import (
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 
 	"github.com/phalanx-sched/phalanx/internal/admission"
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 )
 
 // OrderKey is what the queue sort compares of one pod: its gang's order
 // (or the pod's own, outside gangs), and when it entered the queue.
 type OrderKey struct {
-	gang.Order
+	ident.Order
 	// Queued is when the pod entered the scheduling queue.
 	Queued time.Time
 }
 
-// Less orders two keys by gang.Compare (queues' shares when queues is set),
+// Less orders two keys by ident.Compare (queues' shares when queues is set),
 // then by the time each pod entered the queue.
 func Less(a, b OrderKey, queues *admission.Queues) bool {
 	var byQueue func(a, b string) int
 	if queues != nil {
 		byQueue = queues.Ordering().Compare
 	}
-	if c, _ := gang.Compare(a.Order, b.Order, byQueue); c != 0 {
+	if c, _ := ident.Compare(a.Order, b.Order, byQueue); c != 0 {
 		return c < 0
 	}
 	return a.Queued.Before(b.Queued)
@@ -50,7 +50,7 @@ type cachedKey struct {
 	byQueue         bool
 	// member: the pod names a gang; hasSpec: its group object exists.
 	member, hasSpec bool
-	ref             gang.Ref
+	ref             ident.Ref
 	key             OrderKey
 }
 
@@ -101,7 +101,7 @@ func (g *Gangs) OrderKey(pod *v1.Pod, queued time.Time, queues *admission.Queues
 
 func (g *Gangs) orderKey(pod *v1.Pod, gen uint64, queues *admission.Queues) cachedKey {
 	c := cachedKey{gen: gen, resourceVersion: pod.ResourceVersion, byQueue: queues != nil}
-	c.key = OrderKey{Order: gang.Order{Priority: corev1helpers.PodPriority(pod), Namespace: pod.Namespace, Name: pod.Name}}
+	c.key = OrderKey{Order: ident.Order{Priority: corev1helpers.PodPriority(pod), Namespace: pod.Namespace, Name: pod.Name}}
 	ref, spec, ok, err := g.GangOf(pod)
 	c.member, c.ref = ok, ref
 	if ok && err == nil {

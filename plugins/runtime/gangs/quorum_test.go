@@ -10,7 +10,9 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
+	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/requeue"
 	"github.com/phalanx-sched/phalanx/internal/resources"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
@@ -21,16 +23,16 @@ import (
 // started: g-0 and g-1 are turned away by PreEnqueue (Ready) for lack of
 // members, g-2 completes the quorum. It returns once the quorum's wake has
 // come, with what it woke.
-func quorumLed(t *testing.T) (e *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, pods []*v1.Pod, first []string) {
+func quorumLed(t *testing.T) (e *plugintest.Env, gangs *gangs.Gangs, ref ident.Ref, pods []*v1.Pod, first []string) {
 	return quorumBuilt(t, true)
 }
 
-func quorumBuilt(t *testing.T, loopStarted bool) (e *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, pods []*v1.Pod, first []string) {
+func quorumBuilt(t *testing.T, loopStarted bool) (e *plugintest.Env, gangs *gangs.Gangs, ref ident.Ref, pods []*v1.Pod, first []string) {
 	e, gangs, _ = plugintest.BuildParts(t, plugintest.Objects{})
 	if loopStarted {
 		gangs.MarkLeading()
 	}
-	ref = gang.Ref{Namespace: "default", Name: "g"}
+	ref = ident.Ref{Namespace: "default", Name: "g"}
 	gangs.GroupAdded(plugintest.PodGroup("g", 3))
 	for i := 0; i < 3; i++ {
 		pods = append(pods, plugintest.Pod(fmt.Sprintf("g-%d", i), "g", "1", 0))
@@ -141,10 +143,10 @@ func TestNoSleepersBeforeLoop(t *testing.T) {
 func TestQuorumSleepersWoken(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		do   func(e *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, lead *v1.Pod)
+		do   func(e *plugintest.Env, gangs *gangs.Gangs, ref ident.Ref, lead *v1.Pod)
 	}{
-		{"the gang planned", func(_ *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, _ *v1.Pod) { gangs.Wake(ref) }},
-		{"the lead refused by another plugin", func(_ *plugintest.Env, gangs *gangs.Gangs, _ gang.Ref, lead *v1.Pod) {
+		{"the gang planned", func(_ *plugintest.Env, gangs *gangs.Gangs, ref ident.Ref, _ *v1.Pod) { gangs.Wake(ref) }},
+		{"the lead refused by another plugin", func(_ *plugintest.Env, gangs *gangs.Gangs, _ ident.Ref, lead *v1.Pod) {
 			// Its PreFilter rejected the lead, so Coscheduling's PostFilter
 			// may not run: the scheduler's status write tells.
 			refused := lead.DeepCopy()
@@ -153,8 +155,8 @@ func TestQuorumSleepersWoken(t *testing.T) {
 				Reason: v1.PodReasonUnschedulable, Message: `persistentvolumeclaim "data" not found`}}
 			gangs.PodUpdated(lead, refused)
 		}},
-		{"the lead deleted", func(_ *plugintest.Env, gangs *gangs.Gangs, _ gang.Ref, lead *v1.Pod) { gangs.PodDeleted(lead) }},
-		{"the lead overdue", func(e *plugintest.Env, gangs *gangs.Gangs, _ gang.Ref, _ *v1.Pod) {
+		{"the lead deleted", func(_ *plugintest.Env, gangs *gangs.Gangs, _ ident.Ref, lead *v1.Pod) { gangs.PodDeleted(lead) }},
+		{"the lead overdue", func(e *plugintest.Env, gangs *gangs.Gangs, _ ident.Ref, _ *v1.Pod) {
 			e.Clock.Step(requeue.LeadWait - time.Second)
 			gangs.Sweep()
 			if woken := e.Activated(); slices.Contains(woken, "default/g-1") {
@@ -188,7 +190,7 @@ func TestResumeWakesLead(t *testing.T) {
 	e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{})
 	gangs.MarkLeading()
 	ref, pods := gangOfThree(gangs)
-	gangs.Lifecycle.CommitPlan(ref, &gang.Plan{Slots: map[string]map[string]int{"n1": {"w": 3}}},
+	gangs.Lifecycle.CommitPlan(ref, &planner.Plan{Slots: map[string]map[string]int{"n1": {"w": 3}}},
 		map[string]resources.List{"w": {v1.ResourceCPU: 1000}}, 10*time.Second)
 	e.Clock.Step(10 * time.Second)
 	e.Eventually("the plan's timeout pauses the gang", func() bool {
@@ -202,7 +204,7 @@ func TestResumeWakesLead(t *testing.T) {
 	}
 	e.Activated() // what the timeout woke, if anything
 
-	e.Clock.Step(gang.TimeoutPause(10*time.Second, 1))
+	e.Clock.Step(lifecycle.TimeoutPause(10*time.Second, 1))
 	var woken []string
 	e.Eventually("the pause's end wakes a lead", func() bool {
 		woken = append(woken, e.Activated()...)
@@ -302,12 +304,12 @@ func TestMembersAfterQuorumSleep(t *testing.T) {
 }
 
 // gangOfThree adds gang g of minMember 3 and its members g-0, g-1, g-2.
-func gangOfThree(gangs *gangs.Gangs) (gang.Ref, []*v1.Pod) {
+func gangOfThree(gangs *gangs.Gangs) (ident.Ref, []*v1.Pod) {
 	return threeMembers(gangs, "g", 3)
 }
 
 // threeMembers adds gang name of minMember and its members name-0 to name-2.
-func threeMembers(gangs *gangs.Gangs, name string, minMember int32) (gang.Ref, []*v1.Pod) {
+func threeMembers(gangs *gangs.Gangs, name string, minMember int32) (ident.Ref, []*v1.Pod) {
 	gangs.GroupAdded(plugintest.PodGroup(name, minMember))
 	var pods []*v1.Pod
 	for i := 0; i < 3; i++ {
@@ -315,11 +317,11 @@ func threeMembers(gangs *gangs.Gangs, name string, minMember int32) (gang.Ref, [
 		pods = append(pods, p)
 		gangs.PodAdded(p)
 	}
-	return gang.Ref{Namespace: "default", Name: name}, pods
+	return ident.Ref{Namespace: "default", Name: name}, pods
 }
 
 // planWakes makes the lead's plan and waits until it woke the members.
-func planWakes(e *plugintest.Env, gangs *gangs.Gangs, ref gang.Ref, members ...string) {
+func planWakes(e *plugintest.Env, gangs *gangs.Gangs, ref ident.Ref, members ...string) {
 	e.T.Helper()
 	gangs.Wake(ref)
 	waitWoken(e, "the plan wakes the sleepers", members...)

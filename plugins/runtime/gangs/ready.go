@@ -10,17 +10,17 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
 	"github.com/phalanx-sched/phalanx/internal/status"
 )
 
 // Started records that the gang reached its quorum: its members go through
 // together.
-func (g *Gangs) Started(ctx context.Context, spec *gang.Spec, placed int) {
+func (g *Gangs) Started(ctx context.Context, spec *gangspec.Spec, placed int) {
 	metrics.GangWait.Observe(g.host.Clock.Since(spec.Created).Seconds())
 	g.Status.Set(spec, status.Condition{Status: metav1.ConditionTrue, Reason: status.ReasonScheduled,
-		Message: fmt.Sprintf("%d of %d members placed; the gang starts", placed, gang.Quorum(spec))})
+		Message: fmt.Sprintf("%d of %d members placed; the gang starts", placed, gangspec.Quorum(spec))})
 	klog.FromContext(ctx).V(3).Info("Gang reached its quorum", "gang", spec.Ref, "placed", placed)
 	// The room its plan (or reservation) held is its members' now: gangs
 	// refused because that room was held for a gang ahead ("held for gangs

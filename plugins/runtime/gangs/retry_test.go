@@ -8,7 +8,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/phalanx-sched/phalanx/internal/gang"
+	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/plugins/internal/plugintest"
 )
 
@@ -22,7 +22,7 @@ import (
 // replay that ended first reported it never started.
 func TestStaleFailureWoken(t *testing.T) {
 	e, gangs, _ := plugintest.BuildParts(t, plugintest.Objects{})
-	ref := gang.Ref{Namespace: "default", Name: "g"}
+	ref := ident.Ref{Namespace: "default", Name: "g"}
 	gangs.GroupAdded(plugintest.PodGroup("g", 2))
 	rep, sibling := plugintest.Pod("g-0", "g", "1", 1), plugintest.Pod("g-1", "g", "1", 1)
 	gangs.PodAdded(rep)
