@@ -24,10 +24,10 @@ import (
 	"k8s.io/kubernetes/cmd/kube-scheduler/app/options"
 
 	"github.com/phalanx-sched/phalanx/internal/estimator"
+	"github.com/phalanx-sched/phalanx/internal/workload/apifollow"
 	"github.com/phalanx-sched/phalanx/plugins"
 	"github.com/phalanx-sched/phalanx/plugins/dryrun"
 	"github.com/phalanx-sched/phalanx/plugins/runtime"
-	"github.com/phalanx-sched/phalanx/plugins/runtime/gangs"
 )
 
 // newCommand is kube-scheduler's command (app.NewSchedulerCommand: the same
@@ -47,8 +47,8 @@ func newCommand() *cobra.Command {
 			if err := validateEstimator(est); err != nil {
 				return err
 			}
-			if gangs.WorkloadAPIRecheck < time.Second {
-				return fmt.Errorf("--api-discovery-interval: %v is shorter than 1s", gangs.WorkloadAPIRecheck)
+			if apifollow.Recheck < time.Second {
+				return fmt.Errorf("--api-discovery-interval: %v is shorter than 1s", apifollow.Recheck)
 			}
 			return run(cmd, opts, est)
 		},
@@ -65,7 +65,7 @@ func newCommand() *cobra.Command {
 	verflag.AddFlags(nfs.FlagSet("global"))
 	globalflag.AddGlobalFlags(nfs.FlagSet("global"), cmd.Name(), logs.SkipLoggingConfigurationFlags())
 	addEstimatorFlags(nfs.FlagSet("karmada estimator"), est)
-	nfs.FlagSet("phalanx").DurationVar(&gangs.WorkloadAPIRecheck, "api-discovery-interval", gangs.WorkloadAPIRecheck,
+	nfs.FlagSet("phalanx").DurationVar(&apifollow.Recheck, "api-discovery-interval", apifollow.Recheck,
 		"How often to ask the API server whether it serves the Workload API (scheduling.k8s.io/v1beta1), which may be turned on or off while phalanx runs; at least 1s.")
 	fs := cmd.Flags()
 	for _, f := range nfs.FlagSets {

@@ -65,7 +65,7 @@ func (g *Gangs) onPodAdd(obj any) {
 	// workload whose shapes placement keeps room for.
 	g.Manager.Workload.Observe(resources.PodRequests(pod), g.host.Clock.Now())
 	if pod.Spec.NodeName == "" {
-		g.ensureImplicitFor(pod)
+		g.implicitPGs.EnsureFor(pod)
 		g.memberArrived(pod)
 		return
 	}
@@ -295,14 +295,14 @@ func (g *Gangs) onGroupDelete(spec *gangspec.Spec) {
 	g.order.changed()
 	g.Status.Forget(spec.Ref)
 	g.ForgetStartup(spec.Ref)
-	g.forgetImplicit(spec.Ref)
+	g.implicitPGs.Forget(spec.Ref)
 	g.Directory.Forget(spec.Ref)
 	g.wakes.ForgetGang(spec.Ref) // all woken below
 	// An implicit gang's PodGroup deleted while members remain is made again.
 	members := g.Members(spec.Ref)
 	slices.SortFunc(members, ident.CompareMembers)
 	for _, m := range members {
-		g.ensureImplicitFor(m)
+		g.implicitPGs.EnsureFor(m)
 	}
 	if q := g.host.Queues(); q != nil {
 		q.Unblock(spec.Ref, nil)

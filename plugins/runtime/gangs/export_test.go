@@ -18,10 +18,11 @@ func (g *Gangs) sizes() map[string]int {
 	g.mu.Lock()
 	out := map[string]int{
 		"gangs.podEvents": len(g.podEvents),
-		"gangs.implicit":  len(g.implicit),
+		"gangs.inFlight":  len(g.inFlight),
 		"gangs.startup":   g.StartupsTracked(),
 	}
 	g.mu.Unlock()
+	out["implicitPGs.inFlight"] = g.implicitPGs.Tracked()
 	for k, n := range g.wakes.Sizes() {
 		if k != "gone" {
 			out["gangs."+k] = n

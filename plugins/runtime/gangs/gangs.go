@@ -44,6 +44,8 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/requeue"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
+	"github.com/phalanx-sched/phalanx/internal/workload/apifollow"
+	"github.com/phalanx-sched/phalanx/internal/workload/implicitpg"
 	"github.com/phalanx-sched/phalanx/internal/workload/readiness"
 	"github.com/phalanx-sched/phalanx/plugins/internal/ports"
 )
@@ -74,7 +76,9 @@ type Gangs struct {
 	pods     corelisters.PodLister
 	// groupEvents handles every adapter's group-object events.
 	groupEvents cache.ResourceEventHandlerFuncs
-	workloadAPI *workloadAPI
+	workloadAPI *apifollow.Follower
+	// implicitPGs makes the PodGroups of implicit gangs.
+	implicitPGs *implicitpg.Maker
 
 	// Devices is the DRA device view plans allocate from; nil without DRA.
 	Devices *devices.Devices
@@ -84,9 +88,9 @@ type Gangs struct {
 	wakes *requeue.Waker
 	// podEvents dedups per-pod events.
 	podEvents map[types.UID]string
-	// implicit: API writes in flight (an implicit gang's PodGroup, a stale
-	// nomination), so each is sent once at a time.
-	implicit     map[string]bool
+	// inFlight: background work in flight (a stale nomination, a wake), so
+	// each runs once at a time (inBackground).
+	inFlight     map[string]bool
 	sweeperOnce  sync.Once
 	workloadOnce sync.Once
 	// evictor deletes evicted gangs, or asks consolidation's moved gangs to leave.
@@ -128,7 +132,7 @@ func New(h Host) (*Gangs, error) {
 		host: h, fw: fw, pgClient: pgClient,
 		pods:      fw.Informers.Core().V1().Pods().Lister(),
 		podEvents: map[types.UID]string{},
-		implicit:  map[string]bool{},
+		inFlight:  map[string]bool{},
 	}
 	g.Lifecycle = lifecycle.NewLifecycle(h.Clock, g)
 	g.wakes = requeue.New(requeue.Ports{Directory: directory{g}, Lifecycle: g.Lifecycle, Clock: h.Clock,
@@ -162,8 +166,10 @@ func New(h Host) (*Gangs, error) {
 	g.Directory = dir
 	g.Gate = readiness.New(readiness.Ports{Directory: dir, Lifecycle: g.Lifecycle, Conditions: g.Status, Quorum: g.wakes,
 		Workloads: readiness.APIWorkloads{Kube: fw.Client, Dynamic: h.Dynamic}, PodEvent: g.PodEvent,
-		InBackground: g.inBackground, WorkloadAPIRecheck: func() time.Duration { return WorkloadAPIRecheck },
+		InBackground: g.inBackground, WorkloadAPIRecheck: func() time.Duration { return apifollow.Recheck },
 		Clock: h.Clock, Ctx: h.Ctx})
+	g.implicitPGs = implicitpg.New(implicitpg.Ports{Ctx: ctx, Leading: h.Leader.Leading, Directory: dir,
+		Pods: g.pods, Client: pgClient, PodGroups: pgInformer.Lister(), PodEvent: g.PodEvent})
 	h.PodEvents.Add(cache.ResourceEventHandlerFuncs{
 		AddFunc:    g.onPodAdd,
 		UpdateFunc: g.onPodUpdate,
@@ -195,14 +201,15 @@ func New(h Host) (*Gangs, error) {
 	}
 
 	// The upstream Workload API, where served (beta in 1.37 but off by
-	// default): looked for now and every WorkloadAPIRecheck.
-	g.workloadAPI = newWorkloadAPI(g)
+	// default): looked for now and every apifollow.Recheck.
+	g.workloadAPI = apifollow.New(apifollow.Ports{Client: fw.Client, Served: h.Served,
+		Transform: informersync.TrimManagedFields, Publish: g.ServeWorkloadAPI, Events: g.groupEvents})
 	// Consolidation's own args (Coscheduling's), as the manager reads them.
 	g.evictor = eviction.New(g.fw.Client, g.fw.Events, g.pods, h.Served, h.Clock,
 		func() time.Duration { return g.Manager.Consolidation.EvictionGrace })
-	g.workloadAPI.check(ctx)
-	go g.workloadAPI.run(ctx)
-	h.Leader.OnLead(g.ensureAllImplicit)
+	g.workloadAPI.Check(ctx)
+	go g.workloadAPI.Run(ctx)
+	h.Leader.OnLead(g.implicitPGs.EnsureAll)
 	h.Syncs.After(g.clearStaleHeld) // held annotations of an earlier incarnation
 	go g.Status.Run(ctx)
 	return g, nil
@@ -235,17 +242,17 @@ func (g *Gangs) inBackground(key string, f func()) {
 func (g *Gangs) claim(key string) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.implicit[key] {
+	if g.inFlight[key] {
 		return false
 	}
-	g.implicit[key] = true
+	g.inFlight[key] = true
 	return true
 }
 
 // release ends key's claim.
 func (g *Gangs) release(key string) {
 	g.mu.Lock()
-	delete(g.implicit, key)
+	delete(g.inFlight, key)
 	g.mu.Unlock()
 }
 

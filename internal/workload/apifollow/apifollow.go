@@ -1,4 +1,7 @@
-package gangs
+// Package apifollow reads the upstream Workload API (scheduling.k8s.io
+// v1beta1 PodGroups and Workloads, v1alpha3 CompositePodGroups) while the
+// API server serves it, and publishes its adapters to the gang directory.
+package apifollow
 
 import (
 	"context"
@@ -6,6 +9,7 @@ import (
 
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -14,65 +18,77 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
-// WorkloadAPIRecheck is how often the scheduler asks the API server whether
-// it serves the Workload API (scheduling.k8s.io/v1beta1 PodGroups, and the
-// v1alpha3 CompositePodGroups): an operator may turn it on (or off) while
-// phalanx runs. --api-discovery-interval sets it.
-var WorkloadAPIRecheck = 30 * time.Second
+// Recheck is how often the scheduler asks the API server whether it serves
+// the Workload API: an operator may turn it on (or off) while phalanx runs.
+// --api-discovery-interval sets it.
+var Recheck = 30 * time.Second
 
 // parentIndex indexes upstream PodGroups by their CompositePodGroup.
 const parentIndex = "phalanx.parent"
 
-// workloadAPI reads the Workload API while the API server serves it: its
+// Ports are what the follower takes from the process.
+type Ports struct {
+	Client kubernetes.Interface
+	Served served.Func
+	// Transform trims the objects the informers cache.
+	Transform cache.TransformFunc
+	// Publish hands the directory the adapters to read, or nil, nil to
+	// withdraw them (workload.Directory.ServeWorkloadAPI).
+	Publish func(*workload.Upstream, *workload.Composites)
+	// Events handles the groups' events (PodGroups, CompositePodGroups).
+	Events cache.ResourceEventHandler
+}
+
+// Follower reads the Workload API while the API server serves it: its
 // informers (PodGroups, and Workloads and CompositePodGroups where served)
 // run from the first look that finds it until a look that finds something
-// else (served.Follower). They are the runtime's own (not the scheduler's
-// shared factory), so they can stop.
-type workloadAPI struct {
-	g        *Gangs
+// else (served.Follower). They are its own (not the scheduler's shared
+// factory), so they can stop.
+type Follower struct {
+	p        Ports
 	follower *served.Follower
 	// stop ends the informers; nil while the API is not read. Only apply,
 	// under the follower's lock, touches it.
 	stop context.CancelFunc
 }
 
-func newWorkloadAPI(g *Gangs) *workloadAPI {
-	w := &workloadAPI{g: g}
-	w.follower = &served.Follower{Served: g.host.Served, Apply: w.apply}
-	return w
+// New returns a follower that has read nothing yet.
+func New(p Ports) *Follower {
+	f := &Follower{p: p}
+	f.follower = &served.Follower{Served: p.Served, Apply: f.apply}
+	return f
 }
 
-// run looks again every WorkloadAPIRecheck until ctx ends.
-func (w *workloadAPI) run(ctx context.Context) { w.follower.Run(ctx, WorkloadAPIRecheck) }
+// Run looks again every Recheck until ctx ends.
+func (f *Follower) Run(ctx context.Context) { f.follower.Run(ctx, Recheck) }
 
-// check starts, restarts or stops reading the Workload API to match what
+// Check starts, restarts or stops reading the Workload API to match what
 // the API server serves now.
-func (w *workloadAPI) check(ctx context.Context) { w.follower.Check(ctx) }
+func (f *Follower) Check(ctx context.Context) { f.follower.Check(ctx) }
 
 // apply stops what is read and starts reading what is served now.
-func (w *workloadAPI) apply(ctx context.Context, _, want served.WorkloadAPI) bool {
+func (f *Follower) apply(ctx context.Context, _, want served.WorkloadAPI) bool {
 	logger := klog.FromContext(ctx)
-	if w.stop != nil {
-		w.stop()
-		w.stop = nil
-		w.g.ServeWorkloadAPI(nil, nil)
+	if f.stop != nil {
+		f.stop()
+		f.stop = nil
+		f.p.Publish(nil, nil)
 	}
 	if !want.PodGroups {
 		logger.Info("The API server no longer serves the Workload API; pods naming its PodGroups wait until it does again")
 		return true
 	}
-	if err := w.start(ctx, want); err != nil {
-		logger.Error(err, "Reading the Workload API; retrying", "retryIn", WorkloadAPIRecheck)
+	if err := f.start(ctx, want); err != nil {
+		logger.Error(err, "Reading the Workload API; retrying", "retryIn", Recheck)
 		return false
 	}
 	logger.Info("Reading gangs from the Workload API (scheduling.k8s.io/v1beta1 PodGroups)", "workloads", want.Workloads, "compositePodGroups", want.Composites)
 	return true
 }
 
-func (w *workloadAPI) start(ctx context.Context, want served.WorkloadAPI) error {
-	fw := w.g.fw
+func (f *Follower) start(ctx context.Context, want served.WorkloadAPI) error {
 	ictx, cancel := context.WithCancel(ctx)
-	factory := informers.NewSharedInformerFactoryWithOptions(fw.Client, 0, informers.WithTransform(informersync.TrimManagedFields))
+	factory := informers.NewSharedInformerFactoryWithOptions(f.p.Client, 0, informers.WithTransform(f.p.Transform))
 	pgInformer := factory.Scheduling().V1beta1().PodGroups()
 	if err := pgInformer.Informer().AddIndexers(cache.Indexers{parentIndex: indexByParent}); err != nil {
 		cancel()
@@ -99,30 +115,30 @@ func (w *workloadAPI) start(ctx context.Context, want served.WorkloadAPI) error 
 			return out
 		}}
 	}
-	if _, err := pgInformer.Informer().AddEventHandler(w.g.groupEvents); err != nil {
+	if _, err := pgInformer.Informer().AddEventHandler(f.p.Events); err != nil {
 		cancel()
 		return err
 	}
 	if cpgInformer != nil {
-		if _, err := cpgInformer.AddEventHandler(w.g.groupEvents); err != nil {
+		if _, err := cpgInformer.AddEventHandler(f.p.Events); err != nil {
 			cancel()
 			return err
 		}
 	}
 	// Readers see the adapters before their informers deliver anything:
-	// each add wakes the pods that waited for that group (onGroup), and
-	// they must then find it.
-	w.g.ServeWorkloadAPI(up, comp)
+	// each add wakes the pods that waited for that group, and they must
+	// then find it.
+	f.p.Publish(up, comp)
 	err := informersync.StartAndWait(ictx, "the Workload API", factory.Start, func(stop <-chan struct{}) []string {
 		return informersync.Unsynced(factory.WaitForCacheSync(stop))
 	})
 	if err != nil {
-		w.g.ServeWorkloadAPI(nil, nil)
+		f.p.Publish(nil, nil)
 		cancel()
 		factory.Shutdown()
 		return err
 	}
-	w.stop = func() {
+	f.stop = func() {
 		cancel()
 		factory.Shutdown()
 	}
