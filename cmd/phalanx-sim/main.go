@@ -32,8 +32,10 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/bench/estimatorbench"
 	"github.com/phalanx-sched/phalanx/internal/bench/host"
 	"github.com/phalanx-sched/phalanx/internal/bench/side"
-	"github.com/phalanx-sched/phalanx/internal/bench/side/report"
+	benchreport "github.com/phalanx-sched/phalanx/internal/bench/side/report"
 	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/report"
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 	"github.com/phalanx-sched/phalanx/internal/version"
 )
 
@@ -130,7 +132,7 @@ func demo(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	suite, err := sim.Parse(raw)
+	suite, err := scenario.Parse(raw)
 	if err != nil {
 		return err
 	}
@@ -139,7 +141,7 @@ func demo(ctx context.Context, args []string) error {
 	fmt.Printf("phalanx-sim: %d scenario(s), each on a fresh in-process cluster\n", len(suite.Scenarios))
 	results, err := sim.RunSuite(ctx, suite, sim.Options{Log: logw, Progress: os.Stdout})
 	for _, res := range results {
-		res.WriteText(os.Stdout)
+		report.WriteText(os.Stdout, res)
 	}
 	if *htmlPath != "" && len(results) > 0 {
 		if werr := writeHTML(*htmlPath, results); werr != nil {
@@ -152,7 +154,7 @@ func demo(ctx context.Context, args []string) error {
 	}
 	failed := 0
 	for _, res := range results {
-		failed += len(res.Check())
+		failed += len(report.Check(res))
 	}
 	if failed > 0 {
 		return fmt.Errorf("%d expectation(s) not met", failed)
@@ -168,7 +170,7 @@ func writeHTML(path string, results []*sim.Result) error {
 	if err != nil {
 		return err
 	}
-	if err := sim.WriteHTML(f, results); err != nil {
+	if err := report.WriteHTML(f, results); err != nil {
 		f.Close()
 		return err
 	}
@@ -243,9 +245,9 @@ func runBench(ctx context.Context, args []string) error {
 		Binaries:   side.Binaries{KubeScheduler: *kubeScheduler, Phalanx: *phalanxScheduler},
 		Schedulers: picked,
 		Log:        logw, Progress: os.Stdout,
-		Done: func(r side.Result) { report.WriteDetails(os.Stdout, r) },
+		Done: func(r side.Result) { benchreport.WriteDetails(os.Stdout, r) },
 	})
-	report.WriteReport(os.Stdout, results, machine, *runs)
+	benchreport.WriteReport(os.Stdout, results, machine, *runs)
 	fmt.Printf("\nbench took %s; load at the end %s\n", time.Since(start).Round(time.Second), host.LoadAverage())
 	return err
 }

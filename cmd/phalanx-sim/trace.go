@@ -16,6 +16,9 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/replay"
+	"github.com/phalanx-sched/phalanx/internal/sim/report"
+	"github.com/phalanx-sched/phalanx/internal/sim/trace"
 )
 
 // traceFlags are the trace command's flags.
@@ -25,13 +28,13 @@ type traceFlags struct {
 	speed, runTimeLimit                            float64
 	timeout                                        time.Duration
 	scaleTimers                                    bool
-	gen                                            sim.GenOptions
+	gen                                            trace.GenOptions
 	generate, noRun                                bool
 	gangMix, genQueues, out                        string
 }
 
 func parseTraceFlags(args []string) *traceFlags {
-	f := &traceFlags{gen: sim.DefaultGenOptions}
+	f := &traceFlags{gen: trace.DefaultGenOptions}
 	fs := flag.NewFlagSet("trace", flag.ExitOnError)
 	fs.StringVar(&f.nodes, "nodes", "", "node CSV (docs/simulator.md)")
 	fs.StringVar(&f.jobs, "jobs", "", "job CSV")
@@ -58,7 +61,7 @@ func parseTraceFlags(args []string) *traceFlags {
 	fs.IntVar(&gen.IBLeaves, "ib-leaves", 0, "generator: an InfiniBand-cluster level above the leaves, this many leaves per IB cluster (level ib-cluster); 0: none")
 	fs.Float64Var(&gen.IBShare, "ib-share", 0, "generator, with -ib-leaves: fraction of gangs that require one ib-cluster (drawn from those that do not require a leaf)")
 	fs.Int64Var(&gen.NodeGPUs, "node-gpus", 0, "generator: only openb node shapes with this many GPUs (e.g. 8); 0: all shapes in their proportions")
-	fs.IntVar(&gen.Cliques, "cliques", 0, fmt.Sprintf("generator: a GB200 NVL72-class cluster of this many NVLink cliques of %d nodes × %d GPUs, under spines (instead of -node-count openb nodes in leaves); 0: off", sim.CliqueNodes, sim.GB200Node.GPUs))
+	fs.IntVar(&gen.Cliques, "cliques", 0, fmt.Sprintf("generator: a GB200 NVL72-class cluster of this many NVLink cliques of %d nodes × %d GPUs, under spines (instead of -node-count openb nodes in leaves); 0: off", trace.CliqueNodes, trace.GB200Node.GPUs))
 	fs.IntVar(&gen.SpineCliques, "spine-cliques", gen.SpineCliques, "generator, with -cliques: NVLink cliques per spine")
 	fs.Float64Var(&gen.SubGroupShare, "subgroup-share", gen.SubGroupShare, "generator, with -cliques: fraction of multi-node gangs (more GPUs than a node) made tensor-parallel: the gang inside one spine, sub-groups each inside one nvlink-clique")
 	fs.StringVar(&f.gangMix, "gang-mix", "", "generator: gang sizes and their weights, size:weight,… (default 1:0.6,2:0.15,4:0.15,8:0.1; size 1 is a single pod)")
@@ -95,11 +98,11 @@ func runTrace(ctx context.Context, args []string) error {
 		defer stop()
 	}
 	start := time.Now()
-	runs, err := sim.ReplayTrace(ctx, t, names, sim.ReplayOptions{
+	runs, err := replay.ReplayTrace(ctx, t, names, replay.ReplayOptions{
 		Options: sim.Options{Log: logw, Progress: os.Stdout, SchedulerConfig: phalanxConfig, RunTimeLimit: f.runTimeLimit},
 		Speed:   f.speed, Timeout: f.timeout, KubeScheduler: f.kubeScheduler, ScaleTimers: f.scaleTimers,
 	})
-	sim.WriteTraceText(os.Stdout, runs)
+	replay.WriteTraceText(os.Stdout, runs)
 	if f.details != "" {
 		if err := writeTraceDetails(f.details, runs); err != nil {
 			return err
@@ -116,8 +119,8 @@ func runTrace(ctx context.Context, args []string) error {
 }
 
 // loadTrace generates or reads the trace; nil without error under -no-run.
-func (f *traceFlags) loadTrace() (*sim.Trace, error) {
-	var t *sim.Trace
+func (f *traceFlags) loadTrace() (*trace.Trace, error) {
+	var t *trace.Trace
 	var err error
 	if f.gangMix != "" {
 		if f.gen.GangMix, err = parseGangMix(f.gangMix); err != nil {
@@ -133,13 +136,13 @@ func (f *traceFlags) loadTrace() (*sim.Trace, error) {
 		if f.nodes == "" || f.jobs == "" {
 			return nil, fmt.Errorf("trace: -nodes and -jobs are required (or -generate)")
 		}
-		return sim.ReadTraceFiles(f.nodes, f.jobs, f.queues)
+		return trace.ReadTraceFiles(f.nodes, f.jobs, f.queues)
 	}
-	sh, err := sim.OpenbShapes()
+	sh, err := trace.OpenbShapes()
 	if err != nil {
 		return nil, err
 	}
-	if t, err = sim.Generate(sh, f.gen); err != nil {
+	if t, err = trace.Generate(sh, f.gen); err != nil {
 		return nil, err
 	}
 	if err := t.WriteFiles(f.out); err != nil {
@@ -161,7 +164,7 @@ func (f *traceFlags) schedulerNames() ([]string, error) {
 		if n = strings.TrimSpace(n); n == "" {
 			continue
 		}
-		if n != sim.TracePhalanx && n != sim.TracePhalanxNoFGD && n != sim.TracePhalanxConsolidate {
+		if n != replay.TracePhalanx && n != replay.TracePhalanxNoFGD && n != replay.TracePhalanxConsolidate {
 			if _, err := os.Stat(f.kubeScheduler); err != nil {
 				fmt.Printf("phalanx-sim trace: skipping %s: no kube-scheduler binary (%v); make bench-bins builds it\n", n, err)
 				continue
@@ -176,7 +179,7 @@ func (f *traceFlags) schedulerNames() ([]string, error) {
 }
 
 // writeTraceDetails writes each run's per-job table and phalanx's metrics into dir.
-func writeTraceDetails(dir string, runs []sim.TraceRun) error {
+func writeTraceDetails(dir string, runs []replay.TraceRun) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -185,7 +188,7 @@ func writeTraceDetails(dir string, runs []sim.TraceRun) error {
 		if err != nil {
 			return err
 		}
-		tr.Result.WriteText(f)
+		report.WriteText(f, tr.Result)
 		f.Close()
 	}
 	if err := writePhalanxMetrics(filepath.Join(dir, "phalanx-metrics.txt")); err != nil {
@@ -195,7 +198,7 @@ func writeTraceDetails(dir string, runs []sim.TraceRun) error {
 	return nil
 }
 
-func writeTraceHTML(path string, runs []sim.TraceRun) error {
+func writeTraceHTML(path string, runs []replay.TraceRun) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -203,7 +206,7 @@ func writeTraceHTML(path string, runs []sim.TraceRun) error {
 	if err != nil {
 		return err
 	}
-	if err := sim.WriteTraceHTML(f, runs); err != nil {
+	if err := replay.WriteTraceHTML(f, runs); err != nil {
 		f.Close()
 		return err
 	}
@@ -211,22 +214,22 @@ func writeTraceHTML(path string, runs []sim.TraceRun) error {
 }
 
 // parseQueues reads name:weight,… into trace queues.
-func parseQueues(s string) ([]sim.TraceQueue, error) {
-	var out []sim.TraceQueue
+func parseQueues(s string) ([]trace.TraceQueue, error) {
+	var out []trace.TraceQueue
 	for _, part := range strings.Split(s, ",") {
 		name, w, ok := strings.Cut(strings.TrimSpace(part), ":")
 		weight, err := strconv.ParseInt(w, 10, 32)
 		if !ok || name == "" || err != nil || weight < 1 {
 			return nil, fmt.Errorf("%q: want name:weight with a weight of 1 or more", part)
 		}
-		out = append(out, sim.TraceQueue{Name: name, Weight: int32(weight)})
+		out = append(out, trace.TraceQueue{Name: name, Weight: int32(weight)})
 	}
 	return out, nil
 }
 
 // parseGangMix reads size:weight,… into a gang-size mix.
-func parseGangMix(s string) ([]sim.GangWeight, error) {
-	var out []sim.GangWeight
+func parseGangMix(s string) ([]trace.GangWeight, error) {
+	var out []trace.GangWeight
 	for _, part := range strings.Split(s, ",") {
 		size, w, ok := strings.Cut(strings.TrimSpace(part), ":")
 		n, err1 := strconv.Atoi(size)
@@ -234,7 +237,7 @@ func parseGangMix(s string) ([]sim.GangWeight, error) {
 		if !ok || err1 != nil || err2 != nil || n < 1 || weight <= 0 {
 			return nil, fmt.Errorf("%q: want size:weight with a size of 1 or more and a positive weight", part)
 		}
-		out = append(out, sim.GangWeight{Size: n, Weight: weight})
+		out = append(out, trace.GangWeight{Size: n, Weight: weight})
 	}
 	return out, nil
 }

@@ -7,6 +7,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/cache"
 	podutil "k8s.io/kubernetes/pkg/api/v1/pod"
+
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 )
 
 // quorumWatch decides when each gang started (minMember members bound and
@@ -31,7 +33,7 @@ type gangRun struct {
 	broken                            bool
 }
 
-func newQuorumWatch(jobs []Job, since func() time.Duration) *quorumWatch {
+func newQuorumWatch(jobs []scenario.Job, since func() time.Duration) *quorumWatch {
 	w := &quorumWatch{since: since, need: map[string]int{}, gangs: map[string]*gangRun{}}
 	for _, j := range jobs {
 		if j.MinMember > 0 {

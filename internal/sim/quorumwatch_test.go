@@ -6,6 +6,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 )
 
 func TestQuorumWatch(t *testing.T) {
@@ -60,10 +62,10 @@ func TestQuorumWatch(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			job := Job{Name: "g", MinMember: 2, Replicas: 3}
-			w := newQuorumWatch([]Job{job, {Name: "plain", Replicas: 1}}, nil)
+			job := scenario.Job{Name: "g", MinMember: 2, Replicas: 3}
+			w := newQuorumWatch([]scenario.Job{job, {Name: "plain", Replicas: 1}}, nil)
 			for _, st := range tt.steps {
-				p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: st.pod, Namespace: job.namespace(), Labels: map[string]string{jobLabel: "g"}}}
+				p := &v1.Pod{ObjectMeta: metav1.ObjectMeta{Name: st.pod, Namespace: job.EffectiveNamespace(), Labels: map[string]string{jobLabel: "g"}}}
 				gone := false
 				switch st.state {
 				case "bound":

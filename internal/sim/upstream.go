@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/phalanx-sched/phalanx/internal/bench"
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 )
 
 // upstreamGang is job j as upstream's workload-aware scheduling sees it
@@ -15,9 +16,9 @@ import (
 // hierarchy: one key, one placement per value); a job with whole sub-groups
 // of ranked members and a defined level is a CompositePodGroup of the
 // gang's level over one PodGroup per sub-group of the sub-groups' level.
-func (d *driver) upstreamGang(j Job) bench.UpstreamObjects {
-	u := bench.UpstreamObjects{Namespace: j.namespace(), Name: j.Name, MinCount: j.MinMember, Key: d.levelLabel(j.requiredLevel())}
-	size, level := j.subGroups()
+func (d *driver) upstreamGang(j scenario.Job) bench.UpstreamObjects {
+	u := bench.UpstreamObjects{Namespace: j.EffectiveNamespace(), Name: j.Name, MinCount: j.MinMember, Key: d.levelLabel(j.RequiredLevel())}
+	size, level := j.SubGroups()
 	if size > 0 && j.Ranks && j.MinMember > 0 && int(j.MinMember)%size == 0 && d.levelLabel(level) != "" {
 		u.SubGroupSize, u.SubKey = int32(size), d.levelLabel(level)
 	}
@@ -26,7 +27,7 @@ func (d *driver) upstreamGang(j Job) bench.UpstreamObjects {
 
 // levelLabel is a network level's node label ("" for none or unknown).
 func (d *driver) levelLabel(level string) string {
-	if l := d.sc.level(level); level != "" && l != nil {
+	if l := d.sc.Level(level); level != "" && l != nil {
 		return l.NodeLabel
 	}
 	return ""
@@ -35,7 +36,7 @@ func (d *driver) levelLabel(level string) string {
 // createUpstreamGang creates job j's upstream objects, as a job controller
 // would: its Workload, then its PodGroup, or its CompositePodGroup and the
 // sub-groups' PodGroups.
-func (d *driver) createUpstreamGang(ctx context.Context, j Job) error {
+func (d *driver) createUpstreamGang(ctx context.Context, j scenario.Job) error {
 	u := d.upstreamGang(j)
 	api := d.c.Client.SchedulingV1beta1()
 	if _, err := api.Workloads(u.Namespace).Create(ctx, u.Workload(), metav1.CreateOptions{}); err != nil {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/phalanx-sched/phalanx/examples"
 	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/report"
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 )
 
 // The demo's scenarios, each its own test so that they run in parallel
@@ -23,7 +25,7 @@ func TestDemoScenarioNUMA(t *testing.T)       { runDemoScenario(t, "numa") }
 
 // TestDemoScenariosAllRun: every scenario of `make demo` has its test above.
 func TestDemoScenariosAllRun(t *testing.T) {
-	suite, err := sim.Parse(examples.Demo)
+	suite, err := scenario.Parse(examples.Demo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +44,7 @@ func TestDemoScenariosAllRun(t *testing.T) {
 // one, the queues' GPU shares were 1:2 within tolerance while both waited, and
 // no pod landed where the kubelet's NUMA alignment would reject it.
 func runDemoScenario(t *testing.T, name string) {
-	suite, err := sim.Parse(examples.Demo)
+	suite, err := scenario.Parse(examples.Demo)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +58,7 @@ func runDemoScenario(t *testing.T, name string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, e := range res.Check() {
+		for _, e := range report.Check(res) {
 			t.Error(e)
 		}
 		ran := 0
@@ -75,7 +77,7 @@ func runDemoScenario(t *testing.T, name string) {
 			t.Errorf("no job ran")
 		}
 		if t.Failed() {
-			res.WriteText(testWriter{t})
+			report.WriteText(testWriter{t}, res)
 		}
 		return
 	}

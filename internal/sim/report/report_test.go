@@ -1,4 +1,4 @@
-package sim
+package report
 
 import (
 	"strings"
@@ -8,20 +8,22 @@ import (
 	"k8s.io/utils/ptr"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 )
 
 // checkResult is a run of two IB clusters and two queues to check against.
-func checkResult() *Result {
-	sc := &Scenario{
+func checkResult() *sim.Result {
+	sc := &scenario.Scenario{
 		Name:           "check",
 		Network:        []phalanxv1alpha1.TopologyLevel{{Name: "ib-cluster", NodeLabel: "ib"}},
-		Queues:         []Queue{{Name: "a", ExpectShare: ptr.To(1.0 / 3)}, {Name: "b", ExpectShare: ptr.To(2.0 / 3)}},
+		Queues:         []scenario.Queue{{Name: "a", ExpectShare: ptr.To(1.0 / 3)}, {Name: "b", ExpectShare: ptr.To(2.0 / 3)}},
 		ShareTolerance: 0.1,
 	}
-	return &Result{
+	return &sim.Result{
 		Scenario: sc,
 		Elapsed:  10 * time.Second,
-		Nodes: []NodeResult{
+		Nodes: []sim.NodeResult{
 			{Name: "n0", Labels: map[string]string{"ib": "ib-a"}},
 			{Name: "n1", Labels: map[string]string{"ib": "ib-a"}},
 			{Name: "n2", Labels: map[string]string{"ib": "ib-b"}},
@@ -29,49 +31,49 @@ func checkResult() *Result {
 	}
 }
 
-func sample(at time.Duration, a, b int64, waitA, waitB int) Sample {
-	return Sample{At: at, QueueUsed: map[string]int64{"a": a, "b": b}, QueueWaiting: map[string]int{"a": waitA, "b": waitB}}
+func sample(at time.Duration, a, b int64, waitA, waitB int) sim.Sample {
+	return sim.Sample{At: at, QueueUsed: map[string]int64{"a": a, "b": b}, QueueWaiting: map[string]int{"a": waitA, "b": waitB}}
 }
 
 func TestCheck(t *testing.T) {
 	required := map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: "ib-cluster"}
 	tests := []struct {
 		name    string
-		jobs    []*JobResult
-		samples []Sample
+		jobs    []*sim.JobResult
+		samples []sim.Sample
 		want    []string // substrings of the errors, in order; none: passes
 	}{
 		{
 			name:    "fair shares, gang in one domain",
-			jobs:    []*JobResult{{Job: Job{Name: "g", MinMember: 2, Replicas: 2, Annotations: required, Expect: ExpectRun}, QuorumAt: time.Second, MaxBound: 2, Nodes: map[string]int{"n0": 1, "n1": 1}}},
-			samples: []Sample{sample(time.Second, 4, 8, 1, 1), sample(2*time.Second, 3, 9, 1, 1), sample(3*time.Second, 12, 0, 1, 0)},
+			jobs:    []*sim.JobResult{{Job: scenario.Job{Name: "g", MinMember: 2, Replicas: 2, Annotations: required, Expect: scenario.ExpectRun}, QuorumAt: time.Second, MaxBound: 2, Nodes: map[string]int{"n0": 1, "n1": 1}}},
+			samples: []sim.Sample{sample(time.Second, 4, 8, 1, 1), sample(2*time.Second, 3, 9, 1, 1), sample(3*time.Second, 12, 0, 1, 0)},
 		},
 		{
 			name: "partial gang and a split domain",
-			jobs: []*JobResult{
-				{Job: Job{Name: "partial", MinMember: 4, Replicas: 4}, MaxBound: 2, Nodes: map[string]int{"n0": 2}},
-				{Job: Job{Name: "split", MinMember: 2, Replicas: 2, Annotations: required}, QuorumAt: time.Second, MaxBound: 2, Nodes: map[string]int{"n0": 1, "n2": 1}},
+			jobs: []*sim.JobResult{
+				{Job: scenario.Job{Name: "partial", MinMember: 4, Replicas: 4}, MaxBound: 2, Nodes: map[string]int{"n0": 2}},
+				{Job: scenario.Job{Name: "split", MinMember: 2, Replicas: 2, Annotations: required}, QuorumAt: time.Second, MaxBound: 2, Nodes: map[string]int{"n0": 1, "n2": 1}},
 			},
-			samples: []Sample{sample(time.Second, 4, 8, 1, 1)},
+			samples: []sim.Sample{sample(time.Second, 4, 8, 1, 1)},
 			want:    []string{"default/partial: 2 members bound but minMember 4 never reached", "default/split: required one ib-cluster, ran in 2: ib-a, ib-b"},
 		},
 		{
 			name: "expectations",
-			jobs: []*JobResult{
-				{Job: Job{Name: "should-run", Replicas: 1, Expect: ExpectRun}, Reason: "Unschedulable: full"},
-				{Job: Job{Name: "should-wait", Replicas: 1, Expect: ExpectPending}, QuorumAt: time.Second, MaxBound: 1},
+			jobs: []*sim.JobResult{
+				{Job: scenario.Job{Name: "should-run", Replicas: 1, Expect: scenario.ExpectRun}, Reason: "Unschedulable: full"},
+				{Job: scenario.Job{Name: "should-wait", Replicas: 1, Expect: scenario.ExpectPending}, QuorumAt: time.Second, MaxBound: 1},
 			},
-			samples: []Sample{sample(time.Second, 4, 8, 1, 1)},
+			samples: []sim.Sample{sample(time.Second, 4, 8, 1, 1)},
 			want:    []string{"should-run: expected to run, did not (Unschedulable: full)", "should-wait: expected to stay pending, 1 members were bound"},
 		},
 		{
 			name:    "unfair shares",
-			samples: []Sample{sample(time.Second, 6, 6, 1, 1)},
+			samples: []sim.Sample{sample(time.Second, 6, 6, 1, 1)},
 			want:    []string{"queue a: share 0.50, expected 0.33", "queue b: share 0.50, expected 0.67"},
 		},
 		{
 			name:    "queues never waited together",
-			samples: []Sample{sample(time.Second, 6, 6, 1, 0)},
+			samples: []sim.Sample{sample(time.Second, 6, 6, 1, 0)},
 			want:    []string{"queue a: no moment with every queue waiting", "queue b: no moment"},
 		},
 	}
@@ -79,7 +81,7 @@ func TestCheck(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := checkResult()
 			r.Jobs, r.Samples = tt.jobs, tt.samples
-			errs := r.Check()
+			errs := Check(r)
 			if len(errs) != len(tt.want) {
 				t.Fatalf("errors %v, want %d", errs, len(tt.want))
 			}
@@ -95,8 +97,8 @@ func TestCheck(t *testing.T) {
 func TestQueueSharesCountOnlyContendedSamples(t *testing.T) {
 	r := checkResult()
 	// b alone at first (a has nothing waiting), then 1:2 while both wait.
-	r.Samples = []Sample{sample(0, 0, 12, 0, 4), sample(time.Second, 4, 8, 2, 4), sample(2*time.Second, 4, 8, 2, 4)}
-	shares := r.QueueShares()
+	r.Samples = []sim.Sample{sample(0, 0, 12, 0, 4), sample(time.Second, 4, 8, 2, 4), sample(2*time.Second, 4, 8, 2, 4)}
+	shares := QueueShares(r)
 	if shares[0].Samples != 2 || shares[0].Share != 1.0/3 || shares[1].Share != 2.0/3 {
 		t.Fatalf("shares %+v, want a 1/3 and b 2/3 over 2 samples", shares)
 	}
@@ -112,7 +114,7 @@ func TestShareSparkline(t *testing.T) {
 			r.Samples = append(r.Samples, sample(at, 12, 0, 1, 1)) // a has all
 		}
 	}
-	line := []rune(r.shareSparkline("a"))
+	line := []rune(shareSparkline(r, "a"))
 	if len(line) != sparkWidth {
 		t.Fatalf("width %d, want %d", len(line), sparkWidth)
 	}

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"fmt"
@@ -7,6 +7,10 @@ import (
 	"math"
 	"strings"
 	"time"
+
+	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/chart"
+	"github.com/phalanx-sched/phalanx/internal/sim/metrics"
 )
 
 // WriteTraceHTML writes one self-contained page (inline CSS and SVG, no
@@ -40,18 +44,18 @@ func WriteTraceHTML(w io.Writer, runs []TraceRun) error {
 	for _, tr := range runs {
 		page.Allocation = append(page.Allocation, traceChart{Title: tr.Scheduler, SVG: allocationChart(tr)})
 	}
-	page.AllocLegend = []legendItem{
-		{Color: gpuColor, Label: "GPUs allocated", Class: "line"},
+	page.AllocLegend = []chart.LegendItem{
+		{Color: chart.GPUColor, Label: "GPUs allocated", Class: "line"},
 		{Color: "#2ca02c", Label: "useful: held by started jobs", Class: "line"},
-		{Color: neverStroke, Label: "stranded: held by gangs not started", Class: "line"},
+		{Color: chart.NeverStroke, Label: "stranded: held by gangs not started", Class: "line"},
 		{Color: "#9467bd", Label: "fragmented: free, no waiting pod fits", Class: "line"},
-		{Color: waitColor, Label: "jobs waiting"},
+		{Color: chart.WaitColor, Label: "jobs waiting"},
 	}
-	page.Where, page.Causes = whereSections(sums), strings.Join(WaitCauses, " / ")
+	page.Where, page.Causes = whereSections(sums), strings.Join(metrics.WaitCauses, " / ")
 	page.CDF = waitCDF(sums)
 	page.Shares = queueShareBars(sums)
 	for i, s := range sums {
-		page.SchedLegend = append(page.SchedLegend, legendItem{Color: color(i), Label: s.Scheduler, Class: "line"})
+		page.SchedLegend = append(page.SchedLegend, chart.LegendItem{Color: chart.Color(i), Label: s.Scheduler, Class: "line"})
 	}
 	return tracePageTemplate.Execute(w, page)
 }
@@ -61,8 +65,8 @@ type tracePage struct {
 	Schedulers        []string
 	Rows              []traceRow
 	Allocation        []traceChart
-	AllocLegend       []legendItem
-	SchedLegend       []legendItem
+	AllocLegend       []chart.LegendItem
+	SchedLegend       []chart.LegendItem
 	CDF, Shares       template.HTML
 	Where             []whereSection
 	Causes            string
@@ -101,24 +105,11 @@ type traceChart struct {
 	SVG   template.HTML
 }
 
-// traceXAxis draws a time axis in trace seconds.
-func (c *chart) traceXAxis(title string) {
-	top, bottom := math.Min(c.y.from, c.y.to), math.Max(c.y.from, c.y.to)
-	for _, v := range ticks(c.x.hi, 10) {
-		x := c.x.px(v)
-		c.add(`<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, x, top, x, bottom)
-		c.text(x, bottom+15, `text-anchor="middle"`, trimFloat(v)+"s")
-	}
-	c.add(`<line class="axis" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, c.x.from, bottom, c.x.to, bottom)
-	c.text((c.x.from+c.x.to)/2, bottom+32, `class="title" text-anchor="middle"`, title)
-}
-
-func newTraceChart(height, xmax float64) *chart {
-	const left, bottom, top, right = 56, 44, 12, 24
+func newTraceChart(height, xmax float64) *chart.Chart {
 	if xmax <= 0 {
 		xmax = 1
 	}
-	return &chart{svg: svg{w: chartWidth, h: height}, x: scale{0, xmax, left, chartWidth - right}, y: scale{0, 1, height - bottom, top}}
+	return chart.New(height, 56, 44, xmax, 1)
 }
 
 // allocationChart plots, as fractions of the cluster's GPUs, what was
@@ -128,7 +119,7 @@ func allocationChart(tr TraceRun) template.HTML {
 	r := tr.Result
 	c := newTraceChart(240, r.Elapsed.Seconds()*tr.Speed)
 	if r.GPUs == 0 {
-		return c.html()
+		return c.HTML()
 	}
 	t := func(d time.Duration) float64 { return d.Seconds() * tr.Speed }
 	for i, s := range r.Samples {
@@ -139,23 +130,23 @@ func allocationChart(tr TraceRun) template.HTML {
 		if i+1 < len(r.Samples) {
 			next = r.Samples[i+1].At
 		}
-		x0, x1 := c.x.px(t(s.At)), c.x.px(t(next))
-		c.add(`<rect x="%.1f" y="%.1f" width="%.2f" height="%.1f" fill="%s" fill-opacity=".35"/>`, x0, c.y.to, math.Max(x1-x0, 0.3), c.y.from-c.y.to, waitColor)
+		x0, x1 := c.X.Px(t(s.At)), c.X.Px(t(next))
+		c.Add(`<rect x="%.1f" y="%.1f" width="%.2f" height="%.1f" fill="%s" fill-opacity=".35"/>`, x0, c.Y.To, math.Max(x1-x0, 0.3), c.Y.From-c.Y.To, chart.WaitColor)
 	}
-	c.yPercent("% of the GPUs")
-	c.traceXAxis("trace seconds")
-	line := func(col, name string, v func(Sample) int64) {
+	c.YPercent("% of the GPUs")
+	c.XAxis("trace seconds")
+	line := func(col, name string, v func(sim.Sample) int64) {
 		var pts []string
 		for _, s := range r.Samples {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f", c.x.px(t(s.At)), c.y.px(float64(v(s))/float64(r.GPUs))))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", c.X.Px(t(s.At)), c.Y.Px(float64(v(s))/float64(r.GPUs))))
 		}
-		c.add(`<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s">%s</polyline>`, col, strings.Join(pts, " "), tooltip("%s", name))
+		c.Add(`<polyline fill="none" stroke="%s" stroke-width="1.6" points="%s">%s</polyline>`, col, strings.Join(pts, " "), chart.Tooltip("%s", name))
 	}
-	line(gpuColor, "GPUs allocated", func(s Sample) int64 { return s.GPUUsed })
-	line("#2ca02c", "useful", func(s Sample) int64 { return s.UsefulGPU })
-	line(neverStroke, "stranded", func(s Sample) int64 { return s.StrandedGPU })
-	line("#9467bd", "fragmented", func(s Sample) int64 { return s.FragGPU })
-	return c.html()
+	line(chart.GPUColor, "GPUs allocated", func(s sim.Sample) int64 { return s.GPUUsed })
+	line("#2ca02c", "useful", func(s sim.Sample) int64 { return s.UsefulGPU })
+	line(chart.NeverStroke, "stranded", func(s sim.Sample) int64 { return s.StrandedGPU })
+	line("#9467bd", "fragmented", func(s sim.Sample) int64 { return s.FragGPU })
+	return c.HTML()
 }
 
 // waitCDF draws each scheduler's job waits as an empirical CDF.
@@ -167,20 +158,20 @@ func waitCDF(sums []TraceSummary) template.HTML {
 		}
 	}
 	c := newTraceChart(280, xmax)
-	c.yPercent("% of jobs")
-	c.traceXAxis("job wait, trace seconds (until all of minMember bound; not started: until the end)")
+	c.YPercent("% of jobs")
+	c.XAxis("job wait, trace seconds (until all of minMember bound; not started: until the end)")
 	for i, s := range sums {
-		xs, ps := CDF(s.Waits)
-		pts := []string{fmt.Sprintf("%.1f,%.1f", c.x.px(0), c.y.px(0))}
+		xs, ps := metrics.CDF(s.Waits)
+		pts := []string{fmt.Sprintf("%.1f,%.1f", c.X.Px(0), c.Y.Px(0))}
 		prev := 0.0
 		for k, x := range xs {
-			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", c.x.px(x), c.y.px(prev), c.x.px(x), c.y.px(ps[k])))
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f %.1f,%.1f", c.X.Px(x), c.Y.Px(prev), c.X.Px(x), c.Y.Px(ps[k])))
 			prev = ps[k]
 		}
-		c.add(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s">%s</polyline>`, color(i), strings.Join(pts, " "),
-			tooltip("%s: p50 %.0fs, p95 %.0fs", s.Scheduler, s.WaitP50, s.WaitP95))
+		c.Add(`<polyline fill="none" stroke="%s" stroke-width="2" points="%s">%s</polyline>`, chart.Color(i), strings.Join(pts, " "),
+			chart.Tooltip("%s: p50 %.0fs, p95 %.0fs", s.Scheduler, s.WaitP50, s.WaitP95))
 	}
-	return c.html()
+	return c.HTML()
 }
 
 // queueShareBars draws, per queue, each scheduler's mean share of the GPUs
@@ -190,8 +181,8 @@ func queueShareBars(sums []TraceSummary) template.HTML {
 		return ""
 	}
 	queues := sums[0].Queues
-	const height, left, bottom, top = 240.0, 56.0, 40.0, 12.0
-	c := &chart{svg: svg{w: chartWidth, h: height}, x: scale{0, 1, left, chartWidth - 24}, y: scale{0, 1, height - bottom, top}}
+	const height, left, bottom = 240.0, 56.0, 40.0
+	c := chart.New(height, left, bottom, 1, 1)
 	ymax := 0.0
 	for _, s := range sums {
 		for _, q := range s.Queues {
@@ -199,32 +190,32 @@ func queueShareBars(sums []TraceSummary) template.HTML {
 		}
 	}
 	ymax = math.Min(1, math.Ceil(ymax*10+0.5)/10)
-	c.y.hi = ymax
-	for _, v := range ticks(ymax, 5) {
-		y := c.y.px(v)
-		c.add(`<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, c.x.from, y, c.x.to, y)
-		c.text(c.x.from-6, y+4, `text-anchor="end"`, fmt.Sprintf("%.0f%%", v*100))
+	c.Y.Hi = ymax
+	for _, v := range chart.Ticks(ymax, 5) {
+		y := c.Y.Px(v)
+		c.Add(`<line class="grid" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, c.X.From, y, c.X.To, y)
+		c.Text(c.X.From-6, y+4, `text-anchor="end"`, fmt.Sprintf("%.0f%%", v*100))
 	}
-	mid := (c.y.from + c.y.to) / 2
-	c.text(14, mid, fmt.Sprintf(`class="title" text-anchor="middle" transform="rotate(-90 14 %.1f)"`, mid), "% of the GPUs, while jobs wait")
-	groupW := (c.x.to - c.x.from) / float64(len(queues))
+	mid := (c.Y.From + c.Y.To) / 2
+	c.Text(14, mid, fmt.Sprintf(`class="title" text-anchor="middle" transform="rotate(-90 14 %.1f)"`, mid), "% of the GPUs, while jobs wait")
+	groupW := (c.X.To - c.X.From) / float64(len(queues))
 	barW := math.Min(60, groupW*0.8/float64(len(sums)))
 	for qi, q := range queues {
-		x0 := c.x.from + float64(qi)*groupW + (groupW-barW*float64(len(sums)))/2
+		x0 := c.X.From + float64(qi)*groupW + (groupW-barW*float64(len(sums)))/2
 		for si, s := range sums {
 			if qi >= len(s.Queues) {
 				continue
 			}
 			sq := s.Queues[qi]
 			x := x0 + float64(si)*barW
-			c.add(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s">%s</rect>`, x+2, c.y.px(sq.Share), barW-4, c.y.from-c.y.px(sq.Share), color(si),
-				tooltip("%s, %s: share %.1f%%, deserved %.1f%%", q.Name, s.Scheduler, sq.Share*100, sq.Deserved*100))
-			c.add(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222" stroke-width="2" stroke-dasharray="4 3"/>`, x, c.y.px(sq.Deserved), x+barW, c.y.px(sq.Deserved))
+			c.Add(`<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s">%s</rect>`, x+2, c.Y.Px(sq.Share), barW-4, c.Y.From-c.Y.Px(sq.Share), chart.Color(si),
+				chart.Tooltip("%s, %s: share %.1f%%, deserved %.1f%%", q.Name, s.Scheduler, sq.Share*100, sq.Deserved*100))
+			c.Add(`<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#222" stroke-width="2" stroke-dasharray="4 3"/>`, x, c.Y.Px(sq.Deserved), x+barW, c.Y.Px(sq.Deserved))
 		}
-		c.text(c.x.from+float64(qi)*groupW+groupW/2, c.y.from+18, `text-anchor="middle" class="title"`, fmt.Sprintf("%s (weight %d)", q.Name, q.Weight))
+		c.Text(c.X.From+float64(qi)*groupW+groupW/2, c.Y.From+18, `text-anchor="middle" class="title"`, fmt.Sprintf("%s (weight %d)", q.Name, q.Weight))
 	}
-	c.add(`<line class="axis" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, c.x.from, c.y.from, c.x.to, c.y.from)
-	return c.html()
+	c.Add(`<line class="axis" x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f"/>`, c.X.From, c.Y.From, c.X.To, c.Y.From)
+	return c.HTML()
 }
 
 var tracePageTemplate = template.Must(template.New("trace").Parse(`<!DOCTYPE html>

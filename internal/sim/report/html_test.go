@@ -1,4 +1,4 @@
-package sim
+package report
 
 import (
 	"bytes"
@@ -10,44 +10,46 @@ import (
 	"time"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 )
 
 // syntheticResult is a finished run built by hand: two network levels, two
 // queues holding their expected shares, a tainted and a NUMA node, and a
 // gang that never started.
-func syntheticResult() *Result {
+func syntheticResult() *sim.Result {
 	share := func(v float64) *float64 { return &v }
-	sc := &Scenario{
+	sc := &scenario.Scenario{
 		Name:        "fair-share",
 		Description: "Two teams share four GPU nodes.\n\nThe blocked gang fits in no ib-cluster.",
 		Network: []phalanxv1alpha1.TopologyLevel{
 			{Name: "ib-cluster", NodeLabel: "example.com/ib-cluster"},
 			{Name: "rack", NodeLabel: "example.com/rack"},
 		},
-		Queues: []Queue{
+		Queues: []scenario.Queue{
 			{Name: "team-a", QueueSpec: phalanxv1alpha1.QueueSpec{Weight: 3}, ExpectShare: share(0.75)},
 			{Name: "team-b", QueueSpec: phalanxv1alpha1.QueueSpec{Weight: 1}, ExpectShare: share(0.25)},
 		},
 		ShareTolerance: 0.1,
 	}
-	node := func(name, ib, rack string) NodeResult {
-		return NodeResult{Name: name, GPUs: 8, CPU: 64000, Labels: map[string]string{
+	node := func(name, ib, rack string) sim.NodeResult {
+		return sim.NodeResult{Name: name, GPUs: 8, CPU: 64000, Labels: map[string]string{
 			"example.com/ib-cluster": ib, "example.com/rack": rack, "kubernetes.io/hostname": name,
 		}}
 	}
 	zoned, tainted := node("gpu-2", "ib-b", "rack-b1"), node("gpu-3", "ib-b", "rack-b1")
 	zoned.Zones, tainted.Tainted = 2, true
-	train := Job{Name: "train-a", Queue: "team-a", Replicas: 3, MinMember: 3, GPUs: 4, Expect: ExpectRun,
+	train := scenario.Job{Name: "train-a", Queue: "team-a", Replicas: 3, MinMember: 3, GPUs: 4, Expect: scenario.ExpectRun,
 		Annotations: map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: "ib-cluster"}}
-	infer := Job{Name: "infer-b", Queue: "team-b", Replicas: 1, GPUs: 4}
-	blocked := Job{Name: "blocked-b", Queue: "team-b", Replicas: 4, MinMember: 4, GPUs: 8, Expect: ExpectPending}
-	r := &Result{
+	infer := scenario.Job{Name: "infer-b", Queue: "team-b", Replicas: 1, GPUs: 4}
+	blocked := scenario.Job{Name: "blocked-b", Queue: "team-b", Replicas: 4, MinMember: 4, GPUs: 8, Expect: scenario.ExpectPending}
+	r := &sim.Result{
 		Scenario: sc,
 		Elapsed:  8 * time.Second,
 		GPUs:     24,
 		CPU:      192000,
-		Nodes:    []NodeResult{node("gpu-0", "ib-a", "rack-a1"), node("gpu-1", "ib-a", "rack-a2"), zoned, tainted},
-		Jobs: []*JobResult{
+		Nodes:    []sim.NodeResult{node("gpu-0", "ib-a", "rack-a1"), node("gpu-1", "ib-a", "rack-a2"), zoned, tainted},
+		Jobs: []*sim.JobResult{
 			{Job: train, Submitted: 0, QuorumAt: time.Second, FinishedAt: 6 * time.Second, MaxBound: 3, Completed: 3,
 				Nodes: map[string]int{"gpu-0": 2, "gpu-1": 1}},
 			{Job: infer, Submitted: 500 * time.Millisecond, QuorumAt: time.Second, MaxBound: 1, Evicted: 1,
@@ -57,7 +59,7 @@ func syntheticResult() *Result {
 	}
 	for at := time.Duration(0); at <= r.Elapsed; at += 500 * time.Millisecond {
 		// team-a has a backlog until train-a finishes; blocked-b waits throughout.
-		s := Sample{At: at, QueueUsed: map[string]int64{}, QueueWaiting: map[string]int{"team-b": 4}}
+		s := sim.Sample{At: at, QueueUsed: map[string]int64{}, QueueWaiting: map[string]int{"team-b": 4}}
 		if at < 6*time.Second {
 			s.QueueWaiting["team-a"] = 1
 		}
@@ -80,7 +82,7 @@ func TestWriteHTML(t *testing.T) {
 	bad.Scenario.Name = "partial-gang"
 	bad.Jobs[2].MaxBound = 2 // a gang left partially bound fails the scenario
 	var buf bytes.Buffer
-	if err := WriteHTML(&buf, []*Result{ok, bad}); err != nil {
+	if err := WriteHTML(&buf, []*sim.Result{ok, bad}); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
@@ -135,31 +137,6 @@ func wellFormed(doc string) error {
 				return nil
 			}
 			return err
-		}
-	}
-}
-
-func TestHTMLTicks(t *testing.T) {
-	for _, c := range []struct {
-		max  float64
-		n    int
-		want []float64
-	}{
-		{1, 5, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
-		{8, 10, []float64{0, 1, 2, 3, 4, 5, 6, 7, 8}},
-		{47, 10, []float64{0, 5, 10, 15, 20, 25, 30, 35, 40, 45}},
-		{0, 10, []float64{0}},
-	} {
-		got := ticks(c.max, c.n)
-		if len(got) != len(c.want) {
-			t.Errorf("ticks(%v, %d) = %v, want %v", c.max, c.n, got, c.want)
-			continue
-		}
-		for i := range got {
-			if d := got[i] - c.want[i]; d > 1e-9 || d < -1e-9 {
-				t.Errorf("ticks(%v, %d) = %v, want %v", c.max, c.n, got, c.want)
-				break
-			}
 		}
 	}
 }

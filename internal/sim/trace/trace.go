@@ -1,4 +1,7 @@
-package sim
+// Package trace reads, writes and generates cluster traces (a node CSV, a
+// job CSV and, optionally, a queue CSV) and turns a trace into a scenario
+// the simulator replays time-compressed.
+package trace
 
 import (
 	"encoding/csv"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 )
 
 // A Trace is a cluster's history as two (or three) CSV files: its nodes, the
@@ -256,8 +260,8 @@ func (t *Trace) Validate() error {
 	}
 	levels := map[string]bool{}
 	for _, l := range t.Levels {
-		if l == "" || l == hostLevel.Name || levels[l] {
-			return fmt.Errorf("trace: network level %q: names must be distinct, non-empty and not %q (always there)", l, hostLevel.Name)
+		if l == "" || l == scenario.HostLevel || levels[l] {
+			return fmt.Errorf("trace: network level %q: names must be distinct, non-empty and not %q (always there)", l, scenario.HostLevel)
 		}
 		levels[l] = true
 	}
@@ -284,8 +288,8 @@ func (t *Trace) Validate() error {
 			return fmt.Errorf("trace: job %s: pods must be > 0", j.Name)
 		case j.MinMember > j.Pods:
 			return fmt.Errorf("trace: job %s: min_member %d > pods %d", j.Name, j.MinMember, j.Pods)
-		case j.Topology != "" && j.Topology != hostLevel.Name && !levels[j.Topology]:
-			return fmt.Errorf("trace: job %s: topology %q is not a column of the node CSV (%s)", j.Name, j.Topology, strings.Join(append(append([]string(nil), t.Levels...), hostLevel.Name), ", "))
+		case j.Topology != "" && j.Topology != scenario.HostLevel && !levels[j.Topology]:
+			return fmt.Errorf("trace: job %s: topology %q is not a column of the node CSV (%s)", j.Name, j.Topology, strings.Join(append(append([]string(nil), t.Levels...), scenario.HostLevel), ", "))
 		case j.Topology != "" && j.MinMember == 0:
 			return fmt.Errorf("trace: job %s: a topology requirement needs a gang (min_member > 0)", j.Name)
 		case len(t.Queues) > 0 && j.Queue != "" && !queues[j.Queue]:
@@ -302,7 +306,7 @@ func (t *Trace) Validate() error {
 // levelIndex is the position of a level in Levels, widest first; host is
 // after all of them; -1 for "" or an unknown level.
 func (t *Trace) levelIndex(level string) int {
-	if level == hostLevel.Name {
+	if level == scenario.HostLevel {
 		return len(t.Levels)
 	}
 	for i, l := range t.Levels {
@@ -329,7 +333,7 @@ func (t *Trace) validateSubGroups(j TraceJob) error {
 	case j.SubGroupTopology == "":
 		return fmt.Errorf("trace: job %s: subgroup_size needs a subgroup_topology (the level each sub-group stays inside)", j.Name)
 	case t.levelIndex(j.SubGroupTopology) < 0:
-		return fmt.Errorf("trace: job %s: subgroup_topology %q is not a column of the node CSV (%s)", j.Name, j.SubGroupTopology, strings.Join(append(append([]string(nil), t.Levels...), hostLevel.Name), ", "))
+		return fmt.Errorf("trace: job %s: subgroup_topology %q is not a column of the node CSV (%s)", j.Name, j.SubGroupTopology, strings.Join(append(append([]string(nil), t.Levels...), scenario.HostLevel), ", "))
 	case j.Topology != "" && t.levelIndex(j.SubGroupTopology) <= t.levelIndex(j.Topology):
 		return fmt.Errorf("trace: job %s: subgroup_topology %q is not inside the gang's topology %q", j.Name, j.SubGroupTopology, j.Topology)
 	}
@@ -371,18 +375,18 @@ func (t *Trace) OfferedLoad() float64 {
 // Scenario turns the trace into a simulator scenario whose times are the
 // trace's divided by speed. timeout bounds the run (0: the compressed
 // horizon, twice, plus a minute).
-func (t *Trace) Scenario(name string, speed float64, timeout time.Duration) (*Scenario, error) {
+func (t *Trace) Scenario(name string, speed float64, timeout time.Duration) (*scenario.Scenario, error) {
 	if speed <= 0 {
 		return nil, fmt.Errorf("speed must be > 0")
 	}
-	compress := func(s float64) Duration {
+	compress := func(s float64) scenario.Duration {
 		d := time.Duration(s / speed * float64(time.Second))
 		if s > 0 && d < time.Millisecond {
 			d = time.Millisecond
 		}
-		return Duration{d}
+		return scenario.Duration{Duration: d}
 	}
-	sc := &Scenario{
+	sc := &scenario.Scenario{
 		Name:        name,
 		Description: fmt.Sprintf("trace replay: %d nodes, %d GPUs, %d jobs, %.0f trace seconds at %gx", len(t.Nodes), t.GPUs(), len(t.Jobs), t.Horizon(), speed),
 	}
@@ -390,7 +394,7 @@ func (t *Trace) Scenario(name string, speed float64, timeout time.Duration) (*Sc
 		sc.Network = append(sc.Network, phalanxv1alpha1.TopologyLevel{Name: l, NodeLabel: NetworkLabelPrefix + l})
 	}
 	for _, n := range t.Nodes {
-		g := NodeGroup{Prefix: n.Name, Count: 1, CPU: fmt.Sprintf("%dm", n.CPUMilli), Memory: fmt.Sprintf("%dMi", n.MemoryMiB), GPUs: n.GPUs, exactName: true}
+		g := scenario.NodeGroup{Prefix: n.Name, Count: 1, CPU: fmt.Sprintf("%dm", n.CPUMilli), Memory: fmt.Sprintf("%dMi", n.MemoryMiB), GPUs: n.GPUs, ExactName: true}
 		for i, l := range t.Levels {
 			if n.Domains[i] != "" {
 				if g.Labels == nil {
@@ -403,7 +407,7 @@ func (t *Trace) Scenario(name string, speed float64, timeout time.Duration) (*Sc
 	}
 	queues := map[string]bool{}
 	for _, q := range t.Queues {
-		sc.Queues = append(sc.Queues, Queue{Name: q.Name, QueueSpec: phalanxv1alpha1.QueueSpec{Weight: q.Weight}})
+		sc.Queues = append(sc.Queues, scenario.Queue{Name: q.Name, QueueSpec: phalanxv1alpha1.QueueSpec{Weight: q.Weight}})
 		queues[q.Name] = true
 	}
 	var implicit []string
@@ -415,10 +419,10 @@ func (t *Trace) Scenario(name string, speed float64, timeout time.Duration) (*Sc
 	}
 	sort.Strings(implicit)
 	for _, q := range implicit {
-		sc.Queues = append(sc.Queues, Queue{Name: q, QueueSpec: phalanxv1alpha1.QueueSpec{Weight: 1}})
+		sc.Queues = append(sc.Queues, scenario.Queue{Name: q, QueueSpec: phalanxv1alpha1.QueueSpec{Weight: 1}})
 	}
 	for _, j := range t.Jobs {
-		job := Job{
+		job := scenario.Job{
 			Name: j.Name, Replicas: j.Pods, MinMember: int32(j.MinMember),
 			CPU: fmt.Sprintf("%dm", j.CPUMilli), Memory: fmt.Sprintf("%dMi", j.MemoryMiB), GPUs: j.GPUs,
 			Arrival: compress(j.Arrival), Duration: compress(j.Duration), Queue: j.Queue,
@@ -442,7 +446,7 @@ func (t *Trace) Scenario(name string, speed float64, timeout time.Duration) (*Sc
 	if timeout == 0 {
 		sc.Timeout.Duration = 2*compress(t.Horizon()).Duration + time.Minute
 	}
-	if err := sc.validate(); err != nil {
+	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
 	return sc, nil

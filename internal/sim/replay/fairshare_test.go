@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/trace"
 	"github.com/phalanx-sched/phalanx/manifests"
 )
 
@@ -22,8 +24,8 @@ func TestTraceDecayedFairShare(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster")
 	}
-	dir := "../../examples/trace/fairshare/"
-	tr, err := ReadTraceFiles(dir+"nodes.csv", dir+"jobs.csv", dir+"queues.csv")
+	dir := "../../../examples/trace/fairshare/"
+	tr, err := trace.ReadTraceFiles(dir+"nodes.csv", dir+"jobs.csv", dir+"queues.csv")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +56,7 @@ func TestTraceDecayedFairShare(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()
 			runs, err := ReplayTrace(ctx, tr, []string{TracePhalanx}, ReplayOptions{
-				Options: Options{Log: io.Discard, SchedulerConfig: []byte(config)},
+				Options: sim.Options{Log: io.Discard, SchedulerConfig: []byte(config)},
 				Speed:   50, Timeout: 2 * time.Minute, ScaleTimers: true,
 			})
 			if err != nil {

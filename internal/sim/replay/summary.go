@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"fmt"
@@ -9,6 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/metrics"
 )
 
 // TraceRun is one scheduler's replay of a trace.
@@ -16,7 +19,7 @@ type TraceRun struct {
 	Scheduler string
 	// Speed is the time compression: trace seconds per second of the run.
 	Speed  float64
-	Result *Result
+	Result *sim.Result
 }
 
 // TraceSummary is a replay's placement quality. Times are trace seconds
@@ -68,7 +71,7 @@ type TraceSummary struct {
 	// (WaitCause, judged at every sample).
 	WaitCauses map[string]float64
 	// HeldBy is each scheduler word's part of the job-seconds judged
-	// WaitRoomHeld (SchedulerWord), largest first.
+	// metrics.WaitRoomHeld (metrics.SchedulerWord), largest first.
 	HeldBy []WordShare
 	// IdleByDomain is each network domain's mean free GPUs while jobs
 	// waited; LongestWaits the jobs that waited longest, and for what.
@@ -128,19 +131,19 @@ func (tr TraceRun) Summary() TraceSummary {
 		stranded[i] = float64(x.StrandedGPU)
 		s.StrandedPeak = max(s.StrandedPeak, x.StrandedGPU)
 	}
-	s.Alloc, _ = TimeMean(at, r.Elapsed, alloc, all)
-	s.AllocWaiting, _ = TimeMean(at, r.Elapsed, alloc, waiting)
-	s.UsefulWaiting, _ = TimeMean(at, r.Elapsed, useful, waiting)
-	s.FragWaiting, _ = TimeMean(at, r.Elapsed, frag, waiting)
-	s.UsefulSettled, _ = TimeMean(at, r.Elapsed, useful, settled)
+	s.Alloc, _ = metrics.TimeMean(at, r.Elapsed, alloc, all)
+	s.AllocWaiting, _ = metrics.TimeMean(at, r.Elapsed, alloc, waiting)
+	s.UsefulWaiting, _ = metrics.TimeMean(at, r.Elapsed, useful, waiting)
+	s.FragWaiting, _ = metrics.TimeMean(at, r.Elapsed, frag, waiting)
+	s.UsefulSettled, _ = metrics.TimeMean(at, r.Elapsed, useful, settled)
 	s.SettledSeconds = spanSeconds(at, r.Elapsed, settled) * tr.Speed
-	s.StrandedMean, _ = TimeMean(at, r.Elapsed, stranded, all)
+	s.StrandedMean, _ = metrics.TimeMean(at, r.Elapsed, stranded, all)
 	s.WaitingSeconds = spanSeconds(at, r.Elapsed, waiting) * tr.Speed
-	s.WaitCauses = jobTimeShares(r.Samples, at, r.Elapsed, waiting, func(x Sample) map[string]int { return x.WaitCauses })
-	for word, share := range jobTimeShares(r.Samples, at, r.Elapsed, waiting, func(x Sample) map[string]int { return x.HeldBy }) {
+	s.WaitCauses = jobTimeShares(r.Samples, at, r.Elapsed, waiting, func(x sim.Sample) map[string]int { return x.WaitCauses })
+	for word, share := range jobTimeShares(r.Samples, at, r.Elapsed, waiting, func(x sim.Sample) map[string]int { return x.HeldBy }) {
 		s.HeldBy = append(s.HeldBy, WordShare{word, share})
 	}
-	s.SchedulerQueue = meanWhile(r.Samples, at, r.Elapsed, waiting, func(x Sample) map[string]int { return x.SchedulerQueue })
+	s.SchedulerQueue = meanWhile(r.Samples, at, r.Elapsed, waiting, func(x sim.Sample) map[string]int { return x.SchedulerQueue })
 	sort.Slice(s.HeldBy, func(i, j int) bool {
 		if s.HeldBy[i].Share != s.HeldBy[j].Share {
 			return s.HeldBy[i].Share > s.HeldBy[j].Share
@@ -148,7 +151,7 @@ func (tr TraceRun) Summary() TraceSummary {
 		return s.HeldBy[i].Word < s.HeldBy[j].Word
 	})
 
-	var gangs []GangOutcome
+	var gangs []metrics.GangOutcome
 	for _, j := range r.Jobs {
 		if j.Ran() {
 			s.Started++
@@ -160,7 +163,7 @@ func (tr TraceRun) Summary() TraceSummary {
 		if j.RestartedAt > 0 {
 			s.Restarted++
 		}
-		if size, _ := j.Job.subGroups(); size > 0 {
+		if size, _ := j.Job.SubGroups(); size > 0 {
 			s.SubGroupJobs++
 			if j.MaxSplitSubGroups > 0 {
 				s.SplitSubGroupJobs++
@@ -169,19 +172,19 @@ func (tr TraceRun) Summary() TraceSummary {
 		if j.Job.MinMember > 0 {
 			// Domains spanned at once: a gang reclaimed and placed again
 			// elsewhere is not split.
-			g := GangOutcome{Started: j.Ran(), MaxBound: j.MaxBound, Domains: j.MaxLiveDomains}
+			g := metrics.GangOutcome{Started: j.Ran(), MaxBound: j.MaxBound, Domains: j.MaxLiveDomains}
 			gangs = append(gangs, g)
 		}
 	}
 	// Jobs the run never submitted (it timed out first) wait from their
 	// arrival to the end.
 	for _, j := range r.Scenario.Jobs {
-		if !r.submitted(j.Key()) {
+		if !submitted(r, j.Key()) {
 			s.Waits = append(s.Waits, max(0, (r.Elapsed-j.Arrival.Duration).Seconds()*tr.Speed))
 		}
 	}
-	s.WaitP50, s.WaitP95 = Percentile(s.Waits, 50), Percentile(s.Waits, 95)
-	s.Split, s.Partial = GangCounts(gangs)
+	s.WaitP50, s.WaitP95 = metrics.Percentile(s.Waits, 50), metrics.Percentile(s.Waits, 95)
+	s.Split, s.Partial = metrics.GangCounts(gangs)
 	s.Queues = tr.queueShares(at, waiting)
 	s.IdleByDomain = tr.idleByDomain(at, waiting)
 	s.LongestWaits = tr.longestWaits()
@@ -190,9 +193,9 @@ func (tr TraceRun) Summary() TraceSummary {
 
 // jobTimeShares is each key's part of the job-seconds that count (a count
 // of jobs per key at each sample) sums.
-func jobTimeShares(samples []Sample, at []time.Duration, end time.Duration, waiting []bool, count func(Sample) map[string]int) map[string]float64 {
+func jobTimeShares(samples []sim.Sample, at []time.Duration, end time.Duration, waiting []bool, count func(sim.Sample) map[string]int) map[string]float64 {
 	sums, total := map[string]float64{}, 0.0
-	eachSpan(at, end, waiting, func(i int, dt float64) {
+	metrics.EachSpan(at, end, waiting, func(i int, dt float64) {
 		c := count(samples[i])
 		// Sorted: float sums in map order differ in the last bits.
 		for _, cause := range slices.Sorted(maps.Keys(c)) {
@@ -212,10 +215,10 @@ func jobTimeShares(samples []Sample, at []time.Duration, end time.Duration, wait
 
 // meanWhile is each key's time-weighted mean count over the spans that
 // count; nil when no sample has counts.
-func meanWhile(samples []Sample, at []time.Duration, end time.Duration, waiting []bool, count func(Sample) map[string]int) map[string]float64 {
+func meanWhile(samples []sim.Sample, at []time.Duration, end time.Duration, waiting []bool, count func(sim.Sample) map[string]int) map[string]float64 {
 	var sums map[string]float64
 	total := 0.0
-	eachSpan(at, end, waiting, func(i int, dt float64) {
+	metrics.EachSpan(at, end, waiting, func(i int, dt float64) {
 		c := count(samples[i])
 		if c == nil {
 			return
@@ -234,7 +237,7 @@ func meanWhile(samples []Sample, at []time.Duration, end time.Duration, waiting 
 	return sums
 }
 
-func (r *Result) submitted(key string) bool {
+func submitted(r *sim.Result, key string) bool {
 	for _, j := range r.Jobs {
 		if j.Job.Key() == key {
 			return true
@@ -245,7 +248,7 @@ func (r *Result) submitted(key string) bool {
 
 func spanSeconds(at []time.Duration, end time.Duration, include []bool) float64 {
 	var span float64
-	eachSpan(at, end, include, func(_ int, dt float64) { span += dt })
+	metrics.EachSpan(at, end, include, func(_ int, dt float64) { span += dt })
 	return span
 }
 
@@ -270,7 +273,7 @@ func (tr TraceRun) queueShares(at []time.Duration, waiting []bool) []TraceQueueS
 		for _, q := range qs {
 			demand[q.Name] = float64(x.QueueUsed[q.Name] + x.QueueWaitingGPU[q.Name])
 		}
-		fill := WaterFill(float64(r.GPUs), weights, demand)
+		fill := metrics.WaterFill(float64(r.GPUs), weights, demand)
 		for i, q := range qs {
 			share[i][k] = float64(x.QueueUsed[q.Name]) / float64(r.GPUs)
 			deserved[i][k] = fill[q.Name] / float64(r.GPUs)
@@ -279,8 +282,8 @@ func (tr TraceRun) queueShares(at []time.Duration, waiting []bool) []TraceQueueS
 	out := make([]TraceQueueShare, len(qs))
 	for i, q := range qs {
 		out[i] = TraceQueueShare{Name: q.Name, Weight: q.Weight}
-		out[i].Share, _ = TimeMean(at, r.Elapsed, share[i], waiting)
-		out[i].Deserved, _ = TimeMean(at, r.Elapsed, deserved[i], waiting)
+		out[i].Share, _ = metrics.TimeMean(at, r.Elapsed, share[i], waiting)
+		out[i].Deserved, _ = metrics.TimeMean(at, r.Elapsed, deserved[i], waiting)
 	}
 	return out
 }
@@ -304,7 +307,7 @@ func summaryRows(sums []TraceSummary) []summaryRow {
 		{"fragmentation while jobs wait", func(s TraceSummary) string { return pct(s.FragWaiting) }},
 		{"job wait p50 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP50) }},
 		{"job wait p95 (s)", func(s TraceSummary) string { return fmt.Sprintf("%.0f", s.WaitP95) }},
-		{"job-time waiting: " + strings.Join(WaitCauses, " / "), func(s TraceSummary) string { return causeParts(s.WaitCauses) }},
+		{"job-time waiting: " + strings.Join(metrics.WaitCauses, " / "), func(s TraceSummary) string { return causeParts(s.WaitCauses) }},
 		{"split gangs", func(s TraceSummary) string { return fmt.Sprint(s.Split) }},
 		{"partial gangs", func(s TraceSummary) string { return fmt.Sprint(s.Partial) }},
 	}
@@ -387,7 +390,7 @@ func WriteTraceText(w io.Writer, runs []TraceRun) {
 		if len(s.HeldBy) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "\n%s: job-time with room held (%.0f%% of all waited), by the scheduler's last word on the job's pods:\n", s.Scheduler, 100*s.WaitCauses[WaitRoomHeld])
+		fmt.Fprintf(w, "\n%s: job-time with room held (%.0f%% of all waited), by the scheduler's last word on the job's pods:\n", s.Scheduler, 100*s.WaitCauses[metrics.WaitRoomHeld])
 		for i, h := range s.HeldBy {
 			if i == heldByLines {
 				fmt.Fprintf(w, "  … %d more\n", len(s.HeldBy)-i)

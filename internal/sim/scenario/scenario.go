@@ -1,7 +1,7 @@
-// Package sim runs scenarios on an in-process cluster with the phalanx
-// scheduler: it creates nodes, submits jobs (PodGroups and pods) at their
-// arrival times, drives the pods' lifecycle, and reports what happened.
-package sim
+// Package scenario is what the simulator runs: a cluster's nodes, network
+// levels and queues, and the jobs submitted to it, as a scenario file
+// states them, checked and with their defaults filled in.
+package scenario
 
 import (
 	"errors"
@@ -72,14 +72,14 @@ type NodeGroup struct {
 	// best-effort or none (the default without).
 	TopologyPolicy string `json:"topologyPolicy,omitempty"`
 
-	// exactName names the group's one node Prefix, without an index (trace
-	// replays keep the trace's node names).
-	exactName bool
+	// ExactName names the group's one node Prefix, without an index (trace
+	// replays keep the trace's node names). Not read from scenario files.
+	ExactName bool `json:"-"`
 }
 
-// nodeName is the name of the group's node i.
-func (g NodeGroup) nodeName(i int) string {
-	if g.exactName && g.Count == 1 {
+// NodeName is the name of the group's node i.
+func (g NodeGroup) NodeName(i int) string {
+	if g.ExactName && g.Count == 1 {
 		return g.Prefix
 	}
 	return fmt.Sprintf("%s-%d", g.Prefix, i)
@@ -166,7 +166,7 @@ func Parse(raw []byte) (*Suite, error) {
 	}
 	names := map[string]bool{}
 	for _, s := range suite.Scenarios {
-		if err := s.validate(); err != nil {
+		if err := s.Validate(); err != nil {
 			return nil, err
 		}
 		if names[s.Name] {
@@ -177,7 +177,9 @@ func Parse(raw []byte) (*Suite, error) {
 	return suite, nil
 }
 
-func (s *Scenario) validate() error {
+// Validate checks the scenario and fills in its defaults (timeout, share
+// tolerance).
+func (s *Scenario) Validate() error {
 	if s.Name == "" {
 		return errors.New("scenario: name is required")
 	}
@@ -232,13 +234,13 @@ func (s *Scenario) validate() error {
 		if j.Queue != "" && !queues[j.Queue] {
 			return fmt.Errorf("scenario %q: job %s: queue %q is not among the scenario's queues", s.Name, j.Name, j.Queue)
 		}
-		if level := j.requiredLevel(); level != "" && s.level(level) == nil {
+		if level := j.RequiredLevel(); level != "" && s.Level(level) == nil {
 			return fmt.Errorf("scenario %q: job %s: topology level %q is not in the scenario's network (%s)", s.Name, j.Name, level, s.levelNames())
 		}
-		if size, level := j.subGroups(); size > 0 && (level == "" || s.level(level) == nil) {
+		if size, level := j.SubGroups(); size > 0 && (level == "" || s.Level(level) == nil) {
 			return fmt.Errorf("scenario %q: job %s: sub-group level %q is not in the scenario's network (%s)", s.Name, j.Name, level, s.levelNames())
 		}
-		key := j.namespace() + "/" + j.Name
+		key := j.EffectiveNamespace() + "/" + j.Name
 		if seen[key] {
 			return fmt.Errorf("scenario %q: duplicate job %s", s.Name, key)
 		}
@@ -256,7 +258,8 @@ const (
 	ExpectPending = "Pending"
 )
 
-func (j Job) namespace() string {
+// EffectiveNamespace is the job's namespace, "default" when unset.
+func (j Job) EffectiveNamespace() string {
 	if j.Namespace == "" {
 		return metav1.NamespaceDefault
 	}
@@ -264,16 +267,16 @@ func (j Job) namespace() string {
 }
 
 // Key is namespace/name.
-func (j Job) Key() string { return j.namespace() + "/" + j.Name }
+func (j Job) Key() string { return j.EffectiveNamespace() + "/" + j.Name }
 
-// requiredLevel is the network level the job must stay inside, if any.
-func (j Job) requiredLevel() string {
+// RequiredLevel is the network level the job must stay inside, if any.
+func (j Job) RequiredLevel() string {
 	return j.Annotations[phalanxv1alpha1.TopologyRequiredAnnotation]
 }
 
-// subGroups is the job's sub-group size and required level (0, "" when it
+// SubGroups is the job's sub-group size and required level (0, "" when it
 // has none, or no valid size).
-func (j Job) subGroups() (int, string) {
+func (j Job) SubGroups() (int, string) {
 	size, err := strconv.Atoi(j.Annotations[phalanxv1alpha1.SubGroupSizeAnnotation])
 	if err != nil || size <= 0 {
 		return 0, ""
@@ -281,8 +284,8 @@ func (j Job) subGroups() (int, string) {
 	return size, j.Annotations[phalanxv1alpha1.SubGroupTopologyRequiredAnnotation]
 }
 
-// level finds a network level by name; "host" is always there.
-func (s *Scenario) level(name string) *phalanxv1alpha1.TopologyLevel {
+// Level finds a network level by name; "host" is always there.
+func (s *Scenario) Level(name string) *phalanxv1alpha1.TopologyLevel {
 	for i := range s.Network {
 		if s.Network[i].Name == name {
 			return &s.Network[i]
@@ -302,13 +305,16 @@ func (s *Scenario) levelNames() string {
 	return strings.Join(append(names, hostLevel.Name), ", ")
 }
 
-// levels is the scenario's network with the host level at the bottom.
-func (s *Scenario) levels() []phalanxv1alpha1.TopologyLevel {
+// Levels is the scenario's network with the host level at the bottom.
+func (s *Scenario) Levels() []phalanxv1alpha1.TopologyLevel {
 	out := slices.Clone(s.Network)
-	if s.level(hostLevel.Name) == &hostLevel {
+	if s.Level(hostLevel.Name) == &hostLevel {
 		out = append(out, hostLevel)
 	}
 	return out
 }
 
-var hostLevel = phalanxv1alpha1.TopologyLevel{Name: "host", NodeLabel: v1.LabelHostname}
+// HostLevel names the level every scenario has: one domain per node.
+const HostLevel = "host"
+
+var hostLevel = phalanxv1alpha1.TopologyLevel{Name: HostLevel, NodeLabel: v1.LabelHostname}

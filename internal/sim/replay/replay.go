@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/phalanx-sched/phalanx/internal/bench"
+	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/trace"
 	"github.com/phalanx-sched/phalanx/manifests"
 )
 
@@ -36,7 +38,7 @@ const ConsolidateAfterSeconds = 600
 // phalanx-no-fgd (in this process, with the canonical profile); stock and upstream-gang run
 // kubeScheduler, upstream's kube-scheduler binary, as bench does (the
 // upstream gang plugin with the alpha Workload API gates on).
-func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
+func TraceScheduler(name, kubeScheduler string) (*sim.SchedulerSpec, error) {
 	config := func(profile string) []byte {
 		return []byte(strings.Replace(string(bench.StockConfig), "schedulerName: stock-scheduler", "schedulerName: "+profile, 1))
 	}
@@ -46,9 +48,9 @@ func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
 	case TracePhalanx, TracePhalanxNoFGD, TracePhalanxConsolidate:
 		return nil, nil
 	case TraceStock:
-		return &SchedulerSpec{Name: name, Binary: kubeScheduler, Config: config(bench.Stock.SchedulerName()), SchedulerName: bench.Stock.SchedulerName()}, nil
+		return &sim.SchedulerSpec{Name: name, Binary: kubeScheduler, Config: config(bench.Stock.SchedulerName()), SchedulerName: bench.Stock.SchedulerName()}, nil
 	case TraceUpstreamGang:
-		return &SchedulerSpec{
+		return &sim.SchedulerSpec{
 			Name: name, Binary: kubeScheduler, Config: config(bench.UpstreamGang.SchedulerName()), SchedulerName: bench.UpstreamGang.SchedulerName(),
 			Args:           []string{gates},
 			APIServerFlags: []string{gates, "--runtime-config=scheduling.k8s.io/v1beta1=true,scheduling.k8s.io/v1alpha3=true"},
@@ -60,7 +62,7 @@ func TraceScheduler(name, kubeScheduler string) (*SchedulerSpec, error) {
 
 // ReplayOptions tune ReplayTrace.
 type ReplayOptions struct {
-	Options
+	sim.Options
 	// Speed is trace seconds per second of the run.
 	Speed float64
 	// Timeout bounds each run (0: see Trace.Scenario).
@@ -162,7 +164,7 @@ func editArgs(config []byte, edit func(args map[string]any) int, want int) ([]by
 
 // ReplayTrace replays the trace once per scheduler, each on a fresh
 // cluster, in the order given.
-func ReplayTrace(ctx context.Context, t *Trace, schedulers []string, o ReplayOptions) ([]TraceRun, error) {
+func ReplayTrace(ctx context.Context, t *trace.Trace, schedulers []string, o ReplayOptions) ([]TraceRun, error) {
 	var runs []TraceRun
 	for _, name := range schedulers {
 		spec, err := TraceScheduler(name, o.KubeScheduler)
@@ -206,7 +208,7 @@ func ReplayTrace(ctx context.Context, t *Trace, schedulers []string, o ReplayOpt
 		if o.Progress != nil {
 			fmt.Fprintf(o.Progress, "\n== %s: %d jobs on %d nodes at %gx (at most %s)\n", name, len(sc.Jobs), len(sc.Nodes), o.Speed, sc.Timeout.Duration)
 		}
-		res, err := Run(ctx, sc, opts)
+		res, err := sim.Run(ctx, sc, opts)
 		if err != nil {
 			return runs, fmt.Errorf("%s: %w", name, err)
 		}

@@ -1,4 +1,7 @@
-package sim
+// Package report writes what a scenario run did, as text and as one
+// self-contained HTML page, and checks it against the scenario's
+// expectations and the rules every run keeps.
+package report
 
 import (
 	"fmt"
@@ -6,11 +9,14 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 )
 
 // WriteText prints a readable summary: per job, the wait, where it ran,
 // whether it started whole, and why it did not run.
-func (r *Result) WriteText(w io.Writer) {
+func WriteText(w io.Writer, r *sim.Result) {
 	sc := r.Scenario
 	fmt.Fprintf(w, "\nphalanx-sim: %s — %d nodes, %d GPUs, %d jobs, %.1fs\n", sc.Name, len(r.Nodes), r.GPUs, len(r.Jobs), r.Elapsed.Seconds())
 	if sc.Description != "" {
@@ -20,12 +26,12 @@ func (r *Result) WriteText(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tQUEUE\tPODS\tMIN\tSTARTED\tWHOLE\tWAIT\tDOMAIN\tNODES\tDONE")
 	for _, j := range r.Jobs {
-		c := j.cells()
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Job.Key(), orDash(j.Job.Queue), j.Job.Replicas, c.Min, c.Started, c.Whole, c.Wait, orDash(r.Domain(j)), nodeList(j.Nodes), c.Done)
+		c := cells(j)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", j.Job.Key(), orDash(j.Job.Queue), j.Job.Replicas, c.Min, c.Started, c.Whole, c.Wait, orDash(Domain(r, j)), nodeList(j.Nodes), c.Done)
 	}
 	tw.Flush()
 
-	var waiting []*JobResult
+	var waiting []*sim.JobResult
 	for _, j := range r.Jobs {
 		if !j.Ran() {
 			waiting = append(waiting, j)
@@ -34,11 +40,11 @@ func (r *Result) WriteText(w io.Writer) {
 	if len(waiting) > 0 {
 		fmt.Fprintln(w, "\nNot started, and why:")
 		for _, j := range waiting {
-			fmt.Fprintf(w, "  %s: %s\n", j.Job.Key(), j.why())
+			fmt.Fprintf(w, "  %s: %s\n", j.Job.Key(), why(j))
 		}
 	}
-	if shares := r.QueueShares(); len(shares) > 0 {
-		fmt.Fprintf(w, "\nQueue shares while every queue had work waiting (%s):\n", r.shareUnit())
+	if shares := QueueShares(r); len(shares) > 0 {
+		fmt.Fprintf(w, "\nQueue shares while every queue had work waiting (%s):\n", shareUnit(r))
 		for _, q := range shares {
 			expect := ""
 			if q.Expect != nil {
@@ -46,14 +52,14 @@ func (r *Result) WriteText(w io.Writer) {
 			}
 			fmt.Fprintf(w, "  %-12s weight %-3d share %3.0f%% over %d samples%s\n", q.Name, q.Weight, q.Share*100, q.Samples, expect)
 		}
-		fmt.Fprintf(w, "Share of the %s in use over time (0s to %.0fs, each mark %.1fs; ▁ none, █ all):\n", r.shareUnit(), r.Elapsed.Seconds(), r.Elapsed.Seconds()/sparkWidth)
+		fmt.Fprintf(w, "Share of the %s in use over time (0s to %.0fs, each mark %.1fs; ▁ none, █ all):\n", shareUnit(r), r.Elapsed.Seconds(), r.Elapsed.Seconds()/sparkWidth)
 		for _, q := range shares {
-			fmt.Fprintf(w, "  %-12s %s\n", q.Name, r.shareSparkline(q.Name))
+			fmt.Fprintf(w, "  %-12s %s\n", q.Name, shareSparkline(r, q.Name))
 		}
 	}
-	if len(r.numaNodes()) > 0 {
+	if len(numaNodes(r)) > 0 {
 		if len(r.NUMAViolations) == 0 {
-			fmt.Fprintf(w, "\nNUMA: on %d NUMA nodes, every running pod fit its zones at every sample, as the kubelet assigns them.\n", len(r.numaNodes()))
+			fmt.Fprintf(w, "\nNUMA: on %d NUMA nodes, every running pod fit its zones at every sample, as the kubelet assigns them.\n", len(numaNodes(r)))
 		} else {
 			fmt.Fprintln(w, "\nNUMA: pods the kubelet would reject:")
 			for _, v := range r.NUMAViolations {
@@ -62,14 +68,14 @@ func (r *Result) WriteText(w io.Writer) {
 		}
 	}
 	if r.GPUs > 0 {
-		avg, peak := r.utilization(func(s Sample) float64 { return float64(s.GPUUsed) / float64(r.GPUs) })
+		avg, peak := utilization(r, func(s sim.Sample) float64 { return float64(s.GPUUsed) / float64(r.GPUs) })
 		fmt.Fprintf(w, "\nGPU utilization: average %.0f%%, peak %.0f%%\n", avg*100, peak*100)
 	}
 	if r.CPU > 0 {
-		avg, peak := r.utilization(func(s Sample) float64 { return float64(s.CPUUsed) / float64(r.CPU) })
+		avg, peak := utilization(r, func(s sim.Sample) float64 { return float64(s.CPUUsed) / float64(r.CPU) })
 		fmt.Fprintf(w, "CPU utilization: average %.0f%%, peak %.0f%%\n", avg*100, peak*100)
 	}
-	if errs := r.Check(); len(errs) > 0 {
+	if errs := Check(r); len(errs) > 0 {
 		fmt.Fprintln(w, "\nExpectations NOT met:")
 		for _, e := range errs {
 			fmt.Fprintf(w, "  - %v\n", e)
@@ -79,7 +85,7 @@ func (r *Result) WriteText(w io.Writer) {
 	}
 }
 
-func (r *Result) utilization(f func(Sample) float64) (avg, peak float64) {
+func utilization(r *sim.Result, f func(sim.Sample) float64) (avg, peak float64) {
 	if len(r.Samples) == 0 {
 		return 0, 0
 	}
@@ -98,29 +104,29 @@ func (r *Result) utilization(f func(Sample) float64) (avg, peak float64) {
 // required network level lands inside one domain of it, queue shares are
 // within tolerance, and no pod lands where the kubelet's NUMA alignment would
 // reject it.
-func (r *Result) Check() []error {
+func Check(r *sim.Result) []error {
 	var errs []error
 	for _, j := range r.Jobs {
 		if j.Job.MinMember > 0 && !j.Ran() && j.MaxBound > 0 {
 			errs = append(errs, fmt.Errorf("%s: %d members bound but minMember %d never reached", j.Job.Key(), j.MaxBound, j.Job.MinMember))
 		}
 		switch j.Job.Expect {
-		case ExpectRun:
+		case scenario.ExpectRun:
 			if !j.Ran() {
 				errs = append(errs, fmt.Errorf("%s: expected to run, did not (%s)", j.Job.Key(), j.Reason))
 			}
-		case ExpectPending:
+		case scenario.ExpectPending:
 			if j.MaxBound > 0 {
 				errs = append(errs, fmt.Errorf("%s: expected to stay pending, %d members were bound", j.Job.Key(), j.MaxBound))
 			}
 		}
-		if level := j.Job.requiredLevel(); level != "" && len(j.Nodes) > 0 {
-			if domains := r.domainsOf(j, level); len(domains) > 1 {
+		if level := j.Job.RequiredLevel(); level != "" && len(j.Nodes) > 0 {
+			if domains := domainsOf(r, j, level); len(domains) > 1 {
 				errs = append(errs, fmt.Errorf("%s: required one %s, ran in %d: %s", j.Job.Key(), level, len(domains), strings.Join(domains, ", ")))
 			}
 		}
 	}
-	for _, q := range r.QueueShares() {
+	for _, q := range QueueShares(r) {
 		if q.Expect == nil {
 			continue
 		}
@@ -128,7 +134,7 @@ func (r *Result) Check() []error {
 			errs = append(errs, fmt.Errorf("queue %s: no moment with every queue waiting; the share cannot be measured", q.Name))
 			continue
 		}
-		if !r.shareOK(q) {
+		if !shareOK(r, q) {
 			errs = append(errs, fmt.Errorf("queue %s: share %.2f, expected %.2f ± %.2f", q.Name, q.Share, *q.Expect, r.Scenario.ShareTolerance))
 		}
 	}
@@ -140,23 +146,23 @@ func (r *Result) Check() []error {
 
 // Domain names where a job ran: the domain of its required level, else the
 // widest network domains it used ("" without a network or before it ran).
-func (r *Result) Domain(j *JobResult) string {
+func Domain(r *sim.Result, j *sim.JobResult) string {
 	if len(j.Nodes) == 0 {
 		return ""
 	}
-	level := j.Job.requiredLevel()
+	level := j.Job.RequiredLevel()
 	if level == "" {
 		if len(r.Scenario.Network) == 0 {
 			return ""
 		}
 		level = r.Scenario.Network[0].Name
 	}
-	return strings.Join(r.domainsOf(j, level), "+")
+	return strings.Join(domainsOf(r, j, level), "+")
 }
 
 // domainsOf lists the distinct domains of a level the job's nodes are in.
-func (r *Result) domainsOf(j *JobResult, level string) []string {
-	l := r.Scenario.level(level)
+func domainsOf(r *sim.Result, j *sim.JobResult, level string) []string {
+	l := r.Scenario.Level(level)
 	if l == nil {
 		return nil
 	}
@@ -181,7 +187,7 @@ func (r *Result) domainsOf(j *JobResult, level string) []string {
 
 // share is a queue's fraction of what all queues used at the sample; false
 // when nothing was in use.
-func (s Sample) share(queue string) (float64, bool) {
+func share(s sim.Sample, queue string) (float64, bool) {
 	var total int64
 	for _, v := range s.QueueUsed {
 		total += v
@@ -196,12 +202,12 @@ const sparkWidth = 50
 
 // shareSparkline draws a queue's share of the used resource over the run,
 // one block per time bucket (the bucket's mean).
-func (r *Result) shareSparkline(queue string) string {
+func shareSparkline(r *sim.Result, queue string) string {
 	blocks := []rune("▁▂▃▄▅▆▇█")
 	var sum [sparkWidth]float64
 	var n [sparkWidth]int
 	for _, s := range r.Samples {
-		share, ok := s.share(queue)
+		share, ok := share(s, queue)
 		if !ok || r.Elapsed <= 0 {
 			continue
 		}
@@ -235,14 +241,14 @@ type QueueShare struct {
 }
 
 // QueueShares measures the scenario's queues (nil without queues).
-func (r *Result) QueueShares() []QueueShare {
+func QueueShares(r *sim.Result) []QueueShare {
 	qs := r.Scenario.Queues
 	if len(qs) == 0 {
 		return nil
 	}
-	contended := func(s Sample) bool {
+	contended := func(s sim.Sample) bool {
 		for _, q := range qs {
-			if (q.ExpectShare != nil || !r.anyExpectShare()) && s.QueueWaiting[q.Name] == 0 {
+			if (q.ExpectShare != nil || !anyExpectShare(r)) && s.QueueWaiting[q.Name] == 0 {
 				return false
 			}
 		}
@@ -257,7 +263,7 @@ func (r *Result) QueueShares() []QueueShare {
 			continue
 		}
 		for i, q := range qs {
-			if share, ok := s.share(q.Name); ok {
+			if share, ok := share(s, q.Name); ok {
 				out[i].Share += share
 				out[i].Samples++
 			}
@@ -271,7 +277,7 @@ func (r *Result) QueueShares() []QueueShare {
 	return out
 }
 
-func (r *Result) anyExpectShare() bool {
+func anyExpectShare(r *sim.Result) bool {
 	for _, q := range r.Scenario.Queues {
 		if q.ExpectShare != nil {
 			return true
@@ -281,15 +287,15 @@ func (r *Result) anyExpectShare() bool {
 }
 
 // shareUnit names the resource queue shares are measured in.
-func (r *Result) shareUnit() string {
+func shareUnit(r *sim.Result) string {
 	if r.GPUs > 0 {
 		return "GPUs"
 	}
 	return "CPU"
 }
 
-func (r *Result) numaNodes() []NodeResult {
-	var out []NodeResult
+func numaNodes(r *sim.Result) []sim.NodeResult {
+	var out []sim.NodeResult
 	for _, n := range r.Nodes {
 		if n.Zones > 0 {
 			out = append(out, n)

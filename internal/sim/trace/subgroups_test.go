@@ -1,10 +1,9 @@
-package sim
+package trace
 
 import (
 	"bytes"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -43,23 +42,11 @@ func TestReadTraceSubGroups(t *testing.T) {
 		a[phalanxv1alpha1.TopologyRequiredAnnotation] != "spine" || !sc.Jobs[0].Ranks {
 		t.Errorf("tp job: %+v", sc.Jobs[0])
 	}
-	if size, level := sc.Jobs[0].subGroups(); size != 4 || level != "nvlink-clique" {
+	if size, level := sc.Jobs[0].SubGroups(); size != 4 || level != "nvlink-clique" {
 		t.Errorf("subGroups() = %d, %q", size, level)
 	}
 	if sc.Jobs[1].Ranks || len(sc.Jobs[1].Annotations) != 1 {
 		t.Errorf("flat job: %+v", sc.Jobs[1])
-	}
-	// For upstream-gang, tp is a CompositePodGroup of 2 PodGroups of 4
-	// (ranks 0-3, 4-7); flat is one PodGroup.
-	d := &driver{sc: sc}
-	if got := []string{d.upstreamGang(sc.Jobs[0]).GroupOf(3), d.upstreamGang(sc.Jobs[0]).GroupOf(4), d.upstreamGang(sc.Jobs[1]).GroupOf(1)}; !slices.Equal(got, []string{"tp-tp-0", "tp-tp-1", "flat"}) {
-		t.Errorf("upstream PodGroups of tp ranks 3 and 4, flat rank 1: %v", got)
-	}
-	if spec := podSpec(sc.Jobs[0], 5); spec.Labels[phalanxv1alpha1.RankLabel] != "5" {
-		t.Errorf("pod 5 of tp labels %v, want rank 5", spec.Labels)
-	}
-	if spec := podSpec(sc.Jobs[1], 1); spec.Labels[phalanxv1alpha1.RankLabel] != "" {
-		t.Errorf("pod of a job without sub-groups has a rank label: %v", spec.Labels)
 	}
 	// Written back with the sub-group columns, and read again the same.
 	out := t.TempDir()
@@ -227,39 +214,6 @@ func TestFitsSubGroups(t *testing.T) {
 	} {
 		if got := tr.fits(c.j); got != c.want {
 			t.Errorf("fits(%d members in sub-groups of %d) = %v, want %v", c.j.MinMember, c.j.SubGroupSize, got, c.want)
-		}
-	}
-}
-
-// TestSplitSubGroups and the summary: a sub-group whose running pods span
-// two cliques counts; the summary counts jobs with a split sub-group, and
-// the report's row about them shows only when a replay had sub-groups.
-func TestSplitSubGroups(t *testing.T) {
-	clique := map[string]string{"a": "c0", "b": "c0", "c": "c1"}
-	domain := func(n string) string { return clique[n] }
-	pods := []rankedPod{{0, "a"}, {1, "b"}, {2, "a"}, {3, "c"}, {4, "c"}, {5, "c"}}
-	if got := splitSubGroups(pods, 2, domain); got != 1 {
-		t.Errorf("sub-groups of 2: %d split, want 1 (ranks 2-3)", got)
-	}
-	if got := splitSubGroups(pods, 3, domain); got != 0 {
-		t.Errorf("sub-groups of 3: %d split, want none (ranks 0-2 in c0, 3-5 in c1)", got)
-	}
-	tp := Job{Name: "tp", Replicas: 4, MinMember: 4, GPUs: 1, Annotations: map[string]string{
-		phalanxv1alpha1.SubGroupSizeAnnotation: "2", phalanxv1alpha1.SubGroupTopologyRequiredAnnotation: "nvlink-clique"}, Ranks: true}
-	r := &Result{Scenario: &Scenario{Name: "t", Jobs: []Job{tp}}, GPUs: 8, Elapsed: 1,
-		Jobs: []*JobResult{{Job: tp, MaxBound: 4, QuorumAt: 1, MaxSplitSubGroups: 1}}}
-	got := TraceRun{Scheduler: "x", Speed: 1, Result: r}.Summary()
-	if got.SubGroupJobs != 1 || got.SplitSubGroupJobs != 1 {
-		t.Errorf("sub-group jobs %d, split %d; want 1 and 1", got.SubGroupJobs, got.SplitSubGroupJobs)
-	}
-	var text bytes.Buffer
-	WriteTraceText(&text, []TraceRun{{Scheduler: "x", Speed: 1, Result: r}})
-	if !strings.Contains(text.String(), "jobs with split sub-groups") {
-		t.Errorf("report lacks the sub-group row:\n%s", text.String())
-	}
-	for _, row := range summaryRows([]TraceSummary{{}}) {
-		if strings.Contains(row.label, "sub-groups") {
-			t.Errorf("a replay without sub-groups has the row %q", row.label)
 		}
 	}
 }

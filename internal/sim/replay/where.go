@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"fmt"
@@ -7,14 +7,14 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/metrics"
 )
 
 // Where the idle GPUs were while jobs waited, and what the longest waits
 // waited for: the report's breakdown where useful allocation or the wait
 // falls short (issue 30's goals).
-
-// DomainKey names a domain of a network level in Sample.IdleGPU.
-func DomainKey(level, domain string) string { return level + "=" + domain }
 
 // DomainIdle is one domain's GPUs and its mean free GPUs while jobs waited.
 type DomainIdle struct {
@@ -59,7 +59,7 @@ func (tr TraceRun) idleByDomain(at []time.Duration, waiting []bool) []DomainIdle
 	if len(r.Scenario.Network) == 0 {
 		return nil
 	}
-	mean := meanWhile(r.Samples, at, r.Elapsed, waiting, func(x Sample) map[string]int { return x.IdleGPU })
+	mean := meanWhile(r.Samples, at, r.Elapsed, waiting, func(x sim.Sample) map[string]int { return x.IdleGPU })
 	var out []DomainIdle
 	for _, l := range r.Scenario.Network {
 		gpus := map[string]int64{}
@@ -74,7 +74,7 @@ func (tr TraceRun) idleByDomain(at []time.Duration, waiting []bool) []DomainIdle
 		}
 		sort.Strings(names)
 		for _, d := range names {
-			out = append(out, DomainIdle{Level: l.Name, Domain: d, GPUs: gpus[d], Idle: mean[DomainKey(l.Name, d)]})
+			out = append(out, DomainIdle{Level: l.Name, Domain: d, GPUs: gpus[d], Idle: mean[metrics.DomainKey(l.Name, d)]})
 		}
 	}
 	return out
@@ -86,7 +86,7 @@ func (tr TraceRun) longestWaits() []JobWait {
 	r := tr.Result
 	var out []JobWait
 	for _, j := range r.Jobs {
-		w := JobWait{Key: j.Job.Key(), Pods: j.Job.Replicas, GPUsPerPod: j.Job.GPUs, Level: j.Job.requiredLevel(),
+		w := JobWait{Key: j.Job.Key(), Pods: j.Job.Replicas, GPUsPerPod: j.Job.GPUs, Level: j.Job.RequiredLevel(),
 			Wait: j.WaitUntil(r.Elapsed).Seconds() * tr.Speed, Started: j.Ran(), Restarted: j.RestartedAt > 0}
 		w.Causes = durationShares(j.WaitedBy)
 		var held time.Duration
@@ -122,10 +122,10 @@ func durationShares(m map[string]time.Duration) map[string]float64 {
 	return out
 }
 
-// causeParts formats shares of WaitCauses in report order.
+// causeParts formats shares of metrics.WaitCauses in report order.
 func causeParts(shares map[string]float64) string {
-	parts := make([]string, len(WaitCauses))
-	for i, c := range WaitCauses {
+	parts := make([]string, len(metrics.WaitCauses))
+	for i, c := range metrics.WaitCauses {
 		parts[i] = fmt.Sprintf("%.0f%%", 100*shares[c])
 	}
 	return strings.Join(parts, " / ")
@@ -147,7 +147,7 @@ func writeWhere(w io.Writer, sums []TraceSummary) {
 		}
 		fmt.Fprintf(w, "\n%s: the longest waits, and what each waited for (parts of its waited time):\n", s.Scheduler)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "  JOB\tPODS × GPUs\tREQUIRED\tWAIT (s)\t%s\tROOM HELD LONGEST BY\n", strings.ToUpper(strings.Join(WaitCauses, " / ")))
+		fmt.Fprintf(tw, "  JOB\tPODS × GPUs\tREQUIRED\tWAIT (s)\t%s\tROOM HELD LONGEST BY\n", strings.ToUpper(strings.Join(metrics.WaitCauses, " / ")))
 		for _, j := range s.LongestWaits {
 			wait := fmt.Sprintf("%.0f", j.Wait)
 			if o := j.outcome(); o != "started" {
@@ -179,4 +179,12 @@ func writeIdle(w io.Writer, idle []DomainIdle) {
 		}
 		first = end
 	}
+}
+
+// orDash writes "-" for nothing.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

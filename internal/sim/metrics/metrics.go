@@ -1,4 +1,8 @@
-package sim
+// Package metrics holds the simulator's placement-quality measures as pure
+// functions over what it observed: fragmentation, why a job waited, the
+// scheduler's word on a pod, fair shares by water-filling, and the time
+// means and percentiles the reports are made of.
+package metrics
 
 import (
 	"maps"
@@ -10,11 +14,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/component-base/metrics/legacyregistry"
 )
-
-// The placement-quality metrics of a trace replay, as pure functions over
-// what the simulator observed; Result.TraceSummary puts them together.
 
 // Shape is what one pod asks for.
 type Shape struct {
@@ -100,7 +100,7 @@ func CDF(values []float64) (xs, ps []float64) {
 // one for the time until end). ok is false when no time was included.
 func TimeMean(at []time.Duration, end time.Duration, value []float64, include []bool) (mean float64, ok bool) {
 	var sum, span float64
-	eachSpan(at, end, include, func(i int, dt float64) {
+	EachSpan(at, end, include, func(i int, dt float64) {
 		sum += value[i] * dt
 		span += dt
 	})
@@ -110,10 +110,10 @@ func TimeMean(at []time.Duration, end time.Duration, value []float64, include []
 	return sum / span, true
 }
 
-// eachSpan calls f with the length in seconds of each included sample's
+// EachSpan calls f with the length in seconds of each included sample's
 // span: sample i stands for the time until sample i+1 (the last one until
 // end); empty spans are skipped.
-func eachSpan(at []time.Duration, end time.Duration, include []bool, f func(i int, dt float64)) {
+func EachSpan(at []time.Duration, end time.Duration, include []bool, f func(i int, dt float64)) {
 	for i := range at {
 		if !include[i] {
 			continue
@@ -220,6 +220,9 @@ const (
 	WaitRoomHeld = "room held"
 )
 
+// DomainKey names a domain of a network level in a sample's idle GPUs.
+func DomainKey(level, domain string) string { return level + "=" + domain }
+
 // WordNotTried is SchedulerWord for a pod with no PodScheduled condition:
 // not tried yet, or held back before the scheduling cycle (a scheduling
 // gate, PreEnqueue).
@@ -248,30 +251,6 @@ func SchedulerWord(p *v1.Pod) string {
 
 // wordNumbers matches numbers, quantities and generated names' suffixes.
 var wordNumbers = regexp.MustCompile(`[0-9]+(\.[0-9]+)?[a-zA-Z]{0,2}`)
-
-// schedulerQueue reads the in-process scheduler's pending pods by queue
-// from its metrics (nil when they cannot be read).
-func schedulerQueue() map[string]int {
-	families, err := legacyregistry.DefaultGatherer.Gather()
-	if err != nil {
-		return nil
-	}
-	for _, f := range families {
-		if f.GetName() != "scheduler_pending_pods" {
-			continue
-		}
-		out := map[string]int{}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "queue" {
-					out[l.GetValue()] = int(m.GetGauge().GetValue())
-				}
-			}
-		}
-		return out
-	}
-	return nil
-}
 
 // WaitCauses lists the causes in report order.
 var WaitCauses = []string{WaitNoRoom, WaitNoDomain, WaitRoomHeld}

@@ -1,4 +1,4 @@
-package sim
+package scenario
 
 import (
 	"path/filepath"
@@ -25,7 +25,7 @@ func TestParseDemo(t *testing.T) {
 
 // Every scenario file in examples/ stays valid.
 func TestParseExamples(t *testing.T) {
-	files, err := filepath.Glob("../../examples/*.yaml")
+	files, err := filepath.Glob("../../../examples/*.yaml")
 	if err != nil || len(files) < 2 {
 		t.Fatalf("examples: %v %v", files, err)
 	}

@@ -1,4 +1,4 @@
-package sim
+package replay
 
 import (
 	"bytes"
@@ -9,6 +9,9 @@ import (
 	"time"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/metrics"
+	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 )
 
 // TestWhereIdleAndLongestWaits: the report says where the idle GPUs were
@@ -16,26 +19,26 @@ import (
 // waited for (their own time by cause, and the word that held them).
 func TestWhereIdleAndLongestWaits(t *testing.T) {
 	const s = time.Second
-	leafJob := Job{Name: "leafy", Replicas: 4, MinMember: 4, GPUs: 8, Annotations: map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: "leaf"}}
-	small := Job{Name: "small", Replicas: 1, GPUs: 1}
-	late := Job{Name: "late", Replicas: 1, GPUs: 1, Arrival: Duration{8 * s}}
-	sc := &Scenario{Name: "t", Jobs: []Job{leafJob, small, late},
+	leafJob := scenario.Job{Name: "leafy", Replicas: 4, MinMember: 4, GPUs: 8, Annotations: map[string]string{phalanxv1alpha1.TopologyRequiredAnnotation: "leaf"}}
+	small := scenario.Job{Name: "small", Replicas: 1, GPUs: 1}
+	late := scenario.Job{Name: "late", Replicas: 1, GPUs: 1, Arrival: scenario.Duration{Duration: 8 * s}}
+	sc := &scenario.Scenario{Name: "t", Jobs: []scenario.Job{leafJob, small, late},
 		Network: []phalanxv1alpha1.TopologyLevel{{Name: "spine", NodeLabel: "spine"}, {Name: "leaf", NodeLabel: "leaf"}}}
-	node := func(name, spine, leaf string, tainted bool) NodeResult {
-		return NodeResult{Name: name, GPUs: 8, Tainted: tainted, Labels: map[string]string{"spine": spine, "leaf": leaf}}
+	node := func(name, spine, leaf string, tainted bool) sim.NodeResult {
+		return sim.NodeResult{Name: name, GPUs: 8, Tainted: tainted, Labels: map[string]string{"spine": spine, "leaf": leaf}}
 	}
-	r := &Result{Scenario: sc, GPUs: 24, Elapsed: 10 * s,
-		Nodes: []NodeResult{node("n0", "s0", "l0", false), node("n1", "s0", "l1", false), node("n2", "s0", "l1", true)},
-		Jobs: []*JobResult{
-			{Job: leafJob, Submitted: 0, WaitedBy: map[string]time.Duration{WaitNoDomain: 3 * s, WaitRoomHeld: s},
+	r := &sim.Result{Scenario: sc, GPUs: 24, Elapsed: 10 * s,
+		Nodes: []sim.NodeResult{node("n0", "s0", "l0", false), node("n1", "s0", "l1", false), node("n2", "s0", "l1", true)},
+		Jobs: []*sim.JobResult{
+			{Job: leafJob, Submitted: 0, WaitedBy: map[string]time.Duration{metrics.WaitNoDomain: 3 * s, metrics.WaitRoomHeld: s},
 				HeldBy: map[string]time.Duration{"Unschedulable: b": s / 2, "Unschedulable: a": s / 2}},
-			{Job: small, Submitted: 0, QuorumAt: 2 * s, WaitedBy: map[string]time.Duration{WaitRoomHeld: 2 * s},
-				HeldBy: map[string]time.Duration{WordNotTried: 2 * s}},
+			{Job: small, Submitted: 0, QuorumAt: 2 * s, WaitedBy: map[string]time.Duration{metrics.WaitRoomHeld: 2 * s},
+				HeldBy: map[string]time.Duration{metrics.WordNotTried: 2 * s}},
 			{Job: late, Submitted: 8 * s, QuorumAt: 8 * s},
 		},
 		// Jobs wait for the first 4 s: l0 has 2 free then 6, l1 4 then 0;
 		// afterwards nothing waits and all is free (not counted).
-		Samples: []Sample{
+		Samples: []sim.Sample{
 			{At: 0, JobsWaiting: 2, IdleGPU: map[string]int{"spine=s0": 6, "leaf=l0": 2, "leaf=l1": 4}},
 			{At: 2 * s, JobsWaiting: 1, IdleGPU: map[string]int{"spine=s0": 6, "leaf=l0": 6, "leaf=l1": 0}},
 			{At: 4 * s, IdleGPU: map[string]int{"spine=s0": 16, "leaf=l0": 8, "leaf=l1": 8}},
@@ -50,8 +53,8 @@ func TestWhereIdleAndLongestWaits(t *testing.T) {
 	// Longest first, in trace seconds; the leaf gang never started and
 	// waits to the end; a tie between words goes to the first by name.
 	wantWaits := []JobWait{
-		{Key: "default/leafy", Pods: 4, GPUsPerPod: 8, Level: "leaf", Wait: 100, Causes: map[string]float64{WaitNoDomain: 0.75, WaitRoomHeld: 0.25}, HeldBy: "Unschedulable: a"},
-		{Key: "default/small", Pods: 1, GPUsPerPod: 1, Wait: 20, Causes: map[string]float64{WaitRoomHeld: 1}, HeldBy: WordNotTried, Started: true},
+		{Key: "default/leafy", Pods: 4, GPUsPerPod: 8, Level: "leaf", Wait: 100, Causes: map[string]float64{metrics.WaitNoDomain: 0.75, metrics.WaitRoomHeld: 0.25}, HeldBy: "Unschedulable: a"},
+		{Key: "default/small", Pods: 1, GPUsPerPod: 1, Wait: 20, Causes: map[string]float64{metrics.WaitRoomHeld: 1}, HeldBy: metrics.WordNotTried, Started: true},
 		{Key: "default/late", Pods: 1, GPUsPerPod: 1, Wait: 0, Started: true},
 	}
 	if !reflect.DeepEqual(got.LongestWaits, wantWaits) {
@@ -69,45 +72,6 @@ func TestWhereIdleAndLongestWaits(t *testing.T) {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("text lacks %q:\n%s", want, text.String())
 		}
-	}
-}
-
-// TestCountWait: each sample's cause counts for the time until the next
-// sample, and a job judged at no sample (it started) gains nothing.
-func TestCountWait(t *testing.T) {
-	const s = time.Second
-	j := &JobResult{}
-	j.countWait(s) // nothing judged yet
-	j.lastCause = WaitNoRoom
-	j.countWait(2 * s)
-	j.lastCause, j.lastWord = WaitRoomHeld, "Unschedulable: x"
-	j.countWait(3 * s)
-	j.countWait(5 * s) // not judged at the last sample: started
-	if want := map[string]time.Duration{WaitNoRoom: 2 * s, WaitRoomHeld: 3 * s}; !reflect.DeepEqual(j.WaitedBy, want) {
-		t.Errorf("waited by %v, want %v", j.WaitedBy, want)
-	}
-	if want := map[string]time.Duration{"Unschedulable: x": 3 * s}; !reflect.DeepEqual(j.HeldBy, want) {
-		t.Errorf("held by %v, want %v", j.HeldBy, want)
-	}
-}
-
-// TestIdleByDomainSample: a sample sums the untainted nodes' free GPUs per
-// domain of each level above the host; without levels it keeps nothing.
-func TestIdleByDomainSample(t *testing.T) {
-	sc := &Scenario{Network: []phalanxv1alpha1.TopologyLevel{{Name: "leaf", NodeLabel: "leaf"}}}
-	d := &driver{sc: sc, res: &Result{Nodes: []NodeResult{
-		{Name: "a", Labels: map[string]string{"leaf": "l0"}},
-		{Name: "t", Tainted: true, Labels: map[string]string{"leaf": "l0"}},
-		{Name: "b", Labels: map[string]string{"leaf": "l0"}},
-		{Name: "c", Labels: map[string]string{"leaf": "l1"}},
-	}}}
-	got := d.idleByDomain(d.untainted(), []Room{{GPUs: 3}, {GPUs: 1}, {GPUs: 0}})
-	if want := map[string]int{"leaf=l0": 4, "leaf=l1": 0}; !reflect.DeepEqual(got, want) {
-		t.Errorf("idle %v, want %v", got, want)
-	}
-	d.sc = &Scenario{}
-	if got := d.idleByDomain(nil, nil); got != nil {
-		t.Errorf("idle without levels %v, want nil", got)
 	}
 }
 
