@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
+	"github.com/phalanx-sched/phalanx/internal/inflight"
 	"github.com/phalanx-sched/phalanx/internal/status"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
@@ -49,15 +49,14 @@ type Ports struct {
 
 // Maker creates implicit gangs' PodGroups, each once at a time.
 type Maker struct {
-	p  Ports
-	mu sync.Mutex
+	p Ports
 	// inFlight: the PodGroups made or being made ("namespace/name", and
 	// "namespace/name@<owner UID>" per owner added).
-	inFlight map[string]bool
+	inFlight inflight.Keys
 }
 
 // New returns a maker over p.
-func New(p Ports) *Maker { return &Maker{p: p, inFlight: map[string]bool{}} }
+func New(p Ports) *Maker { return &Maker{p: p} }
 
 // EnsureFor makes (or gives an owner to) the PodGroup of a pending
 // implicit-gang member, when this replica leads.
@@ -106,12 +105,12 @@ func (m *Maker) ensure(pod *v1.Pod, im workload.Implicit, exists bool) {
 		key += "@" + string(owner.UID)
 	}
 	// Claimed for good once made; released to try again after a failure.
-	if !m.claim(key) {
+	if !m.inFlight.Claim(key) {
 		return
 	}
 	go func() {
 		if !m.write(pod, im, ref, owner, exists) {
-			m.release(key)
+			m.inFlight.Release(key)
 		}
 	}()
 }
@@ -166,38 +165,9 @@ func (m *Maker) Forget(ref ident.Ref) {
 		return
 	}
 	key := ref.String()
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.inFlight, key)
-	for k := range m.inFlight {
-		if strings.HasPrefix(k, key+"@") {
-			delete(m.inFlight, k)
-		}
-	}
+	m.inFlight.ReleaseMatching(func(k string) bool { return k == key || strings.HasPrefix(k, key+"@") })
 }
 
 // Tracked is how many PodGroups are held as made or being made; a deleted
 // gang's are forgotten.
-func (m *Maker) Tracked() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return len(m.inFlight)
-}
-
-// claim marks key as in flight; false when it already is.
-func (m *Maker) claim(key string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.inFlight[key] {
-		return false
-	}
-	m.inFlight[key] = true
-	return true
-}
-
-// release ends key's claim.
-func (m *Maker) release(key string) {
-	m.mu.Lock()
-	delete(m.inFlight, key)
-	m.mu.Unlock()
-}
+func (m *Maker) Tracked() int { return m.inFlight.Len() }

@@ -96,11 +96,13 @@ type quorum struct {
 func (q *quorum) Offered(ref ident.Ref, _ *v1.Pod)    { q.offered = append(q.offered, ref) }
 func (q *quorum) QuorumMet(ident.Ref, types.UID) bool { return q.met }
 func (q *quorum) QuorumShort(ref ident.Ref)           { q.short = append(q.short, ref) }
+
+// workloadsFunc is a Workloads of a func.
+type workloadsFunc func(context.Context, workload.Owner) (workload.OrderedStartup, bool, error)
+
 func (w workloadsFunc) OrderedStartup(ctx context.Context, o workload.Owner) (workload.OrderedStartup, bool, error) {
 	return w(ctx, o)
 }
-
-type workloadsFunc func(context.Context, workload.Owner) (workload.OrderedStartup, bool, error)
 
 type fixture struct {
 	dir    *directory

@@ -132,7 +132,7 @@ func (g *Gangs) claimsNamed(pod *v1.Pod) {
 		return
 	}
 	g.Lifecycle.Changed()
-	g.inBackground("claims/"+ref.String(), func() { g.wakes.WakeOne(metrics.WokenClaimsNamed, ref) })
+	g.inFlight.Go("claims/"+ref.String(), func() { g.wakes.WakeOne(metrics.WokenClaimsNamed, ref) })
 }
 
 // memberArrived runs when a pending member is added or loses its last
@@ -149,7 +149,7 @@ func (g *Gangs) memberArrived(pod *v1.Pod) {
 		// A started gang of sub-groups: members of a sub-group that waited
 		// for the rest of it may plan it now.
 		if spec, err := g.Spec(ref); err == nil && spec.SubGroups != nil && g.Lifecycle.Phase(ref) == lifecycle.PhaseStarted {
-			g.inBackground("wake/"+ref.String(), func() { g.wakes.Wake(metrics.WokenSubGroup, ref) })
+			g.inFlight.Go("wake/"+ref.String(), func() { g.wakes.Wake(metrics.WokenSubGroup, ref) })
 		}
 		return
 	}
@@ -175,7 +175,7 @@ func (g *Gangs) quorumMayBeMet(ref ident.Ref) {
 	g.ForgetStartup(ref)
 	// Coalesce: when the informer lists a whole gang at once, every one of
 	// its adds sees the quorum; one wake at a time per gang is enough.
-	g.inBackground("wake/"+ref.String(), func() {
+	g.inFlight.Go("wake/"+ref.String(), func() {
 		if _, failed := g.Lifecycle.Failed(ref); failed {
 			g.wakes.WakeOne(metrics.WokenQuorum, ref)
 			return

@@ -18,7 +18,7 @@ func (g *Gangs) sizes() map[string]int {
 	g.mu.Lock()
 	out := map[string]int{
 		"gangs.podEvents": len(g.podEvents),
-		"gangs.inFlight":  len(g.inFlight),
+		"gangs.inFlight":  g.inFlight.Len(),
 		"gangs.startup":   g.StartupsTracked(),
 	}
 	g.mu.Unlock()

@@ -38,6 +38,7 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
+	"github.com/phalanx-sched/phalanx/internal/inflight"
 	"github.com/phalanx-sched/phalanx/internal/informersync"
 	"github.com/phalanx-sched/phalanx/internal/leadership"
 	"github.com/phalanx-sched/phalanx/internal/metrics"
@@ -90,7 +91,7 @@ type Gangs struct {
 	podEvents map[types.UID]string
 	// inFlight: background work in flight (a stale nomination, a wake), so
 	// each runs once at a time (inBackground).
-	inFlight     map[string]bool
+	inFlight     inflight.Keys
 	sweeperOnce  sync.Once
 	workloadOnce sync.Once
 	// evictor deletes evicted gangs, or asks consolidation's moved gangs to leave.
@@ -132,7 +133,6 @@ func New(h Host) (*Gangs, error) {
 		host: h, fw: fw, pgClient: pgClient,
 		pods:      fw.Informers.Core().V1().Pods().Lister(),
 		podEvents: map[types.UID]string{},
-		inFlight:  map[string]bool{},
 	}
 	g.Lifecycle = lifecycle.NewLifecycle(h.Clock, g)
 	g.wakes = requeue.New(requeue.Ports{Directory: directory{g}, Lifecycle: g.Lifecycle, Clock: h.Clock,
@@ -166,7 +166,7 @@ func New(h Host) (*Gangs, error) {
 	g.Directory = dir
 	g.Gate = readiness.New(readiness.Ports{Directory: dir, Lifecycle: g.Lifecycle, Conditions: g.Status, Quorum: g.wakes,
 		Workloads: readiness.APIWorkloads{Kube: fw.Client, Dynamic: h.Dynamic}, PodEvent: g.PodEvent,
-		InBackground: g.inBackground, WorkloadAPIRecheck: func() time.Duration { return apifollow.Recheck },
+		InBackground: g.inFlight.Go, WorkloadAPIRecheck: func() time.Duration { return apifollow.Recheck },
 		Clock: h.Clock, Ctx: h.Ctx})
 	g.implicitPGs = implicitpg.New(implicitpg.Ports{Ctx: ctx, Leading: h.Leader.Leading, Directory: dir,
 		Pods: g.pods, Client: pgClient, PodGroups: pgInformer.Lister(), PodEvent: g.PodEvent})
@@ -225,37 +225,6 @@ func (g *Gangs) PriorityOf(pod *v1.Pod) int32 {
 	return spec.PriorityOf(pod)
 }
 
-// inBackground runs f in a goroutine unless a run under the same key is
-// still going: API writes and wakes that many events ask for at once are
-// done once at a time.
-func (g *Gangs) inBackground(key string, f func()) {
-	if !g.claim(key) {
-		return
-	}
-	go func() {
-		defer g.release(key)
-		f()
-	}()
-}
-
-// claim marks key as in flight; false when it already is.
-func (g *Gangs) claim(key string) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.inFlight[key] {
-		return false
-	}
-	g.inFlight[key] = true
-	return true
-}
-
-// release ends key's claim.
-func (g *Gangs) release(key string) {
-	g.mu.Lock()
-	delete(g.inFlight, key)
-	g.mu.Unlock()
-}
-
 // clearNomination removes a nomination that no plan of this scheduler
 // stands behind: one a scheduler left on a member it had reserved when it
 // died. The framework counts nominated pods on their node, so the stale
@@ -265,7 +234,7 @@ func (g *Gangs) clearNomination(pod *v1.Pod) {
 		// The leader's nominations are not a standby's to clear.
 		return
 	}
-	g.inBackground("nomination/"+string(pod.UID), func() {
+	g.inFlight.Go("nomination/"+string(pod.UID), func() {
 		body := []byte(`{"status":{"nominatedNodeName":null}}`)
 		_, err := g.fw.Client.CoreV1().Pods(pod.Namespace).Patch(g.host.Ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
 		if err != nil {
