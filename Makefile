@@ -21,10 +21,11 @@ TEST_TIMEOUT ?= 30m
 
 all: build
 
-## build: the scheduler, the controller and the simulator into bin/
+## build: the scheduler, the controller, the global tier, the simulator and the CLI into bin/
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-scheduler ./cmd/phalanx-scheduler
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-controller ./cmd/phalanx-controller
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-global ./cmd/phalanx-global
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 
@@ -66,7 +67,7 @@ workloads:
 ## karmada-scheduler-estimator, v1.18.2) against phalanx's estimator; a separate Go module
 ## (test/karmada, Karmada's commands built from test/karmada/upstream at Karmada's own versions)
 karmada: build
-	cd test/karmada && PHALANX_SCHEDULER_BIN=$(CURDIR)/$(BIN)/phalanx-scheduler \
+	cd test/karmada && PHALANX_SCHEDULER_BIN=$(CURDIR)/$(BIN)/phalanx-scheduler PHALANX_GLOBAL_BIN=$(CURDIR)/$(BIN)/phalanx-global \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## e2e: test/e2e in both modes on an in-process API server that enforces RBAC,

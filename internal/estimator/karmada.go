@@ -25,12 +25,12 @@ import (
 // named <name>-<lowercased kind>, holding the template's apiVersion.
 var resourceBindings = schema.GroupVersionResource{Group: "work.karmada.io", Version: "v1alpha2", Resource: "resourcebindings"}
 
-// Read from a template: the queue label, the topology and the sub-group
-// annotations. Gang annotations are not: a dry run's members form one gang
+// Read from a template: the queue label, the dependencies (phalanx-global
+// reads them), the topology and the sub-group annotations. Gang annotations are not: a dry run's members form one gang
 // by construction.
 var (
 	templateLabels      = []string{phalanxv1alpha1.QueueLabel}
-	templateAnnotations = []string{phalanxv1alpha1.TopologyRequiredAnnotation, phalanxv1alpha1.TopologyPreferredAnnotation,
+	templateAnnotations = []string{phalanxv1alpha1.DependsOnAnnotation, phalanxv1alpha1.TopologyRequiredAnnotation, phalanxv1alpha1.TopologyPreferredAnnotation,
 		phalanxv1alpha1.SubGroupSizeAnnotation, phalanxv1alpha1.SubGroupMinAnnotation,
 		phalanxv1alpha1.SubGroupTopologyRequiredAnnotation, phalanxv1alpha1.SubGroupTopologyPreferredAnnotation}
 )
@@ -106,9 +106,18 @@ func (k *KarmadaTemplates) read(ctx context.Context, kind, namespace, name strin
 		return nil, fmt.Errorf("ResourceBinding of %s %s/%s: %w", kind, namespace, name, err)
 	}
 	apiVersion, _, _ := unstructured.NestedString(rb.Object, "spec", "resource", "apiVersion")
+	t, err := k.Of(ctx, apiVersion, kind, namespace, name)
+	if err != nil {
+		return nil, fmt.Errorf("ResourceBinding %s/%s: %w", namespace, rb.GetName(), err)
+	}
+	return t, nil
+}
+
+// Of reads the template of the given apiVersion and kind (not cached).
+func (k *KarmadaTemplates) Of(ctx context.Context, apiVersion, kind, namespace, name string) (*Template, error) {
 	gv, err := schema.ParseGroupVersion(apiVersion)
 	if err != nil {
-		return nil, fmt.Errorf("ResourceBinding %s/%s: spec.resource.apiVersion: %w", namespace, rb.GetName(), err)
+		return nil, fmt.Errorf("spec.resource.apiVersion: %w", err)
 	}
 	mapping, err := k.mapper.RESTMapping(gv.WithKind(kind).GroupKind(), gv.Version)
 	if err != nil {

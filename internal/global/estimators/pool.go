@@ -43,6 +43,9 @@ func (s listerServices) Service(namespace, name string) (*v1.Service, error) {
 type Question struct {
 	Namespace, Kind, Name string
 	Components            []*karmadapb.Component
+	// Assumed are workloads already sent to the cluster whose pods its
+	// planner may not see yet; the estimator deducts them.
+	Assumed []*karmadapb.AssumedWorkload
 }
 
 // Result is one cluster's answer to SetsAll.
@@ -92,18 +95,23 @@ func (p *Pool) Sets(ctx context.Context, cluster string, q Question) (int32, err
 // SetsAll asks every cluster at once under one deadline (the configured
 // timeout). Each cluster's failure is its own Result.Err.
 func (p *Pool) SetsAll(ctx context.Context, clusters []string, q Question) map[string]Result {
+	each := make(map[string]Question, len(clusters))
+	for _, cluster := range clusters {
+		each[cluster] = q
+	}
+	return p.SetsEach(ctx, each)
+}
+
+// SetsEach is SetsAll with a question of its own for each cluster (e.g.
+// each with the workloads assumed there).
+func (p *Pool) SetsEach(ctx context.Context, questions map[string]Question) map[string]Result {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	defer cancel()
-	results := make(map[string]Result, len(clusters))
+	results := make(map[string]Result, len(questions))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	slots := make(chan struct{}, maxInFlight)
-	seen := make(map[string]bool, len(clusters))
-	for _, cluster := range clusters {
-		if seen[cluster] {
-			continue
-		}
-		seen[cluster] = true
+	for cluster, q := range questions {
 		wg.Go(func() {
 			r := p.askInSlot(ctx, slots, cluster, q)
 			mu.Lock()
@@ -139,7 +147,7 @@ func (p *Pool) ask(ctx context.Context, cluster string, q Question) (int32, erro
 	// As karmada-scheduler names the workload (pkg/scheduler/core/util.go).
 	ctx = metadata.AppendToOutgoingContext(ctx, "object", fmt.Sprintf("kind=%s, name=%s/%s", q.Kind, q.Namespace, q.Name))
 	resp, err := c.client.MaxAvailableComponentSets(ctx, &karmadapb.MaxAvailableComponentSetsRequest{
-		Cluster: cluster, Namespace: q.Namespace, Components: q.Components,
+		Cluster: cluster, Namespace: q.Namespace, Components: q.Components, AssumedWorkloads: q.Assumed,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cluster %s: estimator %s: MaxAvailableComponentSets: %w", cluster, c.addr, err)
