@@ -1,7 +1,8 @@
-// Package karmada tests phalanx-scheduler's Karmada scheduler-estimator
-// against Karmada's real components (v1.18.2), built from Karmada's Go
-// module. It is a separate module: Karmada pulls dependencies phalanx
-// does not want (see ../../go.mod). Karmada's commands are built by
+// Package karmada tests phalanx-scheduler's Karmada scheduler-estimator,
+// and phalanx-scheduler under Karmada's real propagation flow, against
+// Karmada's real components (v1.18.2), built from Karmada's Go module. It
+// is a separate module: Karmada pulls dependencies phalanx does not want
+// (see ../../go.mod). Karmada's commands are built by
 // TestMain from the nested module ./upstream at Karmada's own dependency
 // versions (k8s.io/* v0.35; with k8s.io/api v0.36 the aggregated
 // apiserver does not compile) and with Karmada's own build tag
@@ -34,10 +35,11 @@
 //     targetPort the estimator's); the test repoints the Services and
 //     restarts it to switch from Karmada's estimators to phalanx's.
 //
-// Not run, and done by the test instead: karmada-controller-manager's
-// cluster status controller (the test writes each Cluster's Ready
-// condition, API enablements from the member's discovery and resource
-// summary from its nodes and pods), its detector (the test creates each
+// Not run in TestKarmadaScheduler, and done by the test instead:
+// karmada-controller-manager's cluster status controller (the test writes
+// each Cluster's Ready condition, API enablements from the member's
+// discovery and resource summary from its nodes and pods), its detector
+// (the test creates each
 // ResourceBinding with the components Karmada's built-in PyTorchJob
 // interpreter computes, and a placement of exactly one cluster:
 // spreadConstraints cluster minGroups = maxGroups = 1, Divided), and the
@@ -65,11 +67,63 @@
 //     (karmada#6815): the job goes to member-a, whose phalanx estimator
 //     (still up) answers 0 for it.
 //
+// What runs (TestKarmadaPropagation, the harness startFleet of
+// fleet_test.go): Karmada's real propagation flow, nothing written by the
+// test but the resource template and its PropagationPolicy.
+//
+//   - The plane as above, with all of Karmada's CRDs (the resource
+//     interpreter watches config.karmada.io), the namespace karmada-cluster
+//     for the members' Secrets, and no PyTorchJob CRD in use.
+//   - Members (startMemberScheduler): an in-process kube-apiserver with
+//     nodes, kube-controller-manager's Job controller in-process, and the
+//     phalanx-scheduler binary (scheduling, and serving the estimator as
+//     above); no Karmada estimator. Each is joined as karmadactl join does
+//     a Push member: in the member a ServiceAccount
+//     karmada-cluster/karmada-controller-manager bound to cluster-admin and
+//     a token for it (TokenRequest); in the plane a Secret
+//     karmada-cluster/<member> with token and caBundle (the member's serving
+//     certificate chain: Karmada's client config sets no TLS server name,
+//     so the loopback CA of the member's rest.Config does not do), and the
+//     Cluster (syncMode Push, apiEndpoint, secretRef). The workload
+//     namespace is created in each member by the harness (Karmada's
+//     namespace controller is not run).
+//   - karmada-controller-manager (binary): --controllers=cluster,
+//     clusterStatus,binding,execution,workStatus,bindingStatus (the resource
+//     detector always runs), --cluster-status-update-frequency=2s,
+//     --leader-elect=false, --metrics-bind-address=0,
+//     --health-probe-bind-address=0, gate MultiplePodTemplatesScheduling;
+//     --enable-taint-manager keeps its default (true) but gate Failover its
+//     default (off in v1.18.2), so the taint manager is not registered; the
+//     cluster controller still taints a Cluster not-ready (NoSchedule)
+//     until the cluster status controller reports it Ready.
+//   - karmada-scheduler as above, each member's estimator Service pointing
+//     at its phalanx-scheduler.
+//
+// karmada-webhook is not run. What of its defaulting the flow needs is
+// done instead: PropagationPolicies are created with the selector's
+// namespace, the permanent-id label and the detector's finalizer set
+// explicitly (propagateJob); the permanent-id labels of ResourceBindings
+// and Works, which controllers create and the binding and binding status
+// controllers look Works up by, come from two MutatingAdmissionPolicies on
+// the plane (value <namespace>.<name>, not a UUID; the Work's manifests do
+// not get it). Only v1alpha2 bindings are used (no conversion).
+//
+// The smoke test: a batch/v1 Job template (parallelism 2, pods of
+// schedulerName phalanx-scheduler, gang-size "2") and a PropagationPolicy
+// for member-b (default-scheduler, clusterAffinity clusterNames) yield a
+// ResourceBinding scheduled to member-b, an applied Work in
+// karmada-es-member-b, the Job in member-b (none in member-a), its 2 pods
+// bound by member-b's phalanx-scheduler as one implicit gang (its PodGroup,
+// minMember 2, owned by the Job), and the binding's aggregatedStatus for
+// member-b applied with the Job's status (active 2).
+//
 // Run: cd test/karmada && go test -count=1 ./... The first build of
 // ./upstream downloads Karmada's dependencies and compiles k8s.io v0.35
-// (about 4 minutes); later runs take about a minute. PHALANX_SCHEDULER_BIN
-// (a phalanx-scheduler binary) and KARMADA_BIN_DIR (a directory holding
-// aggregated-apiserver, scheduler and scheduler-estimator built as
-// TestMain does, tag included) skip the builds; PHALANX_KARMADA_LOGS=dir
-// keeps every component's log; -short skips the test.
+// (about 4 minutes; karmada-controller-manager adds about 2 more); later
+// runs take about a minute. PHALANX_SCHEDULER_BIN (a phalanx-scheduler
+// binary) and KARMADA_BIN_DIR (a directory holding aggregated-apiserver,
+// controller-manager, scheduler and scheduler-estimator built as TestMain
+// does, tag included; TestMain fails naming any missing) skip the builds;
+// PHALANX_KARMADA_LOGS=dir keeps every component's log; -short skips the
+// tests.
 package karmada

@@ -20,8 +20,9 @@ var (
 	// phalanxBin is bin/phalanx-scheduler: $PHALANX_SCHEDULER_BIN, or built
 	// from ../.. .
 	phalanxBin string
-	// karmadaBin holds Karmada's aggregated-apiserver, scheduler and
-	// scheduler-estimator: $KARMADA_BIN_DIR, or built from ./upstream.
+	// karmadaBin holds Karmada's aggregated-apiserver, controller-manager,
+	// scheduler and scheduler-estimator: $KARMADA_BIN_DIR, or built from
+	// ./upstream.
 	karmadaBin string
 	// karmadaSrc is the source of the Karmada module (CRDs).
 	karmadaSrc string
@@ -93,14 +94,17 @@ func buildAll(dir string) error {
 		// protocol still embeds k8s.io/api messages, which are proto
 		// messages in k8s.io/api v0.35 only under this tag; without it
 		// karmada-scheduler-estimator panics on its first request.
-		go run("karmada", filepath.Join(here, "upstream"), "build", "-tags", "kubernetes_protomessage_one_more_release", "-o", karmadaBin,
-			"github.com/karmada-io/karmada/cmd/aggregated-apiserver",
-			"github.com/karmada-io/karmada/cmd/scheduler",
-			"github.com/karmada-io/karmada/cmd/scheduler-estimator")
+		args := append([]string{"build", "-tags", "kubernetes_protomessage_one_more_release", "-o", karmadaBin}, karmadaPackages()...)
+		go run("karmada", filepath.Join(here, "upstream"), args...)
 	}
 	wg.Wait()
 	if len(errs) > 0 {
 		return fmt.Errorf("building the test's binaries:\n%s", strings.Join(errs, "\n"))
+	}
+	for _, name := range karmadaCommands {
+		if _, err := os.Stat(karmadaCmd(name)); err != nil {
+			return fmt.Errorf("Karmada command %s (KARMADA_BIN_DIR=%q must hold %s): %w", name, os.Getenv("KARMADA_BIN_DIR"), strings.Join(karmadaCommands, ", "), err)
+		}
 	}
 	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/karmada-io/karmada").Output()
 	if err != nil {
@@ -108,6 +112,18 @@ func buildAll(dir string) error {
 	}
 	karmadaSrc = strings.TrimSpace(string(out))
 	return nil
+}
+
+// karmadaCommands are the Karmada commands the tests run, built from
+// ./upstream (see upstream/tools.go) or found in $KARMADA_BIN_DIR.
+var karmadaCommands = []string{"aggregated-apiserver", "controller-manager", "scheduler", "scheduler-estimator"}
+
+func karmadaPackages() []string {
+	out := make([]string, 0, len(karmadaCommands))
+	for _, name := range karmadaCommands {
+		out = append(out, "github.com/karmada-io/karmada/cmd/"+name)
+	}
+	return out
 }
 
 // karmadaCmd is the path of a Karmada command built by buildAll.

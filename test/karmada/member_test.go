@@ -57,6 +57,26 @@ func ibNodes(prefix string, domains map[string]int) []testcluster.NodeSpec {
 
 func startMember(t *testing.T, p *plane, name string, nodes []testcluster.NodeSpec) *member {
 	t.Helper()
+	m := startMemberScheduler(t, p, name, nodes)
+	m.karmadaEstPort = freePort(t)
+	m.karmadaEstimate = startProc(t, p.logs, p.dir, "karmada-scheduler-estimator-"+name, karmadaCmd("scheduler-estimator"),
+		"--kubeconfig="+m.Kubeconfig,
+		"--cluster-name="+name,
+		"--server-port="+strconv.Itoa(m.karmadaEstPort),
+		"--grpc-auth-cert-file="+p.tls.ServerCert,
+		"--grpc-auth-key-file="+p.tls.ServerKey,
+		"--grpc-client-ca-file="+p.tls.CA,
+		"--metrics-bind-address=0",
+		"--health-probe-bind-address=0",
+		"--v=2")
+	return m
+}
+
+// startMemberScheduler starts a member's API server, nodes, NetworkTopology,
+// PyTorchJob CRD, workload namespace and phalanx-scheduler (no Karmada
+// estimator).
+func startMemberScheduler(t *testing.T, p *plane, name string, nodes []testcluster.NodeSpec) *member {
+	t.Helper()
 	ctx := context.Background()
 	c, err := testcluster.Start(t, testcluster.Options{})
 	if err != nil {
@@ -98,26 +118,19 @@ func startMember(t *testing.T, p *plane, name string, nodes []testcluster.NodeSp
 		t.Fatalf("starting phalanx-scheduler of %s: %v", name, err)
 	}
 	p.logs.add("phalanx-scheduler-"+name, m.phalanx.Log)
-
-	m.karmadaEstPort = freePort(t)
-	m.karmadaEstimate = startProc(t, p.logs, p.dir, "karmada-scheduler-estimator-"+name, karmadaCmd("scheduler-estimator"),
-		"--kubeconfig="+c.Kubeconfig,
-		"--cluster-name="+name,
-		"--server-port="+strconv.Itoa(m.karmadaEstPort),
-		"--grpc-auth-cert-file="+p.tls.ServerCert,
-		"--grpc-auth-key-file="+p.tls.ServerKey,
-		"--grpc-client-ca-file="+p.tls.CA,
-		"--metrics-bind-address=0",
-		"--health-probe-bind-address=0",
-		"--v=2")
 	return m
 }
 
-// waitEstimators waits until both estimators of the member answer a
-// one-CPU question over TLS with the client certificate.
+// waitEstimators waits until the estimators of the member (phalanx's, and
+// Karmada's if it runs one) answer a one-CPU question over TLS with the
+// client certificate.
 func (m *member) waitEstimators(t *testing.T, tls *estimatortest.TLS) {
 	t.Helper()
-	for _, port := range []int{m.phalanxPort, m.karmadaEstPort} {
+	ports := []int{m.phalanxPort}
+	if m.karmadaEstimate != nil {
+		ports = append(ports, m.karmadaEstPort)
+	}
+	for _, port := range ports {
 		client, conn, err := estimatortest.Dial(hostPort(port), tls, true)
 		if err != nil {
 			t.Fatal(err)

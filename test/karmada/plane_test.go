@@ -101,23 +101,7 @@ func startPlane(t *testing.T, l *logs, tls *estimatortest.TLS) *plane {
 		t.Fatal(err)
 	}
 
-	// Karmada's CRDs as its chart installs them, without the conversion
-	// webhook patch (only v1alpha2, the storage version, is used).
-	var docs [][]byte
-	for _, dir := range []string{"policy", "work"} {
-		files, err := filepath.Glob(filepath.Join(karmadaSrc, "charts", "karmada", "_crds", "bases", dir, "*.yaml"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("Karmada CRDs in %s: %v (found %d)", karmadaSrc, err, len(files))
-		}
-		for _, f := range files {
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs = append(docs, raw)
-		}
-	}
-	docs = append(docs, []byte(pytorchJobCRD))
+	docs := append(karmadaCRDs(t, "policy", "work"), []byte(pytorchJobCRD))
 	if err := c.InstallCRDYAML(ctx, docs...); err != nil {
 		t.Fatalf("installing Karmada's CRDs: %v", err)
 	}
@@ -128,6 +112,28 @@ func startPlane(t *testing.T, l *logs, tls *estimatortest.TLS) *plane {
 	}
 	p.startAggregatedAPIServer(t)
 	return p
+}
+
+// karmadaCRDs reads Karmada's CRDs of the given groups (directories of
+// charts/karmada/_crds/bases) as its chart installs them, without the
+// conversion webhook patch (only v1alpha2, the storage version, is used).
+func karmadaCRDs(t *testing.T, dirs ...string) [][]byte {
+	t.Helper()
+	var docs [][]byte
+	for _, dir := range dirs {
+		files, err := filepath.Glob(filepath.Join(karmadaSrc, "charts", "karmada", "_crds", "bases", dir, "*.yaml"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("Karmada CRDs %s in %s: %v (found %d)", dir, karmadaSrc, err, len(files))
+		}
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			docs = append(docs, raw)
+		}
+	}
+	return docs
 }
 
 // startAggregatedAPIServer runs karmada-aggregated-apiserver on the
