@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 
 bash hack/tools.sh
 helm=bin/tools/helm
-all_on=(--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.dashboard.enabled=true --set namespace.create=true)
+all_on=(--set metrics.serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.dashboard.enabled=true --set namespace.create=true
+  --set globalScheduler.enabled=true --set globalScheduler.karmadaKubeconfigSecret=karmada-kubeconfig --set globalScheduler.estimator.tls.secretName=estimator-tls)
 "$helm" lint --strict charts/phalanx "${all_on[@]}"
 "$helm" lint --strict charts/phalanx -f charts/phalanx/values-replace.yaml "${all_on[@]}"
 # Everything renders (CRDs included), as `helm install` would.
