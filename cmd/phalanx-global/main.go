@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	goflag "flag"
 	"fmt"
 	"net/http"
@@ -44,6 +45,12 @@ func main() {
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		// ContinueOnError: pflag prints the usage for --help, nothing for
+		// an error.
+		if errors.Is(err, pflag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
 	if err := o.validate(); err != nil {

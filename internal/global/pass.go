@@ -85,6 +85,12 @@ type pass struct {
 	// drained are members kept for a starved job, by member: the job.
 	drained map[string]*Job
 	byName  map[string]*Job
+	// rank is each waiting job's place in the pass's order; firstRefused
+	// is, by queue, the rank of its first job refused for another queue's
+	// share.
+	rank         map[*Job]int
+	firstRefused map[string]int
+	refused      map[*Job]bool
 }
 
 // Pass decides every waiting job, in global queue order: dispatched whole
@@ -94,7 +100,8 @@ type pass struct {
 func (t *Tier) Pass(ctx context.Context, w World, est Estimator) []Verdict {
 	p := &pass{Tier: t, ctx: ctx, est: est, world: w, members: map[string]*Member{}, cache: queue.NewCache(),
 		stalled: map[string]resources.List{}, blocked: map[string]resources.List{}, assumed: map[string][]*Job{},
-		dispatched: map[string]resources.List{}, drained: map[string]*Job{}, byName: map[string]*Job{}}
+		dispatched: map[string]resources.List{}, drained: map[string]*Job{}, byName: map[string]*Job{},
+		rank: map[*Job]int{}, firstRefused: map[string]int{}, refused: map[*Job]bool{}}
 	for _, q := range w.Queues {
 		p.cache.SetQueue(q)
 	}
@@ -125,17 +132,31 @@ func (t *Tier) Pass(ctx context.Context, w World, est Estimator) []Verdict {
 		}
 	}
 	order(p.cache.Snapshot(nil), waiting)
+	for i, j := range waiting {
+		p.rank[j] = i
+	}
+	verdicts := make([]Verdict, len(waiting))
+	for i, j := range waiting {
+		verdicts[i] = p.decide(j)
+	}
+	// A job refused for another queue below its share, whose work was then
+	// refused in turn (each queue above its share by a whole job), is asked
+	// once more: the first in order starts rather than neither, and a later
+	// job of its queue does not take its room.
+	for i, j := range waiting {
+		if verdicts[i].Reason == QueueAboveShare && p.refusedAfter(j) {
+			verdicts[i] = p.decide(j)
+		}
+	}
 	positions := map[string]int{}
-	verdicts := make([]Verdict, 0, len(waiting))
-	for _, j := range waiting {
-		v := p.decide(j)
+	for i, j := range waiting {
+		v := &verdicts[i]
 		v.Job = j
 		if v.Reason != Dispatched {
 			positions[j.Queue]++
 			v.Position = positions[j.Queue]
 			v.Message = fmt.Sprintf("%s (position %d in queue %s)", v.Message, v.Position, j.Queue)
 		}
-		verdicts = append(verdicts, v)
 	}
 	return append(verdicts, p.moves()...)
 }
@@ -221,7 +242,12 @@ func (p *pass) dependencies(j *Job) (Verdict, bool) {
 		}
 		if !dep.Started {
 			where := "it waits on the plane"
-			if dep.Member != "" {
+			switch {
+			case dep.Done:
+				// A failed dependency keeps its dependents waiting; say so
+				// rather than that it may still start.
+				where = "it finished in member " + dep.Member + " without starting (it failed)"
+			case dep.Member != "":
 				where = "it was sent to member " + dep.Member + " and has not started there"
 			}
 			return Verdict{Reason: DependencyWaiting, Message: fmt.Sprintf("depends on %s/%s: %s", j.Namespace, name, where)}, true
@@ -264,7 +290,13 @@ func (p *pass) noHolder(j *Job) string {
 func (p *pass) admit(j *Job) (Verdict, bool) {
 	s := p.cache.Snapshot(nil, queue.Want{Queue: j.Queue, Need: j.Request})
 	s.Stalled, s.Blocked = p.stalled, p.blocked
-	ok, why := s.AdmitInOrder(j.Queue, j.Request, nil)
+	// Refused work of another queue counts when it went before j in this
+	// pass's order.
+	ahead := func(other string) bool {
+		r, ok := p.firstRefused[other]
+		return ok && r < p.rank[j]
+	}
+	ok, why := s.AdmitInOrder(j.Queue, j.Request, ahead)
 	if ok {
 		return Verdict{}, true
 	}
@@ -272,10 +304,27 @@ func (p *pass) admit(j *Job) (Verdict, bool) {
 	if _, over := s.Exceeds(j.Queue, j.Request); over {
 		if fits, _ := s.Tree.Admit(j.Queue, j.Request, s.Total, s.Allocated); fits {
 			reason = QueueAboveShare
-			add(p.blocked, j.Queue, j.Request)
+			if _, seen := p.firstRefused[j.Queue]; !seen {
+				p.firstRefused[j.Queue] = p.rank[j]
+			}
+			if !p.refused[j] {
+				p.refused[j] = true
+				add(p.blocked, j.Queue, j.Request)
+			}
 		}
 	}
 	return Verdict{Reason: reason, Message: why}, false
+}
+
+// refusedAfter: another queue had work refused for its share after j in
+// the pass's order.
+func (p *pass) refusedAfter(j *Job) bool {
+	for q, r := range p.firstRefused {
+		if q != j.Queue && r > p.rank[j] {
+			return true
+		}
+	}
+	return false
 }
 
 // stall counts a job that fits no member now as demand that cannot start

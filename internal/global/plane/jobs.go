@@ -56,11 +56,13 @@ func jobOf(b *binding, tmpl *estimator.Template, namespaceLabels map[string]stri
 		if len(b.Spec.Clusters) > 1 {
 			j.Invalid = fmt.Sprintf("spec.clusters names %d members; phalanx-global places a job in one", len(b.Spec.Clusters))
 		}
-		if c := apimeta.FindStatusCondition(b.Status.Conditions, ScheduledCondition); c != nil && c.Status == metav1.ConditionTrue {
-			j.Since = c.LastTransitionTime.Time
-		}
-		if j.Since.IsZero() && b.Status.LastScheduledTime != nil {
+		// lastScheduledTime is rewritten by every dispatch; a move keeps
+		// Scheduled True, so its transition time is the first dispatch's.
+		if b.Status.LastScheduledTime != nil {
 			j.Since = b.Status.LastScheduledTime.Time
+		}
+		if c := apimeta.FindStatusCondition(b.Status.Conditions, ScheduledCondition); j.Since.IsZero() && c != nil && c.Status == metav1.ConditionTrue {
+			j.Since = c.LastTransitionTime.Time
 		}
 		j.Started, j.Done = progress(b, j.Member)
 	}

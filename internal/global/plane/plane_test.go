@@ -8,14 +8,11 @@ import (
 	"testing"
 	"time"
 
-	v1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/klog/v2"
-	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/clock"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -112,35 +109,27 @@ func clusterObj(name string, gpus int) map[string]any {
 }
 
 func bindingObj(name, scheduler string, replicas int, placement map[string]any) map[string]any {
-	spec := map[string]any{"resource": map[string]any{"apiVersion": "batch/v1", "kind": "Job", "namespace": "ml", "name": name, "resourceVersion": "1"},
+	return bindingIn("ml", name, scheduler, replicas, placement)
+}
+
+func bindingIn(ns, name, scheduler string, replicas int, placement map[string]any) map[string]any {
+	spec := map[string]any{"resource": map[string]any{"apiVersion": "batch/v1", "kind": "Job", "namespace": ns, "name": name, "resourceVersion": "1"},
 		"replicas": int64(replicas), "replicaRequirements": map[string]any{"resourceRequest": map[string]any{"nvidia.com/gpu": "4"}}, "schedulerName": scheduler}
 	if placement != nil {
 		spec["placement"] = placement
 	}
 	return map[string]any{"apiVersion": "work.karmada.io/v1alpha2", "kind": "ResourceBinding",
-		"metadata": map[string]any{"name": name + "-job", "namespace": "ml"}, "spec": spec}
+		"metadata": map[string]any{"name": name + "-job", "namespace": ns}, "spec": spec}
 }
 
 // The adapter on a real API server: it dispatches a binding of its
 // schedulerName whole to the member the estimators choose (spec.clusters,
 // the applied placement, Scheduled=True, an event), refuses one its
 // placement would divide, and leaves karmada-scheduler's bindings alone.
-func TestPlaneWritesVerdicts(t *testing.T) {
-	c, err := testcluster.Start(t, testcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig())))
+func testPlaneWritesVerdicts(t *testing.T, c *testcluster.Cluster) {
+	ctx, cancel := testContext(t)
 	defer cancel()
-	if err := c.InstallCRDYAML(ctx, []byte(karmadaCRDs)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Phalanx.SchedulingV1alpha1().Queues().Create(ctx, &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Spec: phalanxv1alpha1.QueueSpec{Weight: 1}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	namespace(t, c, "ml", nil)
 	create(t, c.Dynamic, Clusters, clusterObj("m1", 32))
 	create(t, c.Dynamic, Clusters, clusterObj("m2", 16))
 	create(t, c.Dynamic, ResourceBindings, bindingObj("train", "phalanx-global", 4, nil))
@@ -213,7 +202,7 @@ func TestPlaneWritesVerdicts(t *testing.T) {
 	// again, and the dispatched job is told to the estimators as assumed.
 	cancel()
 	<-done
-	ctx2, cancel2 := context.WithCancel(klog.NewContext(context.Background(), ktesting.NewLogger(t, ktesting.NewConfig())))
+	ctx2, cancel2 := testContext(t)
 	defer cancel2()
 	asker2 := &cannedAsker{sets: map[string]int32{"m1": 2, "m2": 1}, assumed: map[string]int{}}
 	create(t, c.Dynamic, ResourceBindings, bindingObj("next", "phalanx-global", 4, nil))

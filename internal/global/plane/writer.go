@@ -90,6 +90,7 @@ func (w *writer) dispatch(ctx context.Context, b *binding, member string) (int64
 func (w *writer) writeStatus(ctx context.Context, b *binding, cond metav1.Condition, scheduled bool) error {
 	conds := append([]metav1.Condition(nil), b.Status.Conditions...)
 	cond.ObservedGeneration = b.Generation
+	cond.LastTransitionTime = metav1.NewTime(w.clock.Now())
 	apimeta.SetStatusCondition(&conds, cond)
 	status := map[string]any{"conditions": conds, "schedulerObservedGeneration": b.Generation}
 	if scheduled {
