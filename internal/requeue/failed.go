@@ -64,8 +64,8 @@ func (w *Waker) wakeFailedGangsNow() {
 	}
 }
 
-// goneKept is how long a pod that left is remembered (goneBound): the
-// scheduler's cache drops it milliseconds after the runtime saw it go.
+// goneKept is how long a change is remembered (GoneBound, NodeChanged):
+// the scheduler's cache has it milliseconds after the runtime saw it.
 const goneKept = time.Minute
 
 // maxGone bounds goneBound between sweeps.
@@ -77,7 +77,17 @@ const maxGone = 100_000
 // may plan from a snapshot that still holds the pod, fail, and skip the
 // scheduling queue's event for it (paced gangs ignore capacity events),
 // the last one that would wake it. retryStaleFailure finds those.
-func (w *Waker) GoneBound(uid types.UID, v uint64) {
+func (w *Waker) GoneBound(uid types.UID, v uint64) { w.recordChange(changeKey{uid: uid}, v) }
+
+// NodeChanged records that the node (this version of it) was added, or
+// changed what it offers, while the capacity version was v: as with a pod
+// that left (GoneBound), the runtime's node handler may wake a failed gang
+// whose plan then runs on a snapshot without the change, and the
+// scheduling queue's event for it, which comes once the snapshot has it,
+// is skipped for the failed gang.
+func (w *Waker) NodeChanged(node *v1.Node, v uint64) { w.recordChange(nodeKey(node), v) }
+
+func (w *Waker) recordChange(key changeKey, v uint64) {
 	now := w.Clock.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -87,10 +97,35 @@ func (w *Waker) GoneBound(uid types.UID, v uint64) {
 			clear(w.gone)
 		}
 	}
-	w.gone[uid] = goneAt{version: v, at: now}
+	w.gone[key] = goneAt{version: v, at: now}
 }
 
-// goneAt is when a pod left: the capacity version, and the time (to forget it).
+// changeKey names a change the runtime saw: a pod that left (its UID), or
+// one version of a node (UID and resourceVersion: a node changes many
+// times under one UID, and an older change must not make a later failure
+// look stale).
+type changeKey struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+func nodeKey(n *v1.Node) changeKey {
+	return changeKey{uid: n.UID, resourceVersion: n.ResourceVersion}
+}
+
+// changeKeyOf is the key of the object a capacity event carries: a bound
+// pod that left, or a node.
+func changeKeyOf(obj any) (changeKey, bool) {
+	switch o := obj.(type) {
+	case *v1.Pod:
+		return changeKey{uid: o.UID}, o.Spec.NodeName != ""
+	case *v1.Node:
+		return nodeKey(o), true
+	}
+	return changeKey{}, false
+}
+
+// goneAt is when a change was seen: the capacity version, and the time (to forget it).
 type goneAt struct {
 	version uint64
 	at      time.Time
@@ -112,17 +147,18 @@ func (w *Waker) forgetGoneLocked(now time.Time) {
 	}
 }
 
-// retryStaleFailure reports whether obj, a pod whose leaving the
-// scheduler's cache has just counted, was gone before pod's gang last
-// failed to plan, pod standing for the gang: that plan may not have seen
-// the room it freed. If so, pod is woken to plan again (wakeStale).
+// retryStaleFailure reports whether obj, a pod whose leaving (or a node
+// whose change) the scheduler's cache has just counted, was seen by the
+// runtime before pod's gang last failed to plan, pod standing for the gang:
+// that plan may not have seen the room it freed or added. If so, pod is
+// woken to plan again (wakeStale).
 func (w *Waker) RetryStaleFailure(pod *v1.Pod, obj any) bool {
-	left, ok := obj.(*v1.Pod)
-	if !ok || left.Spec.NodeName == "" {
+	key, ok := changeKeyOf(obj)
+	if !ok {
 		return false
 	}
 	w.mu.Lock()
-	a, ok := w.gone[left.UID]
+	a, ok := w.gone[key]
 	w.mu.Unlock()
 	if !ok {
 		// The cache counted it first: the runtime's wake comes after.

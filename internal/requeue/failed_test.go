@@ -119,3 +119,28 @@ func TestGoneForgottenAfterAMinute(t *testing.T) {
 		t.Fatalf("gone holds %d after a minute, want only the later pod", n)
 	}
 }
+
+// TestRetryFailedVoidsTheFailureBeforeTheWake: the periodic retry of a
+// failed gang wakes the member that stood for it with the failure already
+// void. Voided after the wake, the failure turned the member away when its
+// cycle came first, and with the failure gone nothing retried the gang
+// again (the queue's periodic flush, minutes later).
+func TestRetryFailedVoidsTheFailureBeforeTheWake(t *testing.T) {
+	f := newFixture()
+	ref, m := f.addGang("g", 3)
+	f.lc.Fail(ref, m[2].UID, "no room")
+	var failedAtWake []bool
+	f.w.Activate = func(reason string, pods map[string]*v1.Pod) {
+		_, failed := f.lc.Failed(ref)
+		failedAtWake = append(failedAtWake, failed)
+		f.act.activate(reason, pods)
+	}
+	f.w.RetryFailed(metrics.WokenFailedRetry, ref)
+	sameWakes(t, "the retry", f.act.take(), woken(metrics.WokenFailedRetry, m[2]))
+	if len(failedAtWake) != 1 || failedAtWake[0] {
+		t.Fatalf("the failure stood at the wake (%v): the woken member would be turned away by it", failedAtWake)
+	}
+	if _, failed := f.lc.Failed(ref); failed {
+		t.Fatal("the retried gang still has its failure")
+	}
+}

@@ -34,10 +34,16 @@ func (w *Waker) SkipFailedGang(pod *v1.Pod) bool {
 
 // CapacityHint is the queueing hint of the events that free capacity:
 // members SkipFailedGang names stay where they are (a member whose gang's
-// failure missed the room a pod freed is woken apart: retryStaleFailure).
-func (w *Waker) CapacityHint(_ klog.Logger, pod *v1.Pod, oldObj, _ any) (fwk.QueueingHint, error) {
+// failure missed the room a pod freed or a node added is woken apart:
+// retryStaleFailure). A pod event's change is the pod that left (oldObj),
+// a node event's the node as it is now (newObj).
+func (w *Waker) CapacityHint(_ klog.Logger, pod *v1.Pod, oldObj, newObj any) (fwk.QueueingHint, error) {
 	if w.SkipFailedGang(pod) {
-		w.RetryStaleFailure(pod, oldObj)
+		changed := oldObj
+		if n, ok := newObj.(*v1.Node); ok {
+			changed = n
+		}
+		w.RetryStaleFailure(pod, changed)
 		return fwk.QueueSkip, nil
 	}
 	return fwk.Queue, nil

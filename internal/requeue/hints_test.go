@@ -79,3 +79,34 @@ func TestCapacityHintWakesAFailureThePodLeftMissedApart(t *testing.T) {
 	}
 	waitWakes(t, f, "the stale failure's member", woken(metrics.WokenStaleFailure, m[1]))
 }
+
+// TestCapacityHintWakesAFailureTheAddedNodeMissedApart: the runtime's node
+// handler woke the failed gang before the scheduler's cache had the new
+// node, so the plan it woke ran without the node and failed; the queue's
+// event for the node, skipped for the failed gang, wakes it apart. Another
+// version of the node (an earlier change) is not the one that plan missed.
+func TestCapacityHintWakesAFailureTheAddedNodeMissedApart(t *testing.T) {
+	f := newFixture()
+	ref, m := f.addGang("g", 2)
+	f.lc.Fail(ref, m[1].UID, "no room")
+	added := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n-4", UID: "n-4", ResourceVersion: "7"}}
+	f.w.NodeChanged(added, f.lc.Changed())
+	f.w.Changed()
+	waitWakes(t, f, "the node handler's wake", woken(metrics.WokenFailedRetry, m[1]))
+	// The woken plan's snapshot lacked the node: it fails again, counted
+	// after the node handler's change.
+	f.lc.Fail(ref, m[1].UID, "no room")
+
+	later := added.DeepCopy()
+	later.ResourceVersion = "8"
+	if f.w.RetryStaleFailure(m[1], later) {
+		t.Fatal("a version of the node the runtime never saw made the failure stale")
+	}
+	if h, _ := f.w.CapacityHint(klog.Background(), m[1], nil, added); h != fwk.QueueSkip {
+		t.Fatalf("CapacityHint = %v, want QueueSkip: the member is woken apart, not by the queue", h)
+	}
+	waitWakes(t, f, "the node event's stale failure", woken(metrics.WokenStaleFailure, m[1]))
+	if _, failed := f.lc.Failed(ref); failed {
+		t.Fatal("the failure planned without the node still turns the gang away")
+	}
+}

@@ -60,15 +60,16 @@ type Waker struct {
 	quorum quorumWaiters
 	// failedWakes paces the wakes of gangs whose plans failed.
 	failedWakes failedWakes
-	// gone: bound pods that left lately (GoneBound).
-	gone       map[types.UID]goneAt
+	// gone: bound pods that left and nodes that changed lately (GoneBound,
+	// NodeChanged).
+	gone       map[changeKey]goneAt
 	staleWakes staleWakes
 }
 
 // New returns a waker over the ports.
 func New(p Ports) *Waker {
 	return &Waker{Ports: p, turnedAway: map[types.UID]*v1.Pod{}, quorum: newQuorumWaiters(),
-		gone: map[types.UID]goneAt{}, staleWakes: staleWakes{pods: map[string]*v1.Pod{}}}
+		gone: map[changeKey]goneAt{}, staleWakes: staleWakes{pods: map[string]*v1.Pod{}}}
 }
 
 // Wake moves the pending members of the gangs back to the active queue,
@@ -96,7 +97,22 @@ func (w *Waker) Wake(reason string, refs ...ident.Ref) {
 // its plan wakes the others. Woken whole, a 128-member gang that reserved
 // nodes re-entered the queue whole each time a pod on them finished.
 func (w *Waker) WakeOne(reason string, ref ident.Ref) {
+	w.wakeOneFor(reason, ref, w.Lifecycle.Representative(ref))
+}
+
+// RetryFailed voids the gang's cached failure and wakes it through one
+// member, as WakeOne. The failure goes first: voided after the wake, it
+// could turn away the member woken to retry it, and with the failure gone
+// nothing would wake the gang again.
+func (w *Waker) RetryFailed(reason string, ref ident.Ref) {
 	rep := w.Lifecycle.Representative(ref)
+	w.Lifecycle.Retry(ref)
+	w.wakeOneFor(reason, ref, rep)
+}
+
+// wakeOneFor is WakeOne through rep, the member that stood for the gang's
+// failed plan ("" for none).
+func (w *Waker) wakeOneFor(reason string, ref ident.Ref, rep types.UID) {
 	if rep == "" {
 		w.WakeLead(reason, ref)
 		return

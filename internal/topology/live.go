@@ -43,15 +43,17 @@ func NewLive(name string, nodes corelisters.NodeLister, topos phalanxlisters.Net
 }
 
 // Invalidate marks the trees stale. A topology change may let failed gangs
-// fit (or no longer), so it is a change for the whole process.
-func (t *Live) Invalidate(topologyChanged bool) {
+// fit (or no longer), so it is a change for the whole process, told after
+// the trees are stale. That holds for a node's change too, which the
+// scheduler's and the gangs' handlers see on their own: a gang they wake
+// before this runs may plan on the stale trees and fail, and only a change
+// counted after it voids that failure and wakes the gang again.
+func (t *Live) Invalidate() {
 	t.mu.Lock()
 	t.dirty = true
 	t.byKey = map[string]*Tree{}
 	t.mu.Unlock()
-	if topologyChanged {
-		t.changed()
-	}
+	t.changed()
 }
 
 // Tree returns the current topology; nil when none is defined.

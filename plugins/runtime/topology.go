@@ -43,9 +43,9 @@ func newTopology(r *Runtime, name string, useHyperNodes bool) (*Topology, error)
 	}
 	t := topology.NewLive(name, fw.Informers.Core().V1().Nodes().Lister(), inf.Lister(), hyperNodes, r.Changed)
 	changed := cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { t.Invalidate(true) },
-		UpdateFunc: func(any, any) { t.Invalidate(true) },
-		DeleteFunc: func(any) { t.Invalidate(true) },
+		AddFunc:    func(any) { t.Invalidate() },
+		UpdateFunc: func(any, any) { t.Invalidate() },
+		DeleteFunc: func(any) { t.Invalidate() },
 	}
 	if _, err := inf.Informer().AddEventHandler(changed); err != nil {
 		return nil, err
@@ -66,17 +66,20 @@ func newTopology(r *Runtime, name string, useHyperNodes bool) (*Topology, error)
 		}
 		klog.FromContext(ctx).Info("Reading Volcano HyperNodes for network topology")
 	}
-	// Node label changes move nodes between domains.
+	// Node label changes move nodes between domains. Invalidate tells the
+	// change again, though the gangs' own node handler tells it too: the
+	// handlers run apart, and a gang that handler woke could plan on the
+	// stale trees, fail, and keep that failure until the periodic retry.
 	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(any) { t.Invalidate(false) },
+		AddFunc: func(any) { t.Invalidate() },
 		UpdateFunc: func(oldObj, newObj any) {
 			o, ok1 := oldObj.(*v1.Node)
 			n, ok2 := newObj.(*v1.Node)
 			if !ok1 || !ok2 || !labels.Equals(o.Labels, n.Labels) {
-				t.Invalidate(false)
+				t.Invalidate()
 			}
 		},
-		DeleteFunc: func(any) { t.Invalidate(false) },
+		DeleteFunc: func(any) { t.Invalidate() },
 	}); err != nil {
 		return nil, err
 	}

@@ -237,8 +237,22 @@ func (g *Gangs) onNodeUpdate(oldObj, newObj any) {
 		!equality.Semantic.DeepEqual(o.Status.Allocatable, n.Status.Allocatable) ||
 		!equality.Semantic.DeepEqual(o.Labels, n.Labels) ||
 		!equality.Semantic.DeepEqual(o.Spec.Taints, n.Spec.Taints) {
-		g.wakes.CapacityChanged()
+		g.nodeChanged(n)
 	}
+}
+
+// nodeChanged: a node was added or changed what it offers. Cached plan
+// failures are void and the failed gangs are woken (CapacityChanged); the
+// node's version is recorded first, with the capacity version after the
+// bump, so that the scheduling queue's event for the node, which comes once
+// the scheduler's cache has it, finds a plan that this wake started on a
+// snapshot without it (requeue.Waker.NodeChanged).
+func (g *Gangs) nodeChanged(obj any) {
+	v := g.Lifecycle.Changed()
+	if n, ok := obj.(*v1.Node); ok {
+		g.wakes.NodeChanged(n, v)
+	}
+	g.wakes.Changed()
 }
 
 // onGroup runs once this process's listers have the group object (the

@@ -179,7 +179,7 @@ func New(h Host) (*Gangs, error) {
 	// the scheduling queue's own node event may retry a member before this
 	// handler ran, while the failure still stood.
 	if _, err := fw.Informers.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { g.wakes.CapacityChanged() },
+		AddFunc:    g.nodeChanged,
 		UpdateFunc: g.onNodeUpdate,
 		DeleteFunc: func(any) { g.wakes.CapacityChanged() },
 	}); err != nil {
@@ -392,8 +392,7 @@ func (g *Gangs) sweep(ctx context.Context, defaultTimeout time.Duration) {
 	g.evictor.Sweep(ctx)
 	_, cost := g.Lifecycle.FailedGangs()
 	for _, ref := range g.Lifecycle.FailedBefore(max(retryFailedAfter, cost)) {
-		g.wakes.WakeOne(metrics.WokenFailedRetry, ref)
-		g.Lifecycle.Retry(ref)
+		g.wakes.RetryFailed(metrics.WokenFailedRetry, ref)
 	}
 	for _, ref := range g.Lifecycle.Stranded(defaultTimeout) {
 		spec, err := g.Spec(ref)
