@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
-# Image with both phalanx binaries: /phalanx-scheduler (entrypoint) and
-# /phalanx-controller. Built by `make image`, which tags it with the chart's
+# Image with the phalanx binaries: /phalanx-scheduler (entrypoint),
+# /phalanx-controller and /phalanx-global (the Karmada global tier). Built by `make image`, which tags it with the chart's
 # appVersion (the tag charts/phalanx and manifests/ name) and passes VERSION;
 # the binaries are stamped with hack/ldflags.sh, as `make build` stamps them.
 
@@ -19,10 +19,11 @@ RUN --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath \
       -ldflags "-s -w $(bash hack/ldflags.sh "${VERSION}")" \
-      -o /out/ ./cmd/phalanx-scheduler ./cmd/phalanx-controller
+      -o /out/ ./cmd/phalanx-scheduler ./cmd/phalanx-controller ./cmd/phalanx-global
 
 FROM gcr.io/distroless/static:nonroot
 COPY --from=builder /out/phalanx-scheduler /phalanx-scheduler
 COPY --from=builder /out/phalanx-controller /phalanx-controller
+COPY --from=builder /out/phalanx-global /phalanx-global
 USER 65532:65532
 ENTRYPOINT ["/phalanx-scheduler"]

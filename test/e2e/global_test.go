@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,33 +38,64 @@ import (
 // global tier) and of manifests/global/rbac.yaml, its access on the Karmada
 // plane.
 
-// globalFlagDefaults are phalanx-global's flags and their defaults (what
-// cmd/phalanx-global registers); the chart's values, left as shipped, must
-// render exactly these. --kubeconfig is the mounted Secret's file instead.
-var globalFlagDefaults = map[string]string{
-	"--scheduler-name":                  "phalanx-global",
-	"--default-queue":                   "default",
-	"--interval":                        "5s",
-	"--starved-after":                   "10m",
-	"--move-after":                      "0",
-	"--moves-per-hour":                  "6",
-	"--leader-elect":                    "true",
-	"--metrics-bind-address":            ":10362",
-	"--health-probe-bind-address":       ":10363",
-	"--estimator-service-namespace":     "karmada-system",
-	"--estimator-service-prefix":        "karmada-scheduler-estimator",
-	"--estimator-port":                  "10352",
-	"--estimator-timeout":               "3s",
-	"--estimator-insecure-skip-verify":  "false",
-	"--v":                               "0",
-	"--kubeconfig":                      "",
-	"--kube-api-qps":                    "50",
-	"--kube-api-burst":                  "100",
-	"--leader-elect-resource-namespace": "karmada-system",
-	"--leader-elect-resource-name":      "phalanx-global",
-	"--estimator-ca-file":               "",
-	"--estimator-cert-file":             "",
-	"--estimator-key-file":              "",
+// globalFlags are phalanx-global's flags as the binary registers them
+// (its --help): name -> type and default. The chart's values, left as
+// shipped, must render exactly these defaults.
+type globalFlag struct{ kind, def string }
+
+var (
+	globalFlagsOnce sync.Once
+	globalFlagsRead map[string]globalFlag
+	globalFlagsErr  error
+	// helpLine is one pflag usage line: "  --name type   usage (default x)".
+	helpLine = regexp.MustCompile(`^\s+(?:-\w, )?(--[\w-]+)(?: (\w+))?\s{2,}.*?(?:\(default (.*)\))?$`)
+)
+
+func globalFlags(t *testing.T) map[string]globalFlag {
+	t.Helper()
+	globalFlagsOnce.Do(func() {
+		bin := bins.global
+		if bin == "" {
+			bin = filepath.Join(os.TempDir(), fmt.Sprintf("phalanx-global-e2e-%d", os.Getpid()))
+			cmd := exec.Command("go", "build", "-o", bin, "./cmd/phalanx-global")
+			cmd.Dir = repoRoot()
+			if out, err := cmd.CombinedOutput(); err != nil {
+				globalFlagsErr = fmt.Errorf("building phalanx-global: %v\n%s", err, out)
+				return
+			}
+		}
+		out, _ := exec.Command(bin, "--help").CombinedOutput()
+		globalFlagsRead = map[string]globalFlag{}
+		for _, line := range strings.Split(string(out), "\n") {
+			if m := helpLine.FindStringSubmatch(line); m != nil {
+				globalFlagsRead[m[1]] = globalFlag{kind: m[2], def: strings.Trim(m[3], `"`)}
+			}
+		}
+		if len(globalFlagsRead) < 10 {
+			globalFlagsErr = fmt.Errorf("%s --help lists %d flags:\n%s", bin, len(globalFlagsRead), out)
+		}
+	})
+	if globalFlagsErr != nil {
+		t.Fatal(globalFlagsErr)
+	}
+	return globalFlagsRead
+}
+
+// sameFlagValue compares a rendered value with a flag's default by the
+// flag's type (pflag leaves zero defaults out of --help).
+func sameFlagValue(f globalFlag, value string) bool {
+	switch f.kind {
+	case "duration":
+		a, err1 := time.ParseDuration(value)
+		b, err2 := time.ParseDuration(cmp.Or(f.def, "0s"))
+		return err1 == nil && err2 == nil && a == b
+	case "":
+		return value == cmp.Or(f.def, "false")
+	case "int", "int32", "float32", "Level":
+		return value == cmp.Or(f.def, "0")
+	default:
+		return value == f.def
+	}
 }
 
 const globalKubeconfig = "/etc/phalanx/karmada/kubeconfig"
@@ -91,7 +125,7 @@ func globalDeployment(t *testing.T, extra ...string) (*appsv1.Deployment, map[st
 			if !ok {
 				t.Fatalf("phalanx-global arg %q is not --flag=value", a)
 			}
-			if _, known := globalFlagDefaults[name]; !known {
+			if _, known := globalFlags(t)[name]; !known {
 				t.Errorf("phalanx-global has no flag %s (arg %q)", name, a)
 			}
 			if _, dup := flags[name]; dup {
@@ -113,8 +147,8 @@ func TestChartGlobalDefaults(t *testing.T) {
 		t.Errorf("--kubeconfig=%q, want %s", flags["--kubeconfig"], globalKubeconfig)
 	}
 	for name, value := range flags {
-		if name != "--kubeconfig" && globalFlagDefaults[name] != value {
-			t.Errorf("the chart's default %s=%s differs from the binary's %q", name, value, globalFlagDefaults[name])
+		if f := globalFlags(t)[name]; name != "--kubeconfig" && !sameFlagValue(f, value) {
+			t.Errorf("the chart's default %s=%s differs from the binary's %q (%s)", name, value, f.def, f.kind)
 		}
 	}
 	for _, f := range []string{"--scheduler-name", "--default-queue", "--interval", "--starved-after", "--move-after", "--moves-per-hour",

@@ -32,7 +32,7 @@ import (
 
 // binaries built (or found) by TestMain for the in-process bootstrap.
 var bins struct {
-	scheduler, controller, kubeScheduler, helm, kubectlPhalanx string
+	scheduler, controller, kubeScheduler, helm, kubectlPhalanx, global string
 }
 
 func TestMain(m *testing.M) {
@@ -83,9 +83,14 @@ func buildBinaries(dir string) error {
 		bins.scheduler = filepath.Join(d, "phalanx-scheduler")
 		bins.controller = filepath.Join(d, "phalanx-controller")
 		bins.kubectlPhalanx = filepath.Join(d, "kubectl-phalanx")
+		bins.global = filepath.Join(d, "phalanx-global")
 	} else {
 		bins.scheduler = filepath.Join(dir, "phalanx-scheduler")
 		bins.controller = filepath.Join(dir, "phalanx-controller")
+		bins.global = filepath.Join(dir, "phalanx-global")
+		if err := build(bins.global, "./cmd/phalanx-global"); err != nil {
+			return err
+		}
 		if err := build(bins.scheduler, "./cmd/phalanx-scheduler"); err != nil {
 			return err
 		}

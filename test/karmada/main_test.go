@@ -20,6 +20,9 @@ var (
 	// phalanxBin is bin/phalanx-scheduler: $PHALANX_SCHEDULER_BIN, or built
 	// from ../.. .
 	phalanxBin string
+	// globalBin is bin/phalanx-global: $PHALANX_GLOBAL_BIN, or built from
+	// ../.. .
+	globalBin string
 	// karmadaBin holds Karmada's aggregated-apiserver, controller-manager,
 	// scheduler and scheduler-estimator: $KARMADA_BIN_DIR, or built from
 	// ./upstream.
@@ -79,6 +82,12 @@ func buildAll(dir string) error {
 			errs = append(errs, fmt.Sprintf("%s: go %s (in %s): %v\n%s", name, strings.Join(args, " "), wd, err, out.String()))
 			mu.Unlock()
 		}
+	}
+	globalBin = os.Getenv("PHALANX_GLOBAL_BIN")
+	if globalBin == "" {
+		globalBin = filepath.Join(dir, "phalanx-global")
+		wg.Add(1)
+		go run("phalanx-global", filepath.Join(here, "..", ".."), "build", "-o", globalBin, "./cmd/phalanx-global")
 	}
 	phalanxBin = os.Getenv("PHALANX_SCHEDULER_BIN")
 	if phalanxBin == "" {
