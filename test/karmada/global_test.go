@@ -357,7 +357,6 @@ func (f *fleet) waitEvent(t *testing.T, rb *workv1alpha2.ResourceBinding, reason
 	}
 }
 
-
 // propagateSpread is propagateJob with a placement that spreads the Job
 // over at least two members.
 func (f *fleet) propagateSpread(t *testing.T, job *batchv1.Job) {
