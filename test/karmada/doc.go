@@ -67,9 +67,12 @@
 //     (karmada#6815): the job goes to member-a, whose phalanx estimator
 //     (still up) answers 0 for it.
 //
-// What runs (TestKarmadaPropagation, the harness startFleet of
+// What runs (TestKarmadaGlobal, on the harness startFleet of
 // fleet_test.go): Karmada's real propagation flow, nothing written by the
-// test but the resource template and its PropagationPolicy.
+// test but the resource templates, their PropagationPolicies, the Queues
+// and manifests/global/job-status.yaml; phalanx-global (binary) decides
+// the bindings whose policy names schedulerName phalanx-global, and kwok
+// runs each member's pods (a pod with kwok's run-for annotation ends).
 //
 //   - The plane as above, with all of Karmada's CRDs (the resource
 //     interpreter watches config.karmada.io), the namespace karmada-cluster
@@ -108,6 +111,10 @@
 // the plane (value <namespace>.<name>, not a UUID; the Work's manifests do
 // not get it). Only v1alpha2 bindings are used (no conversion).
 //
+// Steps of TestKarmadaGlobal (global_test.go says what each asserts):
+// propagation (the smoke test below, with karmada-scheduler), shares,
+// dependency, bad-input and restart (phalanx-global).
+//
 // The smoke test: a batch/v1 Job template (parallelism 2, pods of
 // schedulerName phalanx-scheduler, gang-size "2") and a PropagationPolicy
 // for member-b (default-scheduler, clusterAffinity clusterNames) yield a
@@ -124,6 +131,7 @@
 // binary) and KARMADA_BIN_DIR (a directory holding aggregated-apiserver,
 // controller-manager, scheduler and scheduler-estimator built as TestMain
 // does, tag included; TestMain fails naming any missing) skip the builds;
+// PHALANX_GLOBAL_BIN (a phalanx-global binary) skips its build;
 // PHALANX_KARMADA_LOGS=dir keeps every component's log; -short skips the
 // tests.
 package karmada

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"sigs.k8s.io/yaml"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
@@ -43,21 +48,25 @@ func TestKarmadaGlobal(t *testing.T) {
 	f := startFleet(t, map[string][]testcluster.NodeSpec{"member-a": gpuNodes("a"), "member-b": gpuNodes("b"), "member-c": gpuNodes("c")})
 	queues := []*phalanxv1alpha1.Queue{queueOf("team-a", 2, ""), queueOf("team-b", 1, ""), queueOf("orphan", 1, "no-such-parent")}
 	f.installQueues(t, f.Cluster, queues)
+	f.applyJobStatusReflection(t)
 	for _, m := range f.members {
 		f.installQueues(t, m.Cluster, queues[:2])
 		if err := m.StartKwok(); err != nil {
 			t.Fatal(err)
 		}
 	}
-	global := f.startGlobal(t)
-	t.Logf("fleet and phalanx-global up in %v", time.Since(began).Round(time.Millisecond))
+	t.Logf("fleet up in %v", time.Since(began).Round(time.Millisecond))
+	var global *proc
 
 	step := func(name string, fn func(t *testing.T)) {
 		if !t.Run(name, fn) {
 			t.FailNow()
 		}
 	}
-	step("shares", func(t *testing.T) { f.globalShares(t) })
+	// phalanx-global lives as long as the test, not the step that starts it.
+	start := func() *proc { return f.startGlobal(t) }
+	step("propagation", func(t *testing.T) { f.propagationSmoke(t) })
+	step("shares", func(t *testing.T) { global = f.globalShares(t, start) })
 	step("dependency", func(t *testing.T) { f.globalDependency(t) })
 	step("bad-input", func(t *testing.T) { f.globalBadInput(t) })
 	step("restart", func(t *testing.T) {
@@ -168,11 +177,12 @@ func jobDone(rb *workv1alpha2.ResourceBinding) bool {
 	return false
 }
 
-// globalShares: six 4-GPU jobs of each team at once on 24 GPUs. While both
-// teams wait, team-a never holds more than 16 GPUs and team-b never more
-// than 8 (weights 2:1 over the sum of the members); both hold exactly
-// that at some point; every job ends, each whole in one member.
-func (f *fleet) globalShares(t *testing.T) {
+// globalShares: six 4-GPU jobs of each team wait on the plane (24 GPUs in
+// all) when phalanx-global starts. While both teams wait, team-a never
+// holds more than 16 GPUs and team-b never more than 8 (weights 2:1 over
+// the sum of the members); both hold exactly that at some point; every job
+// ends, each whole in one member. It returns the running phalanx-global.
+func (f *fleet) globalShares(t *testing.T, startGlobal func() *proc) *proc {
 	var jobs []*batchv1.Job
 	for i := range 6 {
 		jobs = append(jobs, gpuJob(fmt.Sprintf("a-%d", i), "team-a", 2, 2, "6s"), gpuJob(fmt.Sprintf("b-%d", i), "team-b", 2, 2, "6s"))
@@ -180,6 +190,15 @@ func (f *fleet) globalShares(t *testing.T) {
 	for _, job := range jobs {
 		f.propagateJob(t, job, globalScheduler, "member-a", "member-b", "member-c")
 	}
+	// The backlog is whole before the tier decides: shares divide the
+	// demand the tier sees, and a team whose jobs reach the plane later
+	// catches up only as others end (the tier does not preempt).
+	if err := testcluster.Eventually(context.Background(), propagate, func(ctx context.Context) (bool, error) {
+		return len(f.globalBindings(t)) == len(jobs), nil
+	}); err != nil {
+		t.Fatalf("the detector made %d of %d bindings: %v", len(f.globalBindings(t)), len(jobs), err)
+	}
+	global := startGlobal()
 	fullAtWeights := false
 	var samples []string
 	err := testcluster.Eventually(context.Background(), 4*time.Minute, func(ctx context.Context) (bool, error) {
@@ -228,6 +247,7 @@ func (f *fleet) globalShares(t *testing.T) {
 	for _, job := range jobs {
 		f.assertWhole(t, job)
 	}
+	return global
 }
 
 // assertWhole: the Job exists in exactly one member, the one its binding
@@ -405,4 +425,25 @@ func (f *fleet) gpusRunning(ctx context.Context) (map[string]int64, error) {
 		}
 	}
 	return out, nil
+}
+
+// applyJobStatusReflection applies manifests/global/job-status.yaml, the
+// ResourceInterpreterCustomization that makes Karmada reflect a Job's ready
+// pods, and waits until the interpreter has it (a probe reflection is not
+// observable: the customization's presence is what the controller-manager
+// watches).
+func (f *fleet) applyJobStatusReflection(t *testing.T) {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "global", "job-status.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
+		t.Fatalf("manifests/global/job-status.yaml: %v", err)
+	}
+	gvr := schema.GroupVersionResource{Group: "config.karmada.io", Version: "v1alpha1", Resource: "resourceinterpretercustomizations"}
+	if _, err := f.Dynamic.Resource(gvr).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("applying manifests/global/job-status.yaml: %v", err)
+	}
 }

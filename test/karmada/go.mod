@@ -12,6 +12,7 @@ require (
 	k8s.io/kube-aggregator v0.35.3
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 	sigs.k8s.io/scheduler-plugins v0.34.7
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -186,7 +187,6 @@ require (
 	sigs.k8s.io/mcs-api v0.1.0 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 
 replace github.com/phalanx-sched/phalanx => ../..
