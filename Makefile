@@ -17,7 +17,7 @@ IMAGE ?= ghcr.io/phalanx-sched/phalanx:$(APP_VERSION)
 # Integration and simulator runs take longer than go test's 10-minute default.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all build tools test unit integration workloads karmada e2e stress verify lint generate manifests demo trace bench bench-estimator bench-perf bench-all bench-bins image clean
+.PHONY: all build tools test unit integration workloads karmada e2e stress verify lint generate manifests demo trace bench bench-estimator bench-global bench-perf bench-all bench-bins image clean
 
 all: build
 
@@ -135,11 +135,12 @@ trace: bench-bins
 ## bench: stock kube-scheduler, upstream GangScheduling, phalanx and raw binds side by side
 ## (child processes, one API server per workload): pods/s, CPU/pod, peak RSS,
 ## top costs, ratios; medians of 3 passes. BENCH_ARGS="-profile -only gangs" etc.
-## Then the Karmada estimator's latency (bench-estimator).
+## Then the Karmada estimator's latency (bench-estimator) and the global tier (bench-global).
 BENCH_ARGS ?=
 bench: bench-bins
 	$(BIN)/phalanx-sim bench -kube-scheduler $(BIN)/kube-scheduler -phalanx-scheduler $(BIN)/phalanx-scheduler $(BENCH_ARGS)
 	$(BIN)/phalanx-sim estimator-bench -phalanx-scheduler $(BIN)/phalanx-scheduler $(ESTIMATOR_ARGS)
+	$(BIN)/phalanx-sim global-bench $(GLOBAL_ARGS)
 
 ## bench-estimator: the Karmada estimator's answer time on a 5000-node member
 ## (half its GPUs taken) for a 1024-pod set, with and without a required
@@ -151,6 +152,16 @@ bench-estimator:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/kubectl-phalanx ./cmd/kubectl-phalanx
 	$(BIN)/phalanx-sim estimator-bench -phalanx-scheduler $(BIN)/phalanx-scheduler $(ESTIMATOR_ARGS)
+
+## bench-global: the global tier (internal/global) in a simulated run on stand-in
+## members (no gRPC, no API server) against Karmada's default dispatch (first come
+## first served, most free GPUs): pass cost at 100 and 1000 waiting jobs, dispatches
+## per second, waits, utilisation, team shares against weights; 3 and 20 members,
+## medians of 5 seeds (~2 min). GLOBAL_ARGS="-runs 3 -members 3,20,50 -weights 2,1" etc.
+GLOBAL_ARGS ?=
+bench-global:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/phalanx-sim ./cmd/phalanx-sim
+	$(BIN)/phalanx-sim global-bench $(GLOBAL_ARGS)
 
 ## bench-perf: the same workloads through upstream's scheduler_perf (plain and
 ## gang workloads by default; PERF_BENCH selects test cases, PERF_COUNT passes)

@@ -1,12 +1,14 @@
 // Command phalanx-sim runs scenarios on an in-process cluster with the phalanx
 // scheduler (demo), and measures phalanx against the stock kube-scheduler
 // profile in the same run (bench), times the Karmada estimator's answers on a
-// large member (estimator-bench), and replays a cluster's history with
+// large member (estimator-bench), measures the Karmada global tier on
+// stand-in members (global-bench), and replays a cluster's history with
 // several schedulers in turns (trace).
 //
 //	phalanx-sim demo [-html report.html] [scenario.yaml]
 //	phalanx-sim bench [-runs 3] [-profile] [-only gangs,topology,subgroups] [-nodes 5000 ...]
 //	phalanx-sim estimator-bench [-phalanx-scheduler bin/phalanx-scheduler] [-nodes 5000] [-gang 1024] [-runs 20] [-profile]
+//	phalanx-sim global-bench [-members 3,20] [-runs 5] [-waiting 100,1000] [-weights 2,1,1]
 //	phalanx-sim trace -nodes nodes.csv -jobs jobs.csv [-queues queues.csv] [-speed 100] [-schedulers phalanx,stock,upstream-gang]
 //	phalanx-sim trace -generate [-seed 1] [-load 1.25] [-node-count 16] [-job-count 200] [-out report/trace]
 //	phalanx-sim trace -generate -cliques 8 [-spine-cliques 4] [-subgroup-share 0.2] ...
@@ -57,6 +59,8 @@ func main() {
 		err = runBench(ctx, os.Args[2:])
 	case "estimator-bench":
 		err = runEstimatorBench(ctx, os.Args[2:])
+	case "global-bench":
+		err = runGlobalBench(ctx, os.Args[2:])
 	case "trace":
 		err = runTrace(ctx, os.Args[2:])
 	default:
@@ -69,7 +73,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: phalanx-sim demo [scenario.yaml] | bench [flags] | estimator-bench [flags] | trace [flags]")
+	fmt.Fprintln(os.Stderr, "usage: phalanx-sim demo [scenario.yaml] | bench [flags] | estimator-bench [flags] | global-bench [flags] | trace [flags]")
 	os.Exit(2)
 }
 
