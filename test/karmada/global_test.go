@@ -12,7 +12,6 @@ import (
 
 	policyv1alpha1 "github.com/karmada-io/karmada/pkg/apis/policy/v1alpha1"
 	workv1alpha2 "github.com/karmada-io/karmada/pkg/apis/work/v1alpha2"
-	"github.com/karmada-io/karmada/pkg/util"
 	"github.com/karmada-io/karmada/pkg/util/names"
 	batchv1 "k8s.io/api/batch/v1"
 	v1 "k8s.io/api/core/v1"
@@ -21,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"sigs.k8s.io/yaml"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
@@ -318,7 +316,11 @@ func (f *fleet) globalBadInput(t *testing.T) {
 	nodep.Annotations = map[string]string{phalanxv1alpha1.DependsOnAnnotation: "never-submitted"}
 	f.propagateJob(t, nodep, globalScheduler, "member-a", "member-b", "member-c")
 	spread := gpuJob("spread", "team-b", 2, 1, "")
-	f.propagateSpread(t, spread)
+	f.propagate(t, spread, globalScheduler, policyv1alpha1.Placement{
+		SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MinGroups: 2, MaxGroups: 3}},
+		ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
+			ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceAggregated},
+	})
 	for _, tc := range []struct {
 		job          *batchv1.Job
 		reason, says string
@@ -374,35 +376,6 @@ func (f *fleet) waitEvent(t *testing.T, rb *workv1alpha2.ResourceBinding, reason
 	})
 	if err != nil {
 		t.Fatalf("no event %s on ResourceBinding %s: %v", reason, rb.Name, err)
-	}
-}
-
-// propagateSpread is propagateJob with a placement that spreads the Job
-// over at least two members.
-func (f *fleet) propagateSpread(t *testing.T, job *batchv1.Job) {
-	t.Helper()
-	ctx := context.Background()
-	pp := &policyv1alpha1.PropagationPolicy{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: job.Name, Namespace: job.Namespace,
-			Labels:     map[string]string{policyv1alpha1.PropagationPolicyPermanentIDLabel: string(uuid.NewUUID())},
-			Finalizers: []string{util.PropagationPolicyControllerFinalizer},
-		},
-		Spec: policyv1alpha1.PropagationSpec{
-			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "batch/v1", Kind: "Job", Namespace: job.Namespace, Name: job.Name}},
-			Placement: policyv1alpha1.Placement{
-				SpreadConstraints: []policyv1alpha1.SpreadConstraint{{SpreadByField: policyv1alpha1.SpreadByFieldCluster, MinGroups: 2, MaxGroups: 3}},
-				ReplicaScheduling: &policyv1alpha1.ReplicaSchedulingStrategy{ReplicaSchedulingType: policyv1alpha1.ReplicaSchedulingTypeDivided,
-					ReplicaDivisionPreference: policyv1alpha1.ReplicaDivisionPreferenceAggregated},
-			},
-			SchedulerName: globalScheduler,
-		},
-	}
-	if _, err := f.karmada.PolicyV1alpha1().PropagationPolicies(job.Namespace).Create(ctx, pp, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating PropagationPolicy %s: %v", pp.Name, err)
-	}
-	if _, err := f.Client.BatchV1().Jobs(job.Namespace).Create(ctx, job, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("creating Job %s on the plane: %v", job.Name, err)
 	}
 }
 

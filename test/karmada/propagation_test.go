@@ -106,6 +106,12 @@ func gangJob(name string, size int32) *batchv1.Job {
 // namespace, a permanent id and the detector's finalizer.
 func (f *fleet) propagateJob(t *testing.T, job *batchv1.Job, schedulerName string, clusters ...string) {
 	t.Helper()
+	f.propagate(t, job, schedulerName, policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: clusters}})
+}
+
+// propagate is propagateJob with any placement.
+func (f *fleet) propagate(t *testing.T, job *batchv1.Job, schedulerName string, placement policyv1alpha1.Placement) {
+	t.Helper()
 	ctx := context.Background()
 	pp := &policyv1alpha1.PropagationPolicy{
 		ObjectMeta: metav1.ObjectMeta{
@@ -115,7 +121,7 @@ func (f *fleet) propagateJob(t *testing.T, job *batchv1.Job, schedulerName strin
 		},
 		Spec: policyv1alpha1.PropagationSpec{
 			ResourceSelectors: []policyv1alpha1.ResourceSelector{{APIVersion: "batch/v1", Kind: "Job", Namespace: job.Namespace, Name: job.Name}},
-			Placement:         policyv1alpha1.Placement{ClusterAffinity: &policyv1alpha1.ClusterAffinity{ClusterNames: clusters}},
+			Placement:         placement,
 			SchedulerName:     schedulerName,
 		},
 	}

@@ -140,9 +140,18 @@ func (p *Plane) Pass(ctx context.Context) {
 	world, bindings := p.world(ctx)
 	start := p.clock.Now()
 	verdicts := p.tier.Pass(ctx, world, p.estimator)
+	decided := make(map[types.UID]bool, len(verdicts))
 	for _, v := range verdicts {
+		decided[v.Job.UID] = true
 		if err := p.writer.apply(ctx, bindings[v.Job.UID], v); err != nil {
 			logger.Error(err, "Writing a verdict; it is decided again on the next pass", "job", v.Job.Key)
+		}
+	}
+	for _, j := range world.Jobs {
+		if j.Member != "" && !decided[j.UID] {
+			if err := p.writer.confirm(ctx, bindings[j.UID]); err != nil {
+				logger.Error(err, "Confirming a dispatch; tried again on the next pass", "job", j.Key)
+			}
 		}
 	}
 	observePass(p.clock.Since(start), verdicts)

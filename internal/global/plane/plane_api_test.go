@@ -45,6 +45,7 @@ func TestPlaneOnAPIServer(t *testing.T) {
 	t.Run("writes verdicts", func(t *testing.T) { testPlaneWritesVerdicts(t, c) })
 	t.Run("writer", func(t *testing.T) { testWriter(t, c) })
 	t.Run("writer conflict", func(t *testing.T) { testWriterConflict(t, c) })
+	t.Run("writer confirm", func(t *testing.T) { testWriterConfirm(t, c) })
 	t.Run("world", func(t *testing.T) { testWorld(t, c) })
 }
 
@@ -157,9 +158,11 @@ func testWriter(t *testing.T, c *testcluster.Cluster) {
 	}
 }
 
-// A binding changed since it was read is not written over: the write fails
-// with a conflict, the other change stays, and nothing of the verdict is
-// written; read again, the verdict is written.
+// A binding changed since it was read is not written over. A dispatch on
+// a stale binding fails with a conflict and writes nothing. A condition on
+// a binding that another controller changed meanwhile (its labels) is
+// written once the binding is read again, the other change kept, but not
+// on one whose spec.clusters changed meanwhile.
 func testWriterConflict(t *testing.T, c *testcluster.Cluster) {
 	ctx, cancel := testContext(t)
 	defer cancel()
@@ -177,26 +180,66 @@ func testWriterConflict(t *testing.T, c *testcluster.Cluster) {
 		t.Fatal(err)
 	}
 	job := &global.Job{Key: "conflict/stale-job", Queue: "q"}
-	for _, v := range []global.Verdict{
-		{Job: job, Reason: global.NoMemberFitsNow, Message: "waits"},
-		{Job: job, Member: "m1", Reason: global.Dispatched, Message: "to m1"},
-	} {
-		b := *stale
-		err := w.apply(ctx, &b, v)
-		if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "conflict/stale-job") {
-			t.Fatalf("writing %s on a stale binding: %v, want a conflict naming the binding", v.Reason, err)
-		}
-		after := getBinding(t, c, "conflict", "stale-job")
-		if after.Labels["changed-by"] != "karmada" || len(after.Spec.Clusters) != 0 || len(after.Status.Conditions) != 0 {
-			t.Fatalf("after a failed %s: labels %v, clusters %v, conditions %v; want the other change kept and nothing written", v.Reason, after.Labels, after.Spec.Clusters, after.Status.Conditions)
-		}
+	b := *stale
+	err = w.apply(ctx, &b, global.Verdict{Job: job, Member: "m1", Reason: global.Dispatched, Message: "to m1"})
+	if !apierrors.IsConflict(err) || !strings.Contains(err.Error(), "conflict/stale-job") {
+		t.Fatalf("dispatching a stale binding: %v, want a conflict naming the binding", err)
 	}
-	fresh := getBinding(t, c, "conflict", "stale-job")
-	if err := w.apply(ctx, fresh, global.Verdict{Job: job, Member: "m1", Reason: global.Dispatched, Message: "to m1"}); err != nil {
+	if after := getBinding(t, c, "conflict", "stale-job"); after.Labels["changed-by"] != "karmada" || len(after.Spec.Clusters) != 0 || len(after.Status.Conditions) != 0 {
+		t.Fatalf("after a failed dispatch: labels %v, clusters %v, conditions %v; want the other change kept and nothing written", after.Labels, after.Spec.Clusters, after.Status.Conditions)
+	}
+	b = *stale
+	if err := w.apply(ctx, &b, global.Verdict{Job: job, Reason: global.NoMemberFitsNow, Message: "waits"}); err != nil {
+		t.Fatalf("a waiting condition on a binding whose labels changed: %v", err)
+	}
+	after := getBinding(t, c, "conflict", "stale-job")
+	if cond := apimeta.FindStatusCondition(after.Status.Conditions, ScheduledCondition); cond == nil || cond.Reason != string(global.NoMemberFitsNow) || after.Labels["changed-by"] != "karmada" {
+		t.Fatalf("after the retried write: labels %v, conditions %v; want both", after.Labels, after.Status.Conditions)
+	}
+
+	// Dispatched by someone else meanwhile: the stale waiting verdict is
+	// not written.
+	stale = getBinding(t, c, "conflict", "stale-job")
+	if err := w.apply(ctx, getBinding(t, c, "conflict", "stale-job"), global.Verdict{Job: job, Member: "m1", Reason: global.Dispatched, Message: "to m1"}); err != nil {
 		t.Fatal(err)
 	}
-	if after := getBinding(t, c, "conflict", "stale-job"); len(after.Spec.Clusters) != 1 || after.Labels["changed-by"] != "karmada" {
-		t.Fatalf("read again, the dispatch should be written with the other change kept: %+v", after)
+	b = *stale
+	if err := w.apply(ctx, &b, global.Verdict{Job: job, Reason: global.QueueAboveShare, Message: "above"}); err == nil || !strings.Contains(err.Error(), "spec.clusters changed") {
+		t.Fatalf("a waiting verdict on a binding dispatched meanwhile: %v, want refused", err)
+	}
+	if cond := apimeta.FindStatusCondition(getBinding(t, c, "conflict", "stale-job").Status.Conditions, ScheduledCondition); cond.Status != metav1.ConditionTrue {
+		t.Fatalf("the dispatch's condition was overwritten: %+v", cond)
+	}
+}
+
+// A binding dispatched whose Scheduled condition does not say so (the
+// status write failed, or the tier stopped between its two writes) is
+// confirmed: Scheduled=True, its spec left as it is.
+func testWriterConfirm(t *testing.T, c *testcluster.Cluster) {
+	ctx, cancel := testContext(t)
+	defer cancel()
+	namespace(t, c, "confirm", nil)
+	w := &writer{client: c.Dynamic, recorder: record.NewFakeRecorder(100), clock: clock.RealClock{}}
+	create(t, c.Dynamic, ResourceBindings, bindingIn("confirm", "half", "phalanx-writer", 2, nil))
+	b := getBinding(t, c, "confirm", "half-job")
+	if _, _, err := w.dispatch(ctx, b, "m2"); err != nil {
+		t.Fatal(err)
+	}
+	half := getBinding(t, c, "confirm", "half-job")
+	if err := w.confirm(ctx, half); err != nil {
+		t.Fatal(err)
+	}
+	after := getBinding(t, c, "confirm", "half-job")
+	cond := apimeta.FindStatusCondition(after.Status.Conditions, ScheduledCondition)
+	if cond == nil || cond.Status != metav1.ConditionTrue || !strings.Contains(cond.Message, "m2") || after.Generation != half.Generation || after.Spec.Clusters[0].Name != "m2" {
+		t.Fatalf("confirmed: %+v, generation %d -> %d, clusters %v", cond, half.Generation, after.Generation, after.Spec.Clusters)
+	}
+	rv := after.ResourceVersion
+	if err := w.confirm(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	if again := getBinding(t, c, "confirm", "half-job"); again.ResourceVersion != rv {
+		t.Fatalf("confirming a confirmed binding wrote it again (%s -> %s)", rv, again.ResourceVersion)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -39,6 +40,7 @@ func (w *writer) apply(ctx context.Context, b *binding, v global.Verdict) error 
 			return err
 		}
 		b.Generation, b.ResourceVersion = gen, rv
+		b.Spec.Clusters = []targetCluster{{Name: v.Member, Replicas: b.Spec.Replicas}}
 		logger.V(2).Info("Dispatched", "member", v.Member, "move", v.Move, "queue", v.Job.Queue)
 	}
 	old := apimeta.FindStatusCondition(b.Status.Conditions, ScheduledCondition)
@@ -88,6 +90,31 @@ func (w *writer) dispatch(ctx context.Context, b *binding, member string) (int64
 }
 
 func (w *writer) writeStatus(ctx context.Context, b *binding, cond metav1.Condition, scheduled bool) error {
+	for attempt := 0; ; attempt++ {
+		err := w.patchStatus(ctx, b, cond, scheduled)
+		if err == nil || !apierrors.IsConflict(err) || attempt == 2 {
+			if err != nil {
+				return fmt.Errorf("writing the Scheduled condition of ResourceBinding %s/%s: %w", b.Namespace, b.Name, err)
+			}
+			return nil
+		}
+		// Another controller wrote the binding between the tier's read
+		// (or its dispatch) and this write, typically its labels or
+		// finalizers. The condition still holds if the binding still goes
+		// where the verdict says: read it again and retry; otherwise the
+		// next pass decides anew.
+		fresh, ferr := w.get(ctx, b.Namespace, b.Name)
+		if ferr != nil {
+			return fmt.Errorf("writing the Scheduled condition of ResourceBinding %s/%s: %w (and reading it again: %v)", b.Namespace, b.Name, err, ferr)
+		}
+		if !sameTargets(fresh.Spec.Clusters, b.Spec.Clusters) {
+			return fmt.Errorf("writing the Scheduled condition of ResourceBinding %s/%s: %w; its spec.clusters changed meanwhile", b.Namespace, b.Name, err)
+		}
+		*b = *fresh
+	}
+}
+
+func (w *writer) patchStatus(ctx context.Context, b *binding, cond metav1.Condition, scheduled bool) error {
 	conds := append([]metav1.Condition(nil), b.Status.Conditions...)
 	cond.ObservedGeneration = b.Generation
 	cond.LastTransitionTime = metav1.NewTime(w.clock.Now())
@@ -100,10 +127,46 @@ func (w *writer) writeStatus(ctx context.Context, b *binding, cond metav1.Condit
 	if err != nil {
 		return err
 	}
-	if _, err := w.client.Resource(ResourceBindings).Namespace(b.Namespace).Patch(ctx, b.Name, types.MergePatchType, raw, metav1.PatchOptions{FieldManager: FieldManager}, "status"); err != nil {
-		return fmt.Errorf("writing the Scheduled condition of ResourceBinding %s/%s: %w", b.Namespace, b.Name, err)
+	_, err = w.client.Resource(ResourceBindings).Namespace(b.Namespace).Patch(ctx, b.Name, types.MergePatchType, raw, metav1.PatchOptions{FieldManager: FieldManager}, "status")
+	return err
+}
+
+// confirm writes Scheduled=True on a binding the tier dispatched whose
+// condition does not say so: the status write after the dispatch failed,
+// or the tier stopped between the two. The dispatch itself stands.
+func (w *writer) confirm(ctx context.Context, b *binding) error {
+	if c := apimeta.FindStatusCondition(b.Status.Conditions, ScheduledCondition); len(b.Spec.Clusters) != 1 || (c != nil && c.Status == metav1.ConditionTrue) {
+		return nil
 	}
+	member := b.Spec.Clusters[0].Name
+	cond := metav1.Condition{Type: ScheduledCondition, Status: metav1.ConditionTrue, Reason: string(global.Dispatched),
+		Message: "dispatched whole to member " + member}
+	if err := w.writeStatus(ctx, b, cond, false); err != nil {
+		return err
+	}
+	w.recorder.Event(refOf(b), v1.EventTypeNormal, cond.Reason, cond.Message)
 	return nil
+}
+
+func (w *writer) get(ctx context.Context, namespace, name string) (*binding, error) {
+	u, err := w.client.Resource(ResourceBindings).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	b := &binding{}
+	return b, fromUnstructured(u, b)
+}
+
+func sameTargets(a, b []targetCluster) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // FieldManager names the tier's writes.
