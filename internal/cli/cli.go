@@ -16,12 +16,14 @@ import (
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	pgclientset "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned"
 	"sigs.k8s.io/yaml"
 
+	clglobal "github.com/phalanx-sched/phalanx/internal/cli/global"
 	phalanxclientset "github.com/phalanx-sched/phalanx/pkg/generated/clientset/versioned"
 )
 
@@ -37,12 +39,18 @@ Commands:
                     podgroup/NAME, or NAME (a PodGroup, else a pod)
   top               free GPUs per topology domain (leaf, spine, NVLink clique ...)
 
+On a Karmada control plane (it serves work.karmada.io resourcebindings), jobs
+and why show phalanx-global's ResourceBindings instead of gangs: global queue,
+position, member, state and why; why takes a binding's or its template's name.
+
 Flags:
   -n, --namespace   namespace (default: the kubeconfig context's)
   -A, --all-namespaces
   -q, --queue       jobs: only gangs of this queue
   -o, --output      table (default), json or yaml
       --resource    top: the resource to count (default nvidia.com/gpu)
+      --scheduler-name  Karmada plane: the schedulerName of phalanx-global's bindings
+                    (default phalanx-global)
       --kubeconfig, --context
 `
 
@@ -53,6 +61,7 @@ type Options struct {
 	Queue         string
 	Output        string
 	Resource      string
+	SchedulerName string
 	Kubeconfig    string
 	Context       string
 }
@@ -76,6 +85,7 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVarP(&o.Queue, "queue", "q", "", "")
 	fs.StringVarP(&o.Output, "output", "o", "table", "")
 	fs.StringVar(&o.Resource, "resource", "nvidia.com/gpu", "")
+	fs.StringVar(&o.SchedulerName, "scheduler-name", "phalanx-global", "")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "")
 	fs.StringVar(&o.Context, "context", "", "")
 	help := fs.BoolP("help", "h", false, "")
@@ -106,16 +116,14 @@ func Run(args []string, stdout, stderr io.Writer) int {
 	}
 	var out any
 	switch cmd := rest[0]; cmd {
-	case "queues":
-		out, err = queues(ctx, c)
-	case "jobs", "gangs":
-		out, err = jobs(ctx, c, o)
-	case "why":
-		if len(rest) != 2 {
+	case "jobs", "gangs", "why":
+		if cmd == "why" && len(rest) != 2 {
 			fmt.Fprintf(stderr, "error: why needs one target: pod/NAME, job/NAME, podgroup/NAME or NAME\n")
 			return 2
 		}
-		out, err = why(ctx, c, rest[1])
+		out, err = jobsOrWhy(ctx, c, o, rest)
+	case "queues":
+		out, err = queues(ctx, c)
 	case "top", "nodes":
 		out, err = top(ctx, c, o.Resource)
 	default:
@@ -131,6 +139,30 @@ func Run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// jobsOrWhy runs jobs or why: on the gangs of a cluster, or on a Karmada
+// plane on phalanx-global's bindings (which stand for the members' gangs
+// there: a plane runs no pods).
+func jobsOrWhy(ctx context.Context, c *clients, o Options, args []string) (any, error) {
+	onPlane, err := clglobal.OnPlane(c.config)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !onPlane && args[0] == "why":
+		return why(ctx, c, args[1])
+	case !onPlane:
+		return jobs(ctx, c, o)
+	}
+	dyn, err := dynamic.NewForConfig(c.config)
+	if err != nil {
+		return nil, err
+	}
+	if args[0] == "why" {
+		return clglobal.Explain(ctx, clglobal.Clients{Dynamic: dyn, Kube: c.kube}, c.namespace, args[1], o.SchedulerName, explain)
+	}
+	return clglobal.Jobs(ctx, dyn, c.namespace, o.Queue, o.SchedulerName, explain)
 }
 
 func connect(o Options) (*clients, error) {
@@ -216,9 +248,11 @@ func print(w io.Writer, format string, v any) error {
 		_, err = w.Write(raw)
 		return err
 	}
-	t, ok := v.(interface{ table(io.Writer) error })
-	if !ok {
-		return fmt.Errorf("no table for %T", v)
+	switch t := v.(type) {
+	case interface{ table(io.Writer) error }:
+		return t.table(w)
+	case interface{ Table(io.Writer) error }:
+		return t.Table(w)
 	}
-	return t.table(w)
+	return fmt.Errorf("no table for %T", v)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -17,6 +16,7 @@ import (
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	clglobal "github.com/phalanx-sched/phalanx/internal/cli/global"
 	"github.com/phalanx-sched/phalanx/internal/served"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
@@ -69,17 +69,7 @@ func jobs(ctx context.Context, c *clients, o Options) (*JobList, error) {
 			out.Jobs = append(out.Jobs, r)
 		}
 	}
-	sort.SliceStable(out.Jobs, func(i, j int) bool {
-		a, b := out.Jobs[i], out.Jobs[j]
-		pa, pb := a.Position != nil, b.Position != nil
-		switch {
-		case pa && pb:
-			return a.Position.PositionInCluster < b.Position.PositionInCluster
-		case pa != pb:
-			return pa
-		}
-		return a.created.Before(b.created)
-	})
+	clglobal.ByPosition(out.Jobs, func(r JobRow) (*phalanxv1alpha1.GangPosition, time.Time) { return r.Position, r.created })
 	return out, nil
 }
 

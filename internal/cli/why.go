@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	clglobal "github.com/phalanx-sched/phalanx/internal/cli/global"
 	"github.com/phalanx-sched/phalanx/internal/workload"
 )
 
@@ -56,7 +56,6 @@ type EventRow struct {
 	Object  string `json:"object"`
 	Reason  string `json:"reason"`
 	Message string `json:"message"`
-	at      time.Time
 }
 
 func why(ctx context.Context, c *clients, target string) (*Why, error) {
@@ -196,28 +195,10 @@ func gangDetails(ctx context.Context, c *clients, out *Why, pods []corev1.Pod, o
 // recentEvents are the ten latest events of the objects; none when events
 // cannot be read.
 func recentEvents(ctx context.Context, c *clients, ns string, objects map[string]bool) []EventRow {
-	events, err := c.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil
-	}
 	var out []EventRow
-	for _, e := range events.Items {
-		if !objects[e.InvolvedObject.Name] {
-			continue
-		}
-		at := e.LastTimestamp.Time
-		if at.IsZero() {
-			at = e.EventTime.Time
-		}
-		if at.IsZero() {
-			at = e.CreationTimestamp.Time
-		}
-		out = append(out, EventRow{Age: time.Since(at).Round(time.Second).String(), Type: e.Type,
-			Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Reason: e.Reason, Message: e.Message, at: at})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].at.After(out[j].at) })
-	if len(out) > 10 {
-		out = out[:10]
+	for _, e := range clglobal.RecentEvents(ctx, c.kube, ns, "", func(e *corev1.Event) bool { return objects[e.InvolvedObject.Name] }) {
+		out = append(out, EventRow{Age: time.Since(clglobal.EventTime(&e)).Round(time.Second).String(), Type: e.Type,
+			Object: e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name, Reason: e.Reason, Message: e.Message})
 	}
 	return out
 }
@@ -294,16 +275,7 @@ func (w *Why) table(out io.Writer) error {
 		if q := g.Queue; q != "" {
 			fmt.Fprintf(out, "Queue:      %s\n", q)
 		}
-		if p := g.Position; p != nil {
-			fmt.Fprintf(out, "Position:   %d of %d in queue %s, %d in the cluster\n", p.PositionInQueue, p.QueueLength, p.Queue, p.PositionInCluster)
-			if a := p.Ahead; a != nil {
-				who := "a gang of another namespace"
-				if a.Name != "" {
-					who = a.Name
-				}
-				fmt.Fprintf(out, "Ahead:      %s, because of %s\n", who, a.Reason)
-			}
-		}
+		clglobal.PrintPosition(out, g.Position, "in the cluster", "a gang of another namespace")
 	}
 	fmt.Fprintf(out, "Waits for:  %s\n", w.WaitsFor)
 	if w.Closest != nil {

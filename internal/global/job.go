@@ -118,6 +118,10 @@ type Verdict struct {
 	// Position is its 1-based place among the jobs of its queue that still
 	// wait after the pass (0 when dispatched).
 	Position int
+	// ClusterPosition is its 1-based place among every job still waiting
+	// after the pass, the queues interleaved in the pass's order (0 when
+	// dispatched).
+	ClusterPosition int
 	// Move: it was dispatched to Job.Member, has not started there, and
 	// goes to Member instead.
 	Move bool

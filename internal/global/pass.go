@@ -149,12 +149,14 @@ func (t *Tier) Pass(ctx context.Context, w World, est Estimator) []Verdict {
 		}
 	}
 	positions := map[string]int{}
+	inCluster := 0
 	for i, j := range waiting {
 		v := &verdicts[i]
 		v.Job = j
 		if v.Reason != Dispatched {
 			positions[j.Queue]++
-			v.Position = positions[j.Queue]
+			inCluster++
+			v.Position, v.ClusterPosition = positions[j.Queue], inCluster
 			v.Message = fmt.Sprintf("%s (position %d in queue %s)", v.Message, v.Position, j.Queue)
 		}
 	}

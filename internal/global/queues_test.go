@@ -103,19 +103,31 @@ func TestPassOrderAndPositions(t *testing.T) {
 	other := job("r", "other", 8, 20*time.Minute)
 	w.Jobs = []*Job{young, tieB, old, high, tieA, other}
 
-	var got []string
+	var got, inCluster []string
 	positions := map[string]int{}
 	for _, v := range New(Config{}, clocktesting.NewFakePassiveClock(t0)).Pass(context.Background(), *w, &roomEstimator{world: w}) {
 		if v.Job.Queue == "q" {
 			got = append(got, v.Job.Name)
 		}
 		positions[v.Job.Name] = v.Position
+		if v.ClusterPosition > 0 {
+			if v.ClusterPosition != len(inCluster)+1 {
+				t.Errorf("%s at cluster position %d after %d waiting jobs", v.Job.Name, v.ClusterPosition, len(inCluster))
+			}
+			inCluster = append(inCluster, v.Job.Name)
+		} else if v.Reason != Dispatched {
+			t.Errorf("%s waits (%s) without a cluster position", v.Job.Name, v.Reason)
+		}
 		if v.Position > 0 && !strings.Contains(v.Message, fmt.Sprintf("position %d in queue %s", v.Position, v.Job.Queue)) {
 			t.Errorf("%s: the message does not give position %d in queue %s: %s", v.Job.Name, v.Position, v.Job.Queue, v.Message)
 		}
 	}
 	if strings.Join(got, ",") != "high,old,tie-a,tie-b,young" {
 		t.Fatalf("queue q decided in the order %v, want high (priority), then old, tie-a, tie-b (key), young (submission)", got)
+	}
+	// The queues interleave by share: r holds nothing, so other goes first.
+	if strings.Join(inCluster, ",") != "other,old,tie-a,tie-b,young" {
+		t.Errorf("waiting jobs in the cluster's order %v, want other (queue r below its share), old, tie-a, tie-b, young", inCluster)
 	}
 	want := map[string]int{"high": 0, "old": 1, "tie-a": 2, "tie-b": 3, "young": 4, "other": 1}
 	for name, p := range want {

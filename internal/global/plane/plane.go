@@ -8,8 +8,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -28,7 +31,8 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/queue"
 )
 
-// Queues are phalanx's Queue objects, applied on the Karmada plane.
+// Queues are phalanx's Queue objects, applied on the Karmada plane with
+// their CRD (and the QueuePositions CRD, for positions).
 var Queues = phalanxv1alpha1.SchemeGroupVersion.WithResource("queues")
 
 // Templates reads a binding's resource template.
@@ -57,12 +61,17 @@ type Plane struct {
 	estimator global.Estimator
 	tier      *global.Tier
 	writer    *writer
+	positions *positionsWriter
 	clock     clock.Clock
 
 	bindings, clusters, queues cache.SharedIndexInformer
 	namespaces                 cache.SharedIndexInformer
-	factories                  []interface{ Start(<-chan struct{}) }
-	kick                       chan struct{}
+	// dyn makes the Queue informer once the plane is seen to serve
+	// Queues; queueResource is what it reads.
+	dyn           dynamicinformer.DynamicSharedInformerFactory
+	queueResource schema.GroupVersionResource
+	factories     []interface{ Start(<-chan struct{}) }
+	kick          chan struct{}
 
 	mu        sync.Mutex
 	tmplCache map[types.UID]cachedTemplate
@@ -82,25 +91,30 @@ func New(opts Options, client dynamic.Interface, kube kubernetes.Interface, temp
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
 	p := &Plane{
 		opts: opts, client: client, templates: templates, estimator: est, clock: clk,
-		tier:       global.New(opts.Tier, clk),
-		writer:     &writer{client: client, recorder: broadcaster.NewRecorder(clientscheme.Scheme, v1.EventSource{Component: FieldManager}), clock: clk},
-		bindings:   dyn.ForResource(ResourceBindings).Informer(),
-		clusters:   dyn.ForResource(Clusters).Informer(),
-		queues:     dyn.ForResource(Queues).Informer(),
-		namespaces: core.Core().V1().Namespaces().Informer(),
-		factories:  []interface{ Start(<-chan struct{}) }{dyn, core},
-		kick:       make(chan struct{}, 1),
-		tmplCache:  map[types.UID]cachedTemplate{},
+		tier:          global.New(opts.Tier, clk),
+		writer:        &writer{client: client, recorder: broadcaster.NewRecorder(clientscheme.Scheme, v1.EventSource{Component: FieldManager}), clock: clk},
+		positions:     &positionsWriter{client: client, resource: QueuePositionsResource, clock: clk},
+		bindings:      dyn.ForResource(ResourceBindings).Informer(),
+		clusters:      dyn.ForResource(Clusters).Informer(),
+		namespaces:    core.Core().V1().Namespaces().Informer(),
+		dyn:           dyn,
+		queueResource: Queues,
+		factories:     []interface{ Start(<-chan struct{}) }{dyn, core},
+		kick:          make(chan struct{}, 1),
+		tmplCache:     map[types.UID]cachedTemplate{},
 	}
-	handler := cache.ResourceEventHandlerFuncs{
+	for _, inf := range []cache.SharedIndexInformer{p.bindings, p.clusters, p.namespaces} {
+		p.watch(inf)
+	}
+	return p
+}
+
+func (p *Plane) watch(inf cache.SharedIndexInformer) {
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { p.trigger() },
 		UpdateFunc: func(_, _ any) { p.trigger() },
 		DeleteFunc: func(any) { p.trigger() },
-	}
-	for _, inf := range []cache.SharedIndexInformer{p.bindings, p.clusters, p.queues, p.namespaces} {
-		_, _ = inf.AddEventHandler(handler)
-	}
-	return p
+	})
 }
 
 func (p *Plane) trigger() {
@@ -114,11 +128,8 @@ func (p *Plane) trigger() {
 // and at least every Interval, until ctx ends.
 func (p *Plane) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	for _, f := range p.factories {
-		f.Start(ctx.Done())
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), p.bindings.HasSynced, p.clusters.HasSynced, p.queues.HasSynced, p.namespaces.HasSynced) {
-		return fmt.Errorf("the Karmada plane's ResourceBindings, Clusters, Queues and Namespaces never synced")
+	if err := p.start(ctx); err != nil {
+		return err
 	}
 	logger.Info("Deciding bindings", "schedulerName", p.opts.SchedulerName)
 	tick := time.NewTicker(p.opts.Interval)
@@ -132,6 +143,32 @@ func (p *Plane) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// start starts the informers and waits for them. Queues are read only
+// where the plane serves them: without the Queue CRD the tier still runs
+// (every job's queue is missing, so each waits as QueueRefused), and says
+// so once.
+func (p *Plane) start(ctx context.Context) error {
+	synced := []cache.InformerSynced{p.bindings.HasSynced, p.clusters.HasSynced, p.namespaces.HasSynced}
+	_, err := p.client.Resource(p.queueResource).List(ctx, metav1.ListOptions{Limit: 1})
+	switch {
+	case apierrors.IsNotFound(err):
+		klog.FromContext(ctx).Info("The Karmada plane does not serve Queues: every binding waits as QueueRefused; apply manifests/crds/scheduling.phalanx.dev_queues.yaml on the plane",
+			"resource", p.queueResource.String())
+	default:
+		// Any other error is the informer's to retry.
+		p.queues = p.dyn.ForResource(p.queueResource).Informer()
+		p.watch(p.queues)
+		synced = append(synced, p.queues.HasSynced)
+	}
+	for _, f := range p.factories {
+		f.Start(ctx.Done())
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+		return fmt.Errorf("the Karmada plane's ResourceBindings, Clusters, Queues and Namespaces never synced")
+	}
+	return nil
 }
 
 // Pass decides every binding of the tier once and writes the verdicts.
@@ -154,6 +191,7 @@ func (p *Plane) Pass(ctx context.Context) {
 			}
 		}
 	}
+	p.positions.write(ctx, positionsOf(verdicts))
 	observePass(p.clock.Since(start), verdicts)
 }
 
@@ -161,7 +199,11 @@ func (p *Plane) Pass(ctx context.Context) {
 func (p *Plane) world(ctx context.Context) (global.World, map[types.UID]*binding) {
 	logger := klog.FromContext(ctx)
 	var w global.World
-	for _, obj := range p.queues.GetStore().List() {
+	var queues []any
+	if p.queues != nil {
+		queues = p.queues.GetStore().List()
+	}
+	for _, obj := range queues {
 		var q phalanxv1alpha1.Queue
 		if err := fromUnstructured(obj, &q); err != nil {
 			logger.Error(err, "Reading a Queue")

@@ -3,6 +3,7 @@ package plane
 import (
 	"context"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -14,7 +15,6 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
@@ -36,7 +36,7 @@ func TestPlaneOnAPIServer(t *testing.T) {
 	}
 	ctx, cancel := testContext(t)
 	defer cancel()
-	if err := c.InstallCRDYAML(ctx, []byte(karmadaCRDs)); err != nil {
+	if err := installKarmadaCRDs(ctx, c, "testdata/karmada-crds.yaml"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Phalanx.SchedulingV1alpha1().Queues().Create(ctx, &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Spec: phalanxv1alpha1.QueueSpec{Weight: 1}}, metav1.CreateOptions{}); err != nil {
@@ -47,6 +47,18 @@ func TestPlaneOnAPIServer(t *testing.T) {
 	t.Run("writer conflict", func(t *testing.T) { testWriterConflict(t, c) })
 	t.Run("writer confirm", func(t *testing.T) { testWriterConfirm(t, c) })
 	t.Run("world", func(t *testing.T) { testWorld(t, c) })
+	t.Run("positions writer", func(t *testing.T) { testPositionsWriter(t, c) })
+	// Last: its member is seen by every plane after it.
+	t.Run("without queues", func(t *testing.T) { testPlaneWithoutQueues(t, c) })
+}
+
+// installKarmadaCRDs installs the schema-less Karmada CRDs of path.
+func installKarmadaCRDs(ctx context.Context, c *testcluster.Cluster, path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return c.InstallCRDYAML(ctx, raw)
 }
 
 func testContext(t *testing.T) (context.Context, context.CancelFunc) {
@@ -222,7 +234,7 @@ func testWriterConfirm(t *testing.T, c *testcluster.Cluster) {
 	w := &writer{client: c.Dynamic, recorder: record.NewFakeRecorder(100), clock: clock.RealClock{}}
 	create(t, c.Dynamic, ResourceBindings, bindingIn("confirm", "half", "phalanx-writer", 2, nil))
 	b := getBinding(t, c, "confirm", "half-job")
-	if _, _, err := w.dispatch(ctx, b, "m2"); err != nil {
+	if _, _, err := w.dispatch(ctx, b, "m2", "q"); err != nil {
 		t.Fatal(err)
 	}
 	half := getBinding(t, c, "confirm", "half-job")
@@ -295,11 +307,8 @@ func testWorld(t *testing.T, c *testcluster.Cluster) {
 		"plain": {}, "labelled": {Labels: map[string]string{phalanxv1alpha1.QueueLabel: "team-a"}}, "theirs": {}, "deleting": {},
 	}}
 	p := New(Options{SchedulerName: sched, DefaultQueue: "default", Interval: time.Second}, c.Dynamic, c.Client, templates, nil, clock.RealClock{})
-	for _, f := range p.factories {
-		f.Start(ctx.Done())
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), p.bindings.HasSynced, p.clusters.HasSynced, p.queues.HasSynced, p.namespaces.HasSynced) {
-		t.Fatal("informers never synced")
+	if err := p.start(ctx); err != nil {
+		t.Fatal(err)
 	}
 	jobs := func() map[string]*global.Job {
 		w, bindings := p.world(ctx)

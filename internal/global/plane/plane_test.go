@@ -22,37 +22,6 @@ import (
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 )
 
-// karmadaCRDs serve the shapes the adapter reads, schema-less: Karmada's
-// own CRDs and its aggregated Cluster API are the test/karmada module's.
-const karmadaCRDs = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: resourcebindings.work.karmada.io}
-spec:
-  group: work.karmada.io
-  names: {kind: ResourceBinding, listKind: ResourceBindingList, plural: resourcebindings, singular: resourcebinding}
-  scope: Namespaced
-  versions:
-  - name: v1alpha2
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: clusters.cluster.karmada.io}
-spec:
-  group: cluster.karmada.io
-  names: {kind: Cluster, listKind: ClusterList, plural: clusters, singular: cluster}
-  scope: Cluster
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`
-
 // cannedAsker answers from a table: member -> sets, and records the
 // assumed workloads it was told of.
 type cannedAsker struct {

@@ -35,7 +35,7 @@ func (w *writer) apply(ctx context.Context, b *binding, v global.Verdict) error 
 	cond := metav1.Condition{Type: ScheduledCondition, Status: metav1.ConditionFalse, Reason: string(v.Reason), Message: v.Message}
 	if v.Member != "" {
 		cond.Status = metav1.ConditionTrue
-		gen, rv, err := w.dispatch(ctx, b, v.Member)
+		gen, rv, err := w.dispatch(ctx, b, v.Member, v.Job.Queue)
 		if err != nil {
 			return err
 		}
@@ -65,8 +65,9 @@ func (w *writer) apply(ctx context.Context, b *binding, v global.Verdict) error 
 }
 
 // dispatch sets spec.clusters and the applied-placement annotation, as
-// karmada-scheduler does; it returns the new generation and version.
-func (w *writer) dispatch(ctx context.Context, b *binding, member string) (int64, string, error) {
+// karmada-scheduler does, and the queue charged (QueueAnnotation); it
+// returns the new generation and version.
+func (w *writer) dispatch(ctx context.Context, b *binding, member, queueName string) (int64, string, error) {
 	placement, err := json.Marshal(b.Spec.Placement)
 	if err != nil {
 		return 0, "", err
@@ -74,7 +75,7 @@ func (w *writer) dispatch(ctx context.Context, b *binding, member string) (int64
 	patch := map[string]any{
 		"metadata": map[string]any{
 			"resourceVersion": b.ResourceVersion,
-			"annotations":     map[string]string{appliedPlacementAnnotation: string(placement)},
+			"annotations":     map[string]string{appliedPlacementAnnotation: string(placement), QueueAnnotation: queueName},
 		},
 		"spec": map[string]any{"clusters": []targetCluster{{Name: member, Replicas: b.Spec.Replicas}}},
 	}
@@ -168,6 +169,11 @@ func sameTargets(a, b []targetCluster) bool {
 	}
 	return true
 }
+
+// QueueAnnotation on a dispatched binding names the queue the tier charges
+// it to (kubectl phalanx shows it; a waiting binding's queue is in its
+// QueuePositions entry and its Scheduled message).
+const QueueAnnotation = "scheduling.phalanx.dev/queue"
 
 // FieldManager names the tier's writes.
 const FieldManager = "phalanx-global"
