@@ -68,6 +68,7 @@ workloads:
 ## (test/karmada, Karmada's commands built from test/karmada/upstream at Karmada's own versions)
 karmada: build
 	cd test/karmada && PHALANX_SCHEDULER_BIN=$(CURDIR)/$(BIN)/phalanx-scheduler PHALANX_GLOBAL_BIN=$(CURDIR)/$(BIN)/phalanx-global \
+		PHALANX_KUBECTL_BIN=$(CURDIR)/$(BIN)/kubectl-phalanx \
 		$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 ## e2e: test/e2e in both modes on an in-process API server that enforces RBAC,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -46,6 +47,7 @@ func TestKarmadaGlobal(t *testing.T) {
 	f := startFleet(t, map[string][]testcluster.NodeSpec{"member-a": gpuNodes("a"), "member-b": gpuNodes("b"), "member-c": gpuNodes("c")})
 	queues := []*phalanxv1alpha1.Queue{queueOf("team-a", 2, ""), queueOf("team-b", 1, ""), queueOf("orphan", 1, "no-such-parent")}
 	f.installQueues(t, f.Cluster, queues)
+	f.installCRD(t, "crds/scheduling.phalanx.dev_queuepositions.yaml")
 	f.applyJobStatusReflection(t)
 	for _, m := range f.members {
 		f.installQueues(t, m.Cluster, queues[:2])
@@ -67,6 +69,7 @@ func TestKarmadaGlobal(t *testing.T) {
 	step("shares", func(t *testing.T) { global = f.globalShares(t, start) })
 	step("dependency", func(t *testing.T) { f.globalDependency(t) })
 	step("bad-input", func(t *testing.T) { f.globalBadInput(t) })
+	step("cli", func(t *testing.T) { f.globalCLI(t) })
 	step("restart", func(t *testing.T) {
 		dispatched := f.globalBindings(t)
 		global.stop()
@@ -90,6 +93,18 @@ func TestKarmadaGlobal(t *testing.T) {
 
 func queueOf(name string, weight int32, parent string) *phalanxv1alpha1.Queue {
 	return &phalanxv1alpha1.Queue{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: phalanxv1alpha1.QueueSpec{Weight: weight, Parent: parent}}
+}
+
+// installCRD installs one of manifests/crds on the plane.
+func (f *fleet) installCRD(t *testing.T, file string) {
+	t.Helper()
+	crd, err := manifests.CRDs.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.InstallCRDYAML(context.Background(), crd); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // installQueues installs phalanx's Queue CRD (the plane has none of
@@ -418,5 +433,43 @@ func (f *fleet) applyJobStatusReflection(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: "config.karmada.io", Version: "v1alpha1", Resource: "resourceinterpretercustomizations"}
 	if _, err := f.Dynamic.Resource(gvr).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("applying manifests/global/job-status.yaml: %v", err)
+	}
+}
+
+// globalCLI: kubectl phalanx pointed at the plane lists phalanx-global's
+// jobs of the namespace: the waiting ones with their queue, position and
+// why, the dispatched ones with their member.
+func (f *fleet) globalCLI(t *testing.T) {
+	out, err := exec.Command(kubectlPhalanxBin, "jobs", "-n", namespace, "--kubeconfig", f.Kubeconfig).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl phalanx jobs on the plane: %v\n%s", err, out)
+	}
+	t.Logf("kubectl phalanx jobs -n %s (the Karmada plane):\n%s", namespace, out)
+	rows := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if fields := strings.Fields(line); len(fields) > 1 {
+			rows[fields[1]] = line
+		}
+	}
+	pretrain := f.waitScheduled(t, gpuJob("pretrain", "team-a", 2, 4, ""))
+	for name, want := range map[string][]string{
+		"Job/huge":       {"team-a", "Waiting", "NoMemberCanHold"},
+		"Job/orphan-job": {"orphan", "QueueRefused"},
+		"Job/nodep":      {"team-b", "DependencyMissing"},
+		"Job/spread":     {"WouldDivide"},
+		"Job/pretrain":   {"team-a", targetNames(pretrain)[0], "Running"},
+	} {
+		row, ok := rows[name]
+		if !ok {
+			t.Fatalf("no row for %s in:\n%s", name, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(row, w) {
+				t.Errorf("row %q lacks %q", row, w)
+			}
+		}
+	}
+	if !strings.Contains(rows["Job/huge"], " in team-a") {
+		t.Errorf("the waiting job's row shows no position in its queue: %q", rows["Job/huge"])
 	}
 }

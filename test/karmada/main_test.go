@@ -23,6 +23,9 @@ var (
 	// globalBin is bin/phalanx-global: $PHALANX_GLOBAL_BIN, or built from
 	// ../.. .
 	globalBin string
+	// kubectlPhalanxBin is bin/kubectl-phalanx: $PHALANX_KUBECTL_BIN, or
+	// built from ../.. .
+	kubectlPhalanxBin string
 	// karmadaBin holds Karmada's aggregated-apiserver, controller-manager,
 	// scheduler and scheduler-estimator: $KARMADA_BIN_DIR, or built from
 	// ./upstream.
@@ -82,6 +85,12 @@ func buildAll(dir string) error {
 			errs = append(errs, fmt.Sprintf("%s: go %s (in %s): %v\n%s", name, strings.Join(args, " "), wd, err, out.String()))
 			mu.Unlock()
 		}
+	}
+	kubectlPhalanxBin = os.Getenv("PHALANX_KUBECTL_BIN")
+	if kubectlPhalanxBin == "" {
+		kubectlPhalanxBin = filepath.Join(dir, "kubectl-phalanx")
+		wg.Add(1)
+		go run("kubectl-phalanx", filepath.Join(here, "..", ".."), "build", "-o", kubectlPhalanxBin, "./cmd/kubectl-phalanx")
 	}
 	globalBin = os.Getenv("PHALANX_GLOBAL_BIN")
 	if globalBin == "" {
