@@ -30,6 +30,9 @@ type Member struct {
 	// Allocatable is the member's allocatable total (its Cluster's
 	// resource summary): the queues' global shares divide the sum.
 	Allocatable resources.List
+	// InUse is what the member's pods, bound or not, ask for (its
+	// Cluster's resource summary: allocated and allocating).
+	InUse resources.List
 	// Cost orders members that fit equally well, lower first (label
 	// CostLabel, 0 when absent).
 	Cost int64
@@ -71,6 +74,10 @@ type Job struct {
 	Divides string
 	// Allowed is the placement's cluster affinity (nil: every member).
 	Allowed func(*Member) bool
+	// Evicted are the members Karmada's failover evicted it from (the
+	// binding's graceful eviction tasks): it goes to none of them while
+	// the eviction lasts.
+	Evicted []string
 	// Invalid says what could not be read ("" when the job is well formed).
 	Invalid string
 }

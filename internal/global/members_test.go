@@ -88,7 +88,7 @@ func TestPassNoMemberCanHold(t *testing.T) {
 		allowed func(*Member) bool
 		want    []string
 	}{
-		{name: "not ready", members: []*Member{{Name: "m1", Allocatable: gpus(16)}}, want: []string{"m1: not ready"}},
+		{name: "not ready and too small", members: []*Member{{Name: "m1", Allocatable: gpus(4)}}, want: []string{"m1: not ready"}},
 		{name: "excluded by the placement", members: []*Member{member("m1", 16), member("m2", 4)}, allowed: func(m *Member) bool { return m.Name != "m1" },
 			want: []string{"m1: not allowed by the placement", "m2: allocatable nvidia.com/gpu=4"}},
 		{name: "no members", want: []string{"no member cluster is registered"}},
@@ -117,7 +117,9 @@ func TestPassNoMemberCanHold(t *testing.T) {
 
 // Moves go to no member kept for a starved job.
 func TestPassMovesAvoidKeptMembers(t *testing.T) {
-	w := &World{Queues: queues(map[string]int32{"q": 1, "big": 1}), Members: []*Member{member("full", 8), member("free", 8)}}
+	free := member("free", 8)
+	free.InUse = gpus(4) // the member's own work, which will end
+	w := &World{Queues: queues(map[string]int32{"q": 1, "big": 1}), Members: []*Member{member("full", 8), free}}
 	stuck := job("q", "stuck", 4, time.Hour)
 	stuck.Member, stuck.Since = "full", t0.Add(-30*time.Minute)
 	large := job("big", "large", 8, time.Hour)
@@ -222,5 +224,121 @@ func TestPassFailedDependency(t *testing.T) {
 	v := run(t, New(Config{}, clocktesting.NewFakePassiveClock(t0)), w, &roomEstimator{world: w})["finetune"]
 	if v.Reason != DependencyWaiting || !strings.Contains(v.Message, "finished in member m1 without starting") {
 		t.Fatalf("finetune after pretrain failed: %s (%s), want DependencyWaiting saying pretrain finished without starting", v.Reason, v.Message)
+	}
+}
+
+// A member out of reach (lost, or evicted the job by failover) that would
+// hold the set makes the job wait, not be refused for good; an evicted job
+// goes whole to another member, never back to the one it was evicted from
+// while the eviction lasts, even when that one is cheaper.
+func TestPassFailover(t *testing.T) {
+	lost := func(name string, n int64) *Member { m := member(name, n); m.Ready = false; return m }
+	cheap := func(m *Member) *Member { m.Cost = 0; return m }
+	dear := func(m *Member) *Member { m.Cost = 5; return m }
+	for _, tc := range []struct {
+		name       string
+		members    []*Member
+		evicted    []string
+		reason     Reason
+		member     string
+		says       []string
+		askedAbout []string
+	}{
+		{name: "the only holder is lost", members: []*Member{lost("m1", 16), member("m2", 4)}, reason: NoMemberFitsNow,
+			says: []string{"no member in reach", "m1: not ready", "m2: allocatable nvidia.com/gpu=4"}},
+		{name: "evicted, another member holds it", members: []*Member{cheap(member("m1", 16)), dear(member("m2", 16))}, evicted: []string{"m1"},
+			reason: Dispatched, member: "m2", says: []string{"placed again after its eviction from m1"}, askedAbout: []string{"m2"}},
+		{name: "evicted from the only holder", members: []*Member{member("m1", 16), member("m2", 4)}, evicted: []string{"m1"}, reason: NoMemberFitsNow,
+			says: []string{"m1: evicted it (failover), until the eviction ends"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &World{Queues: queues(map[string]int32{"q": 1}), Members: tc.members}
+			j := job("q", "j", 8, time.Minute)
+			j.Evicted = tc.evicted
+			w.Jobs = []*Job{j}
+			est := &recordingEstimator{room: roomEstimator{world: w}}
+			v := run(t, New(Config{}, clocktesting.NewFakePassiveClock(t0)), w, est)["j"]
+			if v.Reason != tc.reason || v.Member != tc.member {
+				t.Fatalf("%s to %q (%s), want %s to %q", v.Reason, v.Member, v.Message, tc.reason, tc.member)
+			}
+			for _, part := range tc.says {
+				if !strings.Contains(v.Message, part) {
+					t.Errorf("the message does not say %q: %s", part, v.Message)
+				}
+			}
+			var asked []string
+			for _, a := range est.asks {
+				asked = append(asked, a.member)
+			}
+			if strings.Join(asked, ",") != strings.Join(tc.askedAbout, ",") {
+				t.Errorf("asked the estimators of %v, want %v", asked, tc.askedAbout)
+			}
+		})
+	}
+}
+
+// A member with none of the job's GPUs in use whose estimator still says
+// no whole set starts there cannot start it by waiting (topology, node
+// shapes): it is not kept for the job under the bounded wait, and when
+// every member is so the job's message says so. The job still waits (the
+// members' resource summaries lag the estimators, so "idle" can be wrong
+// for a pass).
+func TestPassIdleMemberThatRefuses(t *testing.T) {
+	busy := func(name string, inUse int64) *Member { m := member(name, 8); m.InUse = gpus(inUse); return m }
+	cfg := Config{StarvedAfter: 10 * time.Minute}
+	for _, tc := range []struct {
+		name    string
+		members []*Member
+		reason  Reason
+		says    string
+		kept    string // the member kept for the starved job, "" for none
+	}{
+		{name: "every member idle and refusing", members: []*Member{busy("m1", 0), busy("m2", 0)}, reason: NoMemberFitsNow,
+			says: "even with none of its nvidia.com/gpu in use"},
+		{name: "one member busy", members: []*Member{busy("m1", 0), busy("m2", 2)}, reason: NoMemberFitsNow, kept: "m2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &World{Queues: queues(map[string]int32{"q": 1}), Members: tc.members}
+			wide := job("q", "wide", 8, time.Hour) // waited past StarvedAfter
+			later := job("q", "later", 2, time.Minute)
+			w.Jobs = []*Job{wide, later}
+			est := setsEstimator(func(j *Job, m string) int32 {
+				if j.Name == "wide" {
+					return 0
+				}
+				return 1
+			})
+			vs := run(t, New(cfg, clocktesting.NewFakePassiveClock(t0)), w, est)
+			if v := vs["wide"]; v.Reason != tc.reason || !strings.Contains(v.Message, tc.says) {
+				t.Fatalf("wide: %s (%s), want %s saying %q", v.Reason, v.Message, tc.reason, tc.says)
+			}
+			v := vs["later"]
+			switch {
+			case tc.kept == "" && v.Reason != Dispatched:
+				t.Fatalf("later: %s (%s); no member is worth keeping for wide", v.Reason, v.Message)
+			case tc.kept != "" && v.Member == tc.kept:
+				t.Fatalf("later went to %s, which is kept for wide", tc.kept)
+			}
+		})
+	}
+}
+
+// A job in a member that is not ready is never moved by the tier, however
+// long it has not started there: its status there is unknown (it may run
+// unseen); Karmada's failover evicts it, and the tier then places it.
+func TestPassNoMoveFromALostMember(t *testing.T) {
+	lost := member("lost", 8)
+	lost.Ready = false
+	w := &World{Queues: queues(map[string]int32{"q": 1}), Members: []*Member{lost, member("up", 8)}}
+	j := job("q", "j", 4, time.Hour)
+	j.Member, j.Since = "lost", t0.Add(-30*time.Minute)
+	w.Jobs = []*Job{j}
+	vs := run(t, New(Config{MoveAfter: 10 * time.Minute, MovesPerHour: 5}, clocktesting.NewFakePassiveClock(t0)), w, &roomEstimator{world: w})
+	if v, moved := vs["move:j"]; moved {
+		t.Fatalf("j moved from the lost member to %s", v.Member)
+	}
+	lost.Ready = true
+	if vs := run(t, New(Config{MoveAfter: 10 * time.Minute, MovesPerHour: 5}, clocktesting.NewFakePassiveClock(t0)), w, &roomEstimator{world: w}); vs["move:j"].Member != "up" {
+		t.Fatalf("j did not move from a ready member where it has not started: %v", vs)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"time"
 )
 
-// moves: jobs dispatched more than MoveAfter ago that have not started in
-// their member (nothing of them runs there: the aggregated status shows no
+// moves: jobs dispatched more than MoveAfter ago to a ready member that
+// have not started in it (nothing of them runs there: the aggregated status shows no
 // started quorum) go whole to another member where they start now, oldest
 // first, at most MovesPerHour over the last hour.
 func (p *pass) moves() []Verdict {
@@ -22,9 +22,15 @@ func (p *pass) moves() []Verdict {
 		}
 	}
 	p.Tier.moves = kept
+	// A member that is not ready reports nothing the tier can trust: its
+	// jobs may run there unseen. They move only by Karmada's failover.
+	reachable := map[string]bool{}
+	for _, m := range p.world.Members {
+		reachable[m.Name] = m.Ready
+	}
 	var stuck []*Job
 	for _, j := range p.world.Jobs {
-		if j.Member != "" && !j.Started && !j.Done && !j.Since.IsZero() && now.Sub(j.Since) >= p.cfg.MoveAfter {
+		if j.Member != "" && reachable[j.Member] && !j.Started && !j.Done && !j.Since.IsZero() && now.Sub(j.Since) >= p.cfg.MoveAfter {
 			stuck = append(stuck, j)
 		}
 	}

@@ -3,10 +3,12 @@ package global
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
 	"github.com/phalanx-sched/phalanx/internal/queue"
@@ -202,6 +204,9 @@ func (p *pass) decide(j *Job) Verdict {
 	}
 	holders := p.holders(j)
 	if len(holders) == 0 {
+		if p.holdsLater(j) {
+			return Verdict{Reason: NoMemberFitsNow, Message: "no member in reach can start the whole set now: " + p.noHolder(j)}
+		}
 		return Verdict{Reason: NoMemberCanHold, Message: p.noHolder(j)}
 	}
 	if v, ok := p.admit(j); !ok {
@@ -219,8 +224,14 @@ func (p *pass) decide(j *Job) Verdict {
 	answers := p.ask(j, open)
 	best := choose(open, answers)
 	if best == nil {
-		p.stall(j, holders)
+		p.stall(j, holders, answers)
 		msg := "no member can start the whole set now: " + describe(open, answers)
+		if len(open) > 0 && p.everyIdleRefuses(j, open, answers) {
+			// Nothing ends in them that would make room, so the bounded
+			// wait keeps none of them for it (stall).
+			msg = fmt.Sprintf("no member can start the whole set even with none of its %s in use (topology, node shapes or the member's own queues): %s",
+				strings.Join(scarce(j.Request), ", "), describe(open, answers))
+		}
 		if len(kept) > 0 {
 			msg += "; " + strings.Join(kept, ", ")
 		}
@@ -232,7 +243,11 @@ func (p *pass) decide(j *Job) Verdict {
 	p.cache.MarkPlaced(j.UID, true, queue.Charge{Queue: j.Queue, Request: j.Request, Node: best.Name})
 	p.charge(best.Name, j)
 	p.assumed[best.Name] = append(p.assumed[best.Name], j)
-	return Verdict{Member: best.Name, Reason: Dispatched, Message: fmt.Sprintf("dispatched whole to member %s (%s)", best.Name, describe(open, answers))}
+	msg := fmt.Sprintf("dispatched whole to member %s (%s)", best.Name, describe(open, answers))
+	if len(j.Evicted) > 0 {
+		msg += fmt.Sprintf("; placed again after its eviction from %s by failover", strings.Join(j.Evicted, ", "))
+	}
+	return Verdict{Member: best.Name, Reason: Dispatched, Message: msg}
 }
 
 // dependencies: every job j depends on has started.
@@ -263,11 +278,29 @@ func (p *pass) dependencies(j *Job) (Verdict, bool) {
 func (p *pass) holders(j *Job) []*Member {
 	var out []*Member
 	for _, m := range p.world.Members {
-		if m.Ready && (j.Allowed == nil || j.Allowed(m)) && m.Allocatable.Fits(j.Request) {
+		if m.Ready && !slices.Contains(j.Evicted, m.Name) && p.mayHold(j, m) {
 			out = append(out, m)
 		}
 	}
 	return out
+}
+
+// mayHold: m is allowed for j and its allocatable total holds the whole
+// set, ready or not.
+func (p *pass) mayHold(j *Job, m *Member) bool {
+	return (j.Allowed == nil || j.Allowed(m)) && m.Allocatable.Fits(j.Request)
+}
+
+// holdsLater: a member out of reach now (not ready, or failover evicted j
+// from it) would hold j: j waits for it or another, it is not refused for
+// good.
+func (p *pass) holdsLater(j *Job) bool {
+	for _, m := range p.world.Members {
+		if p.mayHold(j, m) && (!m.Ready || slices.Contains(j.Evicted, m.Name)) {
+			return true
+		}
+	}
+	return false
 }
 
 func (p *pass) noHolder(j *Job) string {
@@ -276,6 +309,8 @@ func (p *pass) noHolder(j *Job) string {
 		switch {
 		case j.Allowed != nil && !j.Allowed(m):
 			parts = append(parts, m.Name+": not allowed by the placement")
+		case slices.Contains(j.Evicted, m.Name):
+			parts = append(parts, m.Name+": evicted it (failover), until the eviction ends")
 		case !m.Ready:
 			parts = append(parts, m.Name+": not ready")
 		default:
@@ -332,14 +367,14 @@ func (p *pass) refusedAfter(j *Job) bool {
 // stall counts a job that fits no member now as demand that cannot start
 // (it does not keep other queues from borrowing), and past StarvedAfter at
 // the head of its queue keeps a member for it.
-func (p *pass) stall(j *Job, holders []*Member) {
+func (p *pass) stall(j *Job, holders []*Member, answers map[string]Answer) {
 	add(p.stalled, j.Queue, j.Request)
 	if p.cfg.StarvedAfter <= 0 || p.clock.Since(j.Created) < p.cfg.StarvedAfter || p.headStarved(j.Queue) {
 		return
 	}
 	var pick *Member
 	for _, m := range holders {
-		if p.drained[m.Name] != nil {
+		if p.drained[m.Name] != nil || p.idleRefuses(j, m, answers) {
 			continue
 		}
 		if pick == nil || lessUsed(p.dispatched[m.Name], p.dispatched[pick.Name], j.Request) {
@@ -349,6 +384,48 @@ func (p *pass) stall(j *Job, holders []*Member) {
 	if pick != nil {
 		p.drained[pick.Name] = j
 	}
+}
+
+// scarce are the resources of req other than CPU, memory, storage and pod
+// slots: the accelerators a gang waits for.
+func scarce(req resources.List) []string {
+	var out []string
+	for r := range req {
+		switch r {
+		case v1.ResourceCPU, v1.ResourceMemory, v1.ResourceEphemeralStorage, v1.ResourcePods:
+			continue
+		}
+		out = append(out, string(r))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// idleRefuses: none of j's scarce resources is in use in m or charged
+// to a job the tier dispatched there, yet m's estimator answered that no
+// whole set starts there: what stops j is m's shape, not work that will
+// end, so keeping m for j is of no use.
+func (p *pass) idleRefuses(j *Job, m *Member, answers map[string]Answer) bool {
+	a, ok := answers[m.Name]
+	rs := scarce(j.Request)
+	if !ok || a.Err != nil || a.Sets > 0 || len(rs) == 0 {
+		return false
+	}
+	for _, r := range rs {
+		if m.InUse[v1.ResourceName(r)] > 0 || p.dispatched[m.Name][v1.ResourceName(r)] > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (p *pass) everyIdleRefuses(j *Job, members []*Member, answers map[string]Answer) bool {
+	for _, m := range members {
+		if !p.idleRefuses(j, m, answers) {
+			return false
+		}
+	}
+	return true
 }
 
 // headStarved: queue q already keeps a member for an earlier job.

@@ -69,8 +69,11 @@
 //
 // What runs (TestKarmadaGlobal, on the harness startFleet of
 // fleet_test.go): Karmada's real propagation flow, nothing written by the
-// test but the resource templates, their PropagationPolicies, the Queues
-// and manifests/global/job-status.yaml; phalanx-global (binary) decides
+// test but the resource templates, their PropagationPolicies (and one
+// OverridePolicy, in the move step), the Queues, the Clusters' cost labels
+// and manifests/global/{job-status,failover}.yaml; karmada-controller-manager
+// runs with gate Failover and NoExecute eviction, and the member-lost step
+// stops a member's API server; phalanx-global (binary) decides
 // the bindings whose policy names schedulerName phalanx-global, and kwok
 // runs each member's pods (a pod with kwok's run-for annotation ends).
 //

@@ -28,11 +28,18 @@ import (
 
 // fleetControllers are the karmada-controller-manager controllers a fleet
 // runs (--controllers; the resource detector always runs): cluster (Cluster
-// finalizer, execution namespace, not-ready taints; its taint manager needs
-// gate Failover, off by default in v1.18.2), clusterStatus, binding (binding
-// -> Work), execution (Work -> member), workStatus (member -> Work status)
-// and bindingStatus (Works -> the binding's aggregatedStatus).
-var fleetControllers = []string{"cluster", "clusterStatus", "binding", "execution", "workStatus", "bindingStatus"}
+// finalizer, execution namespace, not-ready taints, and with gate Failover
+// its taint manager, which evicts bindings from NoExecute-tainted members),
+// clusterStatus, binding (binding -> Work), execution (Work -> member),
+// workStatus (member -> Work status), bindingStatus (Works -> the binding's
+// aggregatedStatus), and for failover clustertaintpolicy (NoExecute taints
+// by manifests/global/failover.yaml) and gracefulEviction (the evicted
+// copy's removal once the job is healthy elsewhere).
+var fleetControllers = []string{"cluster", "clusterStatus", "binding", "execution", "workStatus", "bindingStatus", "clustertaintpolicy", "gracefulEviction"}
+
+// clusterFailureThreshold is how long a member fails its health checks
+// before Karmada marks it not Ready (30 s by default).
+const clusterFailureThreshold = "10s"
 
 // clusterSecrets is where the plane keeps the members' credentials, and
 // the member namespace of the ServiceAccount they belong to (karmadactl
@@ -93,7 +100,10 @@ func startFleet(t *testing.T, nodes map[string][]testcluster.NodeSpec) *fleet {
 		"--leader-elect=false",
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
-		"--feature-gates=MultiplePodTemplatesScheduling=true",
+		"--cluster-failure-threshold="+clusterFailureThreshold,
+		// Failover as manifests/global/failover.yaml asks for it.
+		"--feature-gates=MultiplePodTemplatesScheduling=true,Failover=true",
+		"--enable-no-execute-taint-eviction=true",
 		"--v=4")
 	for _, name := range sortedKeys(f.members) {
 		f.waitClusterReady(t, name)

@@ -48,7 +48,10 @@ func TestKarmadaGlobal(t *testing.T) {
 	queues := []*phalanxv1alpha1.Queue{queueOf("team-a", 2, ""), queueOf("team-b", 1, ""), queueOf("orphan", 1, "no-such-parent")}
 	f.installQueues(t, f.Cluster, queues)
 	f.installCRD(t, "crds/scheduling.phalanx.dev_queuepositions.yaml")
-	f.applyJobStatusReflection(t)
+	// Karmada reflects a Job's ready pods, and fails a lost member's
+	// bindings over, as the shipped manifests ask.
+	f.applyGlobalManifest(t, "job-status.yaml", schema.GroupVersionResource{Group: "config.karmada.io", Version: "v1alpha1", Resource: "resourceinterpretercustomizations"})
+	f.applyGlobalManifest(t, "failover.yaml", schema.GroupVersionResource{Group: "policy.karmada.io", Version: "v1alpha1", Resource: "clustertaintpolicies"})
 	for _, m := range f.members {
 		f.installQueues(t, m.Cluster, queues[:2])
 		if err := m.StartKwok(); err != nil {
@@ -64,16 +67,16 @@ func TestKarmadaGlobal(t *testing.T) {
 		}
 	}
 	// phalanx-global lives as long as the test, not the step that starts it.
-	start := func() *proc { return f.startGlobal(t) }
+	start := func(extra ...string) *proc { return f.startGlobal(t, extra...) }
 	step("propagation", func(t *testing.T) { f.propagationSmoke(t) })
-	step("shares", func(t *testing.T) { global = f.globalShares(t, start) })
+	step("shares", func(t *testing.T) { global = f.globalShares(t, func() *proc { return start() }) })
 	step("dependency", func(t *testing.T) { f.globalDependency(t) })
 	step("bad-input", func(t *testing.T) { f.globalBadInput(t) })
 	step("cli", func(t *testing.T) { f.globalCLI(t) })
 	step("restart", func(t *testing.T) {
 		dispatched := f.globalBindings(t)
 		global.stop()
-		global = f.startGlobal(t)
+		global = start()
 		job := gpuJob("after-restart", "team-b", 1, 4, "2s")
 		f.propagateJob(t, job, globalScheduler, "member-a", "member-b", "member-c")
 		f.waitScheduled(t, job)
@@ -88,6 +91,12 @@ func TestKarmadaGlobal(t *testing.T) {
 			}
 		}
 	})
+	step("move", func(t *testing.T) {
+		global.stop()
+		global = start("--move-after=10s")
+		f.globalMove(t)
+	})
+	step("member-lost", func(t *testing.T) { f.globalMemberLost(t) })
 	t.Logf("wall time: %v", time.Since(began).Round(time.Millisecond))
 }
 
@@ -128,20 +137,21 @@ func (f *fleet) installQueues(t *testing.T, c *testcluster.Cluster, queues []*ph
 
 // startGlobal runs phalanx-global as its Deployment does: the plane's
 // kubeconfig, the estimators found through the same ExternalName Services
-// as karmada-scheduler's, with TLS and the client certificate.
-func (f *fleet) startGlobal(t *testing.T) *proc {
+// as karmada-scheduler's, with TLS and the client certificate; extra flags
+// after those.
+func (f *fleet) startGlobal(t *testing.T, extra ...string) *proc {
 	t.Helper()
 	f.restarts++
-	return startProc(t, f.logs, f.dir, fmt.Sprintf("phalanx-global-%d", f.restarts), globalBin,
-		"--kubeconfig="+f.Kubeconfig,
+	return startProc(t, f.logs, f.dir, fmt.Sprintf("phalanx-global-%d", f.restarts), globalBin, append([]string{
+		"--kubeconfig=" + f.Kubeconfig,
 		"--leader-elect=false",
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
 		"--interval=1s",
-		"--estimator-ca-file="+f.tls.CA,
-		"--estimator-cert-file="+f.tls.ClientCert,
-		"--estimator-key-file="+f.tls.ClientKey,
-		"--v=3")
+		"--estimator-ca-file=" + f.tls.CA,
+		"--estimator-cert-file=" + f.tls.ClientCert,
+		"--estimator-key-file=" + f.tls.ClientKey,
+		"--v=3"}, extra...)...)
 }
 
 // gpuJob is a gang of size pods of gpus GPUs each in queue q; kwok ends
@@ -415,24 +425,19 @@ func (f *fleet) gpusRunning(ctx context.Context) (map[string]int64, error) {
 	return out, nil
 }
 
-// applyJobStatusReflection applies manifests/global/job-status.yaml, the
-// ResourceInterpreterCustomization that makes Karmada reflect a Job's ready
-// pods, and waits until the interpreter has it (a probe reflection is not
-// observable: the customization's presence is what the controller-manager
-// watches).
-func (f *fleet) applyJobStatusReflection(t *testing.T) {
+// applyGlobalManifest applies one of manifests/global on the plane.
+func (f *fleet) applyGlobalManifest(t *testing.T, file string, gvr schema.GroupVersionResource) {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "global", "job-status.yaml"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "manifests", "global", file))
 	if err != nil {
 		t.Fatal(err)
 	}
 	obj := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal(raw, &obj.Object); err != nil {
-		t.Fatalf("manifests/global/job-status.yaml: %v", err)
+		t.Fatalf("manifests/global/%s: %v", file, err)
 	}
-	gvr := schema.GroupVersionResource{Group: "config.karmada.io", Version: "v1alpha1", Resource: "resourceinterpretercustomizations"}
-	if _, err := f.Dynamic.Resource(gvr).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("applying manifests/global/job-status.yaml: %v", err)
+	if _, err := f.Dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Create(context.Background(), obj, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("applying manifests/global/%s: %v", file, err)
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"io"
 	"regexp"
 	"sort"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -221,15 +220,28 @@ func FirstClause(reason, message string) string {
 	if message == "" {
 		return dash(reason)
 	}
-	for _, sep := range []string{"; ", ". "} {
-		if i := strings.Index(message, sep); i > 0 {
-			message = message[:i]
-		}
-	}
+	message = message[:clauseEnd(message)]
 	if len(message) > 100 {
 		message = message[:97] + "..."
 	}
 	return reason + ": " + message
+}
+
+// clauseEnd is where the message's first clause ends: the first "; " or
+// ". " outside parentheses (a member's answer may hold either).
+func clauseEnd(message string) int {
+	depth := 0
+	for i := 0; i < len(message); i++ {
+		switch c := message[i]; {
+		case c == '(':
+			depth++
+		case c == ')' && depth > 0:
+			depth--
+		case depth == 0 && i > 0 && (c == ';' || c == '.') && i+1 < len(message) && message[i+1] == ' ':
+			return i
+		}
+	}
+	return len(message)
 }
 
 // positionSuffix is what the tier appends to a waiting job's message.

@@ -66,6 +66,8 @@ func TestFirstClause(t *testing.T) {
 			"NoMemberFitsNow: no member can start the whole set now: m1: 0 whole sets fit now"},
 		{"DependencyWaiting", "depends on ml/prep: it waits on the plane (position 1 in queue q)", "DependencyWaiting: depends on ml/prep: it waits on the plane"},
 		{"Success", "dispatched whole to member m1 (m1: 1 whole sets fit now)", "Success: dispatched whole to member m1 (m1: 1 whole sets fit now)"},
+		{"Success", "dispatched whole to member m2 (m1: 0 whole sets fit now; m2: 2 whole sets fit now); placed again after its eviction from m3",
+			"Success: dispatched whole to member m2 (m1: 0 whole sets fit now; m2: 2 whole sets fit now)"},
 		{"QueueRefused", "", "QueueRefused"},
 		{"", "", "-"},
 		{"X", strings.Repeat("a", 120), "X: " + strings.Repeat("a", 97) + "..."},

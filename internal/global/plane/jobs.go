@@ -51,6 +51,9 @@ func jobOf(b *binding, tmpl *estimator.Template, namespaceLabels map[string]stri
 	if j.Allowed, err = allowed(b.Spec.Placement); err != nil {
 		j.Invalid = err.Error()
 	}
+	for _, task := range b.Spec.GracefulEvictionTasks {
+		j.Evicted = append(j.Evicted, task.FromCluster)
+	}
 	if len(b.Spec.Clusters) > 0 {
 		j.Member = b.Spec.Clusters[0].Name
 		if len(b.Spec.Clusters) > 1 {

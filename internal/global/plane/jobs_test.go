@@ -178,13 +178,22 @@ func TestMemberOf(t *testing.T) {
 			if tc.name == "NoExecute taint" {
 				c.Spec.Taints = []v1.Taint{{Key: "cluster.karmada.io/not-ready", Effect: v1.TaintEffectNoExecute}}
 			}
-			c.Status.ResourceSummary = &struct {
-				Allocatable v1.ResourceList `json:"allocatable,omitempty"`
-			}{Allocatable: v1.ResourceList{"nvidia.com/gpu": resource.MustParse("16")}}
+			c.Status.ResourceSummary = &resourceSummary{Allocatable: v1.ResourceList{"nvidia.com/gpu": resource.MustParse("16")},
+				Allocated: v1.ResourceList{"nvidia.com/gpu": resource.MustParse("4")}, Allocating: v1.ResourceList{"nvidia.com/gpu": resource.MustParse("2")}}
 			m := memberOf(&c)
-			if m.Ready != tc.ready || m.Cost != tc.cost || m.Allocatable["nvidia.com/gpu"] != 16 {
-				t.Fatalf("member %+v, want ready %v cost %d and 16 GPUs", m, tc.ready, tc.cost)
+			if m.Ready != tc.ready || m.Cost != tc.cost || m.Allocatable["nvidia.com/gpu"] != 16 || m.InUse["nvidia.com/gpu"] != 6 {
+				t.Fatalf("member %+v, want ready %v cost %d, 16 GPUs and 6 in use", m, tc.ready, tc.cost)
 			}
 		})
+	}
+}
+
+// Karmada failover's graceful eviction tasks name the members the job may
+// not go back to while they last.
+func TestJobOfEvicted(t *testing.T) {
+	b := decode(t, withSpec(`,"gracefulEvictionTasks":[{"fromCluster":"member-a","reason":"TaintUntolerated","producer":"TaintManager"}]`))
+	j := jobOf(b, nil, nil, "default")
+	if strings.Join(j.Evicted, ",") != "member-a" || j.Member != "" {
+		t.Fatalf("evicted %v, member %q; want [member-a] and waiting", j.Evicted, j.Member)
 	}
 }

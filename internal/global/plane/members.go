@@ -27,6 +27,8 @@ func memberOf(c *cluster) *global.Member {
 	}
 	if rs := c.Status.ResourceSummary; rs != nil {
 		m.Allocatable = resources.FromResourceList(rs.Allocatable)
+		m.InUse = resources.FromResourceList(rs.Allocated)
+		m.InUse.Add(resources.FromResourceList(rs.Allocating))
 	}
 	if cost, err := strconv.ParseInt(c.Labels[global.CostLabel], 10, 64); err == nil && cost >= 0 {
 		m.Cost = cost

@@ -136,6 +136,11 @@ func testWriter(t *testing.T, c *testcluster.Cluster) {
 		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != string(step.reason) || cond.Message != step.msg {
 			t.Fatalf("%s: condition %+v, want Scheduled=False %s %q", step.name, cond, step.reason, step.msg)
 		}
+		// As karmada-scheduler, a waiting binding's generation is not
+		// observed: Karmada's graceful eviction would take it as placed.
+		if after.Status.SchedulerObservedGeneration != 0 {
+			t.Fatalf("%s: schedulerObservedGeneration %d on a waiting binding", step.name, after.Status.SchedulerObservedGeneration)
+		}
 		got := events(rec)
 		if step.event == "" && len(got) != 0 || step.event != "" && (len(got) != 1 || !strings.HasPrefix(got[0], step.event+" "+step.msg)) {
 			t.Fatalf("%s: events %q, want %q", step.name, got, step.event)
@@ -159,6 +164,9 @@ func testWriter(t *testing.T, c *testcluster.Cluster) {
 		j := jobOf(after, nil, nil, "default")
 		if len(after.Spec.Clusters) != 1 || after.Spec.Clusters[0] != (targetCluster{Name: step.member, Replicas: 2}) || !apimeta.IsStatusConditionTrue(after.Status.Conditions, ScheduledCondition) {
 			t.Fatalf("after dispatching to %s: clusters %+v, conditions %+v", step.member, after.Spec.Clusters, after.Status.Conditions)
+		}
+		if after.Status.SchedulerObservedGeneration != after.Generation {
+			t.Fatalf("after dispatching to %s: schedulerObservedGeneration %d, generation %d", step.member, after.Status.SchedulerObservedGeneration, after.Generation)
 		}
 		if j.Member != step.member || !j.Since.Equal(clk.Now()) {
 			t.Fatalf("read back as on %s since %v, want %s since %v (when it was dispatched there)", j.Member, j.Since, step.member, clk.Now())

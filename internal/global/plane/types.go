@@ -45,7 +45,13 @@ type bindingSpec struct {
 	Clusters            []targetCluster      `json:"clusters,omitempty"`
 	Placement           *placement           `json:"placement,omitempty"`
 	SchedulerName       string               `json:"schedulerName,omitempty"`
-	SchedulePriority    *struct {
+	// GracefulEvictionTasks are Karmada failover's evictions in progress:
+	// the member each came from keeps its copy until the job is healthy
+	// elsewhere.
+	GracefulEvictionTasks []struct {
+		FromCluster string `json:"fromCluster"`
+	} `json:"gracefulEvictionTasks,omitempty"`
+	SchedulePriority *struct {
 		Priority int32 `json:"priority,omitempty"`
 	} `json:"schedulePriority,omitempty"`
 }
@@ -131,8 +137,15 @@ type cluster struct {
 	} `json:"spec"`
 	Status struct {
 		Conditions      []metav1.Condition `json:"conditions,omitempty"`
-		ResourceSummary *struct {
-			Allocatable v1.ResourceList `json:"allocatable,omitempty"`
-		} `json:"resourceSummary,omitempty"`
+		ResourceSummary *resourceSummary   `json:"resourceSummary,omitempty"`
 	} `json:"status"`
+}
+
+// resourceSummary is what Karmada's cluster status controller collects
+// from a member's nodes and pods (allocated: bound pods; allocating: pods
+// not bound yet).
+type resourceSummary struct {
+	Allocatable v1.ResourceList `json:"allocatable,omitempty"`
+	Allocated   v1.ResourceList `json:"allocated,omitempty"`
+	Allocating  v1.ResourceList `json:"allocating,omitempty"`
 }

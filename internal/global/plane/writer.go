@@ -120,7 +120,14 @@ func (w *writer) patchStatus(ctx context.Context, b *binding, cond metav1.Condit
 	cond.ObservedGeneration = b.Generation
 	cond.LastTransitionTime = metav1.NewTime(w.clock.Now())
 	apimeta.SetStatusCondition(&conds, cond)
-	status := map[string]any{"conditions": conds, "schedulerObservedGeneration": b.Generation}
+	status := map[string]any{"conditions": conds}
+	if cond.Status == metav1.ConditionTrue {
+		// As karmada-scheduler: the generation is observed once placed.
+		// Karmada's graceful eviction reads an observed generation with
+		// no member as "placed nowhere, nothing to wait for" and deletes
+		// the evicted copy at once.
+		status["schedulerObservedGeneration"] = b.Generation
+	}
 	if scheduled {
 		status["lastScheduledTime"] = metav1.NewTime(w.clock.Now())
 	}
