@@ -62,6 +62,13 @@ func (f *fleet) globalMove(t *testing.T) {
 	}
 	slices.SortStableFunc(open, func(a, b string) int { return sets[a] - sets[b] })
 	first := open[0]
+	for _, name := range sortedKeys(f.members) {
+		cost := "10"
+		if name == first {
+			cost = "0"
+		}
+		f.labelCluster(t, name, costLabel, cost)
+	}
 	stuck := gpuJob("stuck", "team-a", 2, 2, "")
 	f.overrideNodeSelector(t, stuck, first)
 	f.propagateJob(t, stuck, globalScheduler, "member-a", "member-b", "member-c")
