@@ -34,8 +34,9 @@ const gpuResource = v1.ResourceName("nvidia.com/gpu")
 // a node selector no node there matches (the estimators cannot see
 // overrides), so it never starts there. Once it has waited 10 s it is
 // moved whole to another member, where it runs; none of its pods was ever
-// bound in the first, and nothing of it is left there.
-func (f *fleet) globalMove(t *testing.T) {
+// bound in the first, and nothing of it is left there. restart starts the
+// tier with moves on, once the members' costs are labelled.
+func (f *fleet) globalMove(t *testing.T, restart func()) {
 	ctx := context.Background()
 	for _, name := range sortedKeys(f.members) {
 		// The member deletes the pods of a Job Karmada removes from it.
@@ -43,13 +44,15 @@ func (f *fleet) globalMove(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// stuck (4 GPUs) goes to the tightest fit, then the cheapest: the
-	// member with the fewest whole 4-GPU sets free, made the cheapest.
-	// The earlier steps' short jobs end within seconds.
+	// stuck (two pods of 2 GPUs) goes to the tightest fit, then the
+	// cheapest. The tier's view must be the test's: every job sent so far
+	// has ended or runs as the plane sees it (a job not started yet is
+	// counted by the estimators on top of its pods).
+	f.waitPlaneSettled(t)
 	var sets map[string]int
 	var open []string
 	err := testcluster.Eventually(ctx, time.Minute, func(context.Context) (bool, error) {
-		sets, open = f.freeSets(t, 4), nil
+		sets, open = f.freeSets(t, 2, 2), nil
 		for _, name := range sortedKeys(sets) {
 			if sets[name] > 0 {
 				open = append(open, name)
@@ -58,9 +61,16 @@ func (f *fleet) globalMove(t *testing.T) {
 		return len(open) >= 2, nil
 	})
 	if err != nil {
-		t.Fatalf("4-GPU sets free by member: %v; the move needs two members with room: %v", sets, err)
+		t.Fatalf("free sets of two 2-GPU pods by member: %v; the move needs two members with room: %v", sets, err)
 	}
-	slices.SortStableFunc(open, func(a, b string) int { return sets[a] - sets[b] })
+	// The tightest member, the last by name among equals, is made the
+	// cheapest: the tier's choice then shows cost before name.
+	slices.SortStableFunc(open, func(a, b string) int {
+		if sets[a] != sets[b] {
+			return sets[a] - sets[b]
+		}
+		return strings.Compare(b, a)
+	})
 	first := open[0]
 	for _, name := range sortedKeys(f.members) {
 		cost := "10"
@@ -69,6 +79,7 @@ func (f *fleet) globalMove(t *testing.T) {
 		}
 		f.labelCluster(t, name, costLabel, cost)
 	}
+	restart()
 	stuck := gpuJob("stuck", "team-a", 2, 2, "")
 	f.overrideNodeSelector(t, stuck, first)
 	f.propagateJob(t, stuck, globalScheduler, "member-a", "member-b", "member-c")
@@ -187,9 +198,10 @@ func (f *fleet) globalMemberLost(t *testing.T) {
 	t.Logf("survivor: %s -> %s (%s)", lost, to, strings.Join(phases, " -> "))
 }
 
-// freeSets are, by member, how many whole sets of gpus GPUs its nodes have
-// free beside the pods bound there and not finished.
-func (f *fleet) freeSets(t *testing.T, gpus int64) map[string]int {
+// freeSets are, by member, how many whole sets of size pods of gpus GPUs
+// each fit beside the pods bound there and not finished (the members' GPU
+// nodes are all in one IB domain, so a set may span them).
+func (f *fleet) freeSets(t *testing.T, size int, gpus int64) map[string]int {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string]int{}
@@ -199,24 +211,67 @@ func (f *fleet) freeSets(t *testing.T, gpus int64) map[string]int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		pods, err := m.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+		held, err := holdingGPUs(ctx, m)
 		if err != nil {
 			t.Fatal(err)
 		}
+		pods := 0
 		for _, n := range nodes.Items {
 			free := n.Status.Allocatable.Name(gpuResource, resource.DecimalSI).Value()
-			for _, p := range pods.Items {
-				if p.Spec.NodeName != n.Name || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed {
-					continue
-				}
-				for _, c := range p.Spec.Containers {
-					free -= c.Resources.Requests.Name(gpuResource, resource.DecimalSI).Value()
+			for _, p := range held {
+				if p.Spec.NodeName == n.Name {
+					free -= podGPUs(&p)
 				}
 			}
-			out[name] += int(free / gpus)
+			pods += int(free / gpus)
 		}
+		out[name] = pods / size
 	}
 	return out
+}
+
+// holdingGPUs are m's pods that hold their node's room: bound and not
+// finished (a pod being deleted holds it until it is gone).
+func holdingGPUs(ctx context.Context, m *member) ([]v1.Pod, error) {
+	pods, err := m.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []v1.Pod
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != "" && p.Status.Phase != v1.PodSucceeded && p.Status.Phase != v1.PodFailed && podGPUs(&p) > 0 {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func podGPUs(p *v1.Pod) int64 {
+	var n int64
+	for _, c := range p.Spec.Containers {
+		n += c.Resources.Requests.Name(gpuResource, resource.DecimalSI).Value()
+	}
+	return n
+}
+
+// waitPlaneSettled waits until every job phalanx-global dispatched has
+// ended or runs, as its binding's aggregated status says.
+func (f *fleet) waitPlaneSettled(t *testing.T) {
+	t.Helper()
+	var pending []string
+	err := testcluster.Eventually(context.Background(), propagate, func(context.Context) (bool, error) {
+		f.checkAlive(t)
+		pending = nil
+		for name, rb := range f.globalBindings(t) {
+			if len(rb.Spec.Clusters) == 1 && !jobDone(rb) && !jobRuns(rb) {
+				pending = append(pending, name)
+			}
+		}
+		return len(pending) == 0, nil
+	})
+	if err != nil {
+		t.Fatalf("dispatched jobs neither ended nor running on the plane: %v: %v", pending, err)
+	}
 }
 
 // boundPods are the names of the Job's pods bound in m.

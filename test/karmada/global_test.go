@@ -92,9 +92,10 @@ func TestKarmadaGlobal(t *testing.T) {
 		}
 	})
 	step("move", func(t *testing.T) {
-		global.stop()
-		global = start("--move-after=10s")
-		f.globalMove(t)
+		f.globalMove(t, func() {
+			global.stop()
+			global = start("--move-after=10s")
+		})
 	})
 	step("member-lost", func(t *testing.T) { f.globalMemberLost(t) })
 	t.Logf("wall time: %v", time.Since(began).Round(time.Millisecond))
@@ -194,6 +195,21 @@ func jobDone(rb *workv1alpha2.ResourceBinding) bool {
 		}
 		var st batchv1.JobStatus
 		if json.Unmarshal(item.Status.Raw, &st) == nil && st.Succeeded >= rb.Spec.Replicas && rb.Spec.Replicas > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// jobRuns: the member's Job status, aggregated on the binding, has every
+// replica ready or done.
+func jobRuns(rb *workv1alpha2.ResourceBinding) bool {
+	for _, item := range rb.Status.AggregatedStatus {
+		if item.Status == nil {
+			continue
+		}
+		var st batchv1.JobStatus
+		if json.Unmarshal(item.Status.Raw, &st) == nil && st.Ready != nil && *st.Ready+st.Succeeded >= rb.Spec.Replicas && rb.Spec.Replicas > 0 {
 			return true
 		}
 	}
@@ -405,20 +421,17 @@ func (f *fleet) waitEvent(t *testing.T, rb *workv1alpha2.ResourceBinding, reason
 }
 
 // gpusRunning sums, by queue, the GPUs of the pods bound and not finished
-// in every member.
+// nor being deleted in the members.
 func (f *fleet) gpusRunning(ctx context.Context) (map[string]int64, error) {
 	out := map[string]int64{}
 	for _, m := range f.members {
-		pods, err := m.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+		pods, err := holdingGPUs(ctx, m)
 		if err != nil {
 			return nil, err
 		}
-		for _, p := range pods.Items {
-			if p.Spec.NodeName == "" || p.Status.Phase == v1.PodSucceeded || p.Status.Phase == v1.PodFailed || p.DeletionTimestamp != nil {
-				continue
-			}
-			for _, c := range p.Spec.Containers {
-				out[p.Labels[phalanxv1alpha1.QueueLabel]] += c.Resources.Requests.Name("nvidia.com/gpu", resource.DecimalSI).Value()
+		for _, p := range pods {
+			if p.Namespace == namespace && p.DeletionTimestamp == nil {
+				out[p.Labels[phalanxv1alpha1.QueueLabel]] += podGPUs(&p)
 			}
 		}
 	}
