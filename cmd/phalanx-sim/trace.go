@@ -16,6 +16,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/phalanx-sched/phalanx/internal/sim"
+	"github.com/phalanx-sched/phalanx/internal/sim/estimates"
 	"github.com/phalanx-sched/phalanx/internal/sim/replay"
 	"github.com/phalanx-sched/phalanx/internal/sim/report"
 	"github.com/phalanx-sched/phalanx/internal/sim/trace"
@@ -31,6 +32,7 @@ type traceFlags struct {
 	gen                                            trace.GenOptions
 	generate, noRun                                bool
 	gangMix, genQueues, out                        string
+	estimates                                      string
 }
 
 func parseTraceFlags(args []string) *traceFlags {
@@ -50,6 +52,7 @@ func parseTraceFlags(args []string) *traceFlags {
 	fs.StringVar(&f.details, "details", "", "write each replay's per-job table (the demo's text report) into this directory")
 	fs.StringVar(&f.profileDir, "profile-dir", "", "write a CPU profile of the whole replay (control plane, kwok and the in-process phalanx) and a goroutine dump every 2 s of the run into this directory (what the scheduling loop was doing while jobs waited)")
 	fs.Float64Var(&f.runTimeLimit, "run-time-limit", 0, "give each pod activeDeadlineSeconds of this many times its run time (e.g. 1.5), as jobs with time limits declare; phalanx backfills reservations with such pods; 0: none")
+	fs.StringVar(&f.estimates, "estimates", "none", "give each pod an expected-runtime annotation from its job's run time: none, exact, or over:K (the run time times a factor drawn uniformly from [1, K] per job, as users over-estimate); phalanx places reservations and backfills by them")
 	gen := &f.gen
 	fs.BoolVar(&f.generate, "generate", false, "generate the trace from the openb shapes (examples/trace) instead of reading -nodes/-jobs")
 	fs.Int64Var(&gen.Seed, "seed", gen.Seed, "generator seed")
@@ -97,9 +100,13 @@ func runTrace(ctx context.Context, args []string) error {
 		}
 		defer stop()
 	}
+	model, err := estimates.Parse(f.estimates)
+	if err != nil {
+		return fmt.Errorf("-estimates: %w", err)
+	}
 	start := time.Now()
 	runs, err := replay.ReplayTrace(ctx, t, names, replay.ReplayOptions{
-		Options: sim.Options{Log: logw, Progress: os.Stdout, SchedulerConfig: phalanxConfig, RunTimeLimit: f.runTimeLimit},
+		Options: sim.Options{Log: logw, Progress: os.Stdout, SchedulerConfig: phalanxConfig, RunTimeLimit: f.runTimeLimit, Estimates: model},
 		Speed:   f.speed, Timeout: f.timeout, KubeScheduler: f.kubeScheduler, ScaleTimers: f.scaleTimers,
 	})
 	replay.WriteTraceText(os.Stdout, runs)

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 )
 
 func TestExplain(t *testing.T) {
@@ -122,5 +126,24 @@ func TestQueueTableRecent(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(on.String()), "\n")
 	if len(lines) != 3 || !strings.HasSuffix(lines[0], "RECENT") || !strings.HasSuffix(lines[1], "nvidia.com/gpu=3.5") || !strings.HasSuffix(lines[2], "-") {
 		t.Errorf("table:\n%s", on.String())
+	}
+}
+
+// TestJobTableStart: START shows the scheduler's expected start of a gang
+// that has one, "-" for the others.
+func TestJobTableStart(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	jobs := []JobRow{
+		{Namespace: "ns", Gang: "big", Source: "Job big", Queue: "a", State: "Pending", Position: &phalanxv1alpha1.GangPosition{Queue: "a", PositionInQueue: 1, QueueLength: 2, PositionInCluster: 1, ExpectedStart: &at}},
+		{Namespace: "ns", Gang: "next", Source: "Job next", Queue: "a", State: "Pending", Position: &phalanxv1alpha1.GangPosition{Queue: "a", PositionInQueue: 2, QueueLength: 2, PositionInCluster: 2}},
+	}
+	var out strings.Builder
+	if err := (&JobList{Jobs: jobs}).table(&out); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	col := strings.Index(lines[0], "START")
+	if len(lines) != 3 || col < 0 || !strings.HasPrefix(lines[1][col:], "2026-12-01T10:00:00Z ") || !strings.HasPrefix(lines[2][col:], "- ") {
+		t.Errorf("table:\n%s", out.String())
 	}
 }

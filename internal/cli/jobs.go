@@ -232,11 +232,14 @@ func (l *JobList) table(w io.Writer) error {
 		fmt.Fprintln(w, "No gangs.")
 	} else {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "NAMESPACE\tGANG\tSOURCE\tQUEUE\tBOUND/MIN\tSTATE\tWAITING\tPOSITION\tREASON")
+		fmt.Fprintln(tw, "NAMESPACE\tGANG\tSOURCE\tQUEUE\tBOUND/MIN\tSTATE\tWAITING\tPOSITION\tSTART\tREASON")
 		for _, j := range l.Jobs {
-			pos := "-"
+			pos, start := "-", "-"
 			if p := j.Position; p != nil {
 				pos = fmt.Sprintf("%d/%d in %s (#%d in cluster)", p.PositionInQueue, p.QueueLength, p.Queue, p.PositionInCluster)
+				if p.ExpectedStart != nil {
+					start = p.ExpectedStart.UTC().Format(time.RFC3339)
+				}
 			}
 			waiting := j.Waiting
 			if waiting == "" {
@@ -246,7 +249,7 @@ func (l *JobList) table(w io.Writer) error {
 			if queueName == "" {
 				queueName = "-"
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\n", j.Namespace, j.Gang, j.Source, queueName, j.Bound, j.Min, j.State, waiting, pos, firstClause(j.Reason, j.Message))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", j.Namespace, j.Gang, j.Source, queueName, j.Bound, j.Min, j.State, waiting, pos, start, firstClause(j.Reason, j.Message))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -29,6 +29,9 @@ type Pending struct {
 	ident.Order
 	// Kind of its group object (GangPosition.Kind).
 	Kind string
+	// ExpectedStart is the scheduler's, from the group object (nil:
+	// unknown).
+	ExpectedStart *metav1.Time
 }
 
 // Positions places every pending gang: sorted by gang.Compare (the
@@ -70,6 +73,7 @@ func Positions(pending []Pending, byQueue func(a, b string) int) map[string]*pha
 			PositionInQueue:   inQueue[p.Queue],
 			QueueLength:       queueLen[p.Queue],
 			PositionInCluster: int32(i + 1),
+			ExpectedStart:     p.ExpectedStart,
 		}
 		if prev != nil {
 			_, d := ident.Compare(prev.Order, p.Order, byQueue)
@@ -82,6 +86,20 @@ func Positions(pending []Pending, byQueue func(a, b string) int) map[string]*pha
 		qp.Gangs = append(qp.Gangs, pos)
 	}
 	return out
+}
+
+// expectedStart reads the scheduler's expected-start annotation (nil when
+// absent or unreadable).
+func expectedStart(annotations map[string]string) *metav1.Time {
+	raw, ok := annotations[phalanxv1alpha1.ExpectedStartAnnotation]
+	if !ok {
+		return nil
+	}
+	t, err := time.Parse(time.RFC3339, raw)
+	if err != nil {
+		return nil
+	}
+	return &metav1.Time{Time: t.UTC()}
 }
 
 // kindOf names a gang source as GangPosition.Kind does.
@@ -144,7 +162,7 @@ func (u *QueueStatusUpdater) pendingGangs(ctx context.Context, groups []pgv1alph
 		case member != nil:
 			o.Priority = corev1helpers.PodPriority(member)
 		}
-		out = append(out, Pending{Order: o, Kind: kindOf(spec.Source)})
+		out = append(out, Pending{Order: o, Kind: kindOf(spec.Source), ExpectedStart: expectedStart(spec.Annotations)})
 		return nil
 	}
 	for i := range groups {

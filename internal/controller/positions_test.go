@@ -132,3 +132,24 @@ func TestPositionsBounded(t *testing.T) {
 		}
 	}
 }
+
+// The scheduler's expected start, read from the group object's annotation,
+// is carried into the gang's position; absent or unreadable, none.
+func TestPositionsExpectedStart(t *testing.T) {
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	for raw, want := range map[string]*time.Time{"2026-12-01T10:00:00Z": &at, "soon": nil, "": nil} {
+		annotations := map[string]string{}
+		if raw != "" {
+			annotations[phalanxv1alpha1.ExpectedStartAnnotation] = raw
+		}
+		p := pending("ns", "g", "a", 0, at)
+		p.ExpectedStart = expectedStart(annotations)
+		got := Positions([]Pending{p}, strings.Compare)["ns"].Gangs[0].ExpectedStart
+		switch {
+		case want == nil && got != nil:
+			t.Errorf("%q: expected start %v, want none", raw, got)
+		case want != nil && (got == nil || !got.Time.Equal(*want)):
+			t.Errorf("%q: expected start %v, want %v", raw, got, *want)
+		}
+	}
+}

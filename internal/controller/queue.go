@@ -188,7 +188,7 @@ func (u *QueueStatusUpdater) watch(ctx context.Context) error {
 				if o.Labels[queue.Label] != n.Labels[queue.Label] {
 					u.recharge(ctx, client.InNamespace(n.Namespace), client.MatchingFields{gangField: n.Name})
 				}
-				if o.Status.Phase != n.Status.Phase || o.Annotations[queue.HeldAnnotation] != n.Annotations[queue.HeldAnnotation] {
+				if o.Status.Phase != n.Status.Phase || publishedChanged(o.Annotations, n.Annotations) {
 					u.poke()
 				}
 			},
@@ -279,7 +279,7 @@ func (u *QueueStatusUpdater) workloadAPIHandlers(ctx context.Context, workloads 
 			if ok1 && ok2 && (o.Labels[queue.Label] != n.Labels[queue.Label] || workload.WorkloadOf(o) != workload.WorkloadOf(n)) {
 				rechargeGroup(n)
 			}
-			if ok1 && ok2 && o.Annotations[queue.HeldAnnotation] != n.Annotations[queue.HeldAnnotation] {
+			if ok1 && ok2 && publishedChanged(o.Annotations, n.Annotations) {
 				u.poke()
 			}
 		},
@@ -513,4 +513,11 @@ func toResourceList(l resources.List) v1.ResourceList {
 		out[r] = queue.Quantity(r, v)
 	}
 	return out
+}
+
+// publishedChanged: the scheduler's held or expected-start annotation on a
+// group object changed (queue status and positions follow).
+func publishedChanged(old, cur map[string]string) bool {
+	return old[queue.HeldAnnotation] != cur[queue.HeldAnnotation] ||
+		old[phalanxv1alpha1.ExpectedStartAnnotation] != cur[phalanxv1alpha1.ExpectedStartAnnotation]
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/internal/devices"
 	"github.com/phalanx-sched/phalanx/internal/gang/consolidate"
+	"github.com/phalanx-sched/phalanx/internal/gang/expected"
 	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
 	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
@@ -263,6 +264,13 @@ func (m *Manager) planFailed(ctx context.Context, a *Attempt, p *planRun, req pl
 		msg, reason = note, ReasonReserving
 	} else if note != "" {
 		msg += "; " + note
+	}
+	// Bad input is named, not silently dropped: such a gang cannot backfill.
+	for _, annotations := range []map[string]string{a.Pod.Annotations, spec.Annotations} {
+		if why := expected.Invalid(annotations); why != "" {
+			msg += "; ignored: " + why
+			break
+		}
 	}
 	m.fx.SetCondition(spec, reason, msg)
 	m.FailCost(ref, m.Now().Sub(p.start)+lifecycle.FailedCycleOverhead)

@@ -11,6 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
@@ -464,6 +465,83 @@ func TestManagerMissedSlot(t *testing.T) {
 	}
 }
 
+// starve fails the gang's plan, then again once it has waited ReserveAfter
+// (a minute): the second failure is its reservation's; it returns it.
+func starve(t *testing.T, e *env, spec *gangspec.Spec, c *cluster) error {
+	t.Helper()
+	if _, err := e.m.Plan(context.Background(), e.attempt(spec, c)); err == nil {
+		t.Fatal("planned")
+	}
+	e.clk.Step(time.Minute)
+	_, err := e.m.Plan(context.Background(), e.attempt(spec, c))
+	if err == nil {
+		t.Fatal("planned")
+	}
+	return err
+}
+
+// A starved gang reserves the node whose pods are expected to end first
+// (their limits and estimates), not the one with the fewest busy pods, and
+// says when it expects to start; once a pod there runs past its estimate
+// the start slips, and the condition says so.
+func TestManagerReservesWhereRoomFreesFirst(t *testing.T) {
+	e := newEnv()
+	pods := members("m", 1, 2000, 10)
+	spec := e.dir.gang("g", 1, 10, pods...)
+	e.dir.pending[spec.Ref] = pods
+	started := t0.Add(-time.Hour)
+	estimate := func(p *v1.Pod, runtime string) *v1.Pod {
+		p.Annotations = map[string]string{phalanxv1alpha1.ExpectedRuntimeAnnotation: runtime}
+		return p
+	}
+	// a: one pod, no estimate (fewest busy); b: two pods, both expected to
+	// end within 20 minutes; c: one pod expected to end in 5 h.
+	c := &cluster{nodes: []fnode{
+		{name: "a", pods: []*v1.Pod{boundAtTime(mpod("a0", 2000, 5), "a", started)}},
+		{name: "b", pods: []*v1.Pod{
+			boundAtTime(estimate(mpod("b0", 1000, 5), "70m"), "b", started),
+			boundAtTime(estimate(mpod("b1", 1000, 5), "80m"), "b", started)}},
+		{name: "c", pods: []*v1.Pod{boundAtTime(estimate(mpod("c0", 2000, 5), "6h"), "c", started)}},
+	}}
+	ctx := context.Background()
+	err := starve(t, e, spec, c)
+	r, ok := e.m.ReservationOf(spec.Ref)
+	if _, onB := r.Slots["b"]; !ok || !onB || len(r.Slots) != 1 {
+		t.Fatalf("reservation %+v, want node b, whose pods end first", r.Slots)
+	}
+	start := started.Add(80 * time.Minute)
+	if want := "expected to start by " + start.UTC().Format(time.RFC3339); !strings.Contains(err.Error(), want) {
+		t.Fatalf("condition %q, want it to say %q", err, want)
+	}
+	// Past b1's estimate the start slips; b stays the earliest.
+	e.clk.Step(time.Hour)
+	_, err = e.m.Plan(ctx, e.attempt(spec, c))
+	if r, _ := e.m.ReservationOf(spec.Ref); err == nil || len(r.Slots) != 1 || r.Slots["b"] == nil {
+		t.Fatalf("after the estimates passed: reservation %+v, err %v; want b still", r.Slots, err)
+	}
+	if !strings.Contains(err.Error(), "slipped: 2 pods it waits for run past their expected runtime") {
+		t.Fatalf("condition %q, want the slip said", err)
+	}
+}
+
+// An expected-runtime that does not parse is named on the gang's
+// condition; the gang plans as one without an estimate.
+func TestManagerNamesAnInvalidEstimate(t *testing.T) {
+	e := newEnv()
+	pods := members("m", 2, 2000, 0)
+	spec := e.dir.gang("g", 2, 0, pods...)
+	spec.Annotations = map[string]string{phalanxv1alpha1.ExpectedRuntimeAnnotation: "a few hours"}
+	e.dir.pending[spec.Ref] = pods
+	c := &cluster{nodes: []fnode{{name: "a", free: 2000}}}
+	if _, err := e.m.Plan(context.Background(), e.attempt(spec, c)); err == nil {
+		t.Fatal("planned")
+	}
+	cond, _ := e.fx.cond(spec.Ref)
+	if want := `ignored: annotation scheduling.phalanx.dev/expected-runtime="a few hours" is not a duration`; !strings.Contains(cond.message, want) {
+		t.Fatalf("condition %q, want it to say %q", cond.message, want)
+	}
+}
+
 // Conservative backfill: a starvation reservation's room is free at the
 // latest when the pods it waits for reach their activeDeadlineSeconds; a
 // claimant sure to be gone by then (its own limit) may use the room, one
@@ -472,7 +550,7 @@ func TestManagerMissedSlot(t *testing.T) {
 func TestManagerBackfillOnRunTimeLimits(t *testing.T) {
 	for _, tc := range []struct {
 		name          string
-		runningLimit  int64 // activeDeadlineSeconds of the pod the gang waits for; 0: none
+		runningLimit  int64 // activeDeadlineSeconds of the pod the gang waits for; 0: none; -2: expected-runtime 2h
 		claimantEnds  time.Duration
 		wantBackfills bool
 	}{
@@ -481,6 +559,8 @@ func TestManagerBackfillOnRunTimeLimits(t *testing.T) {
 		{"ends after it frees", 7200, 2 * time.Hour, false},
 		{"no limit of its own", 7200, 0, false},
 		{"the reservation waits for a pod without a limit", 0, time.Minute, false},
+		{"the pod it waits for has an estimate", -2, 30 * time.Minute, true},
+		{"ends after the estimate", -2, 2 * time.Hour, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv()
@@ -489,18 +569,14 @@ func TestManagerBackfillOnRunTimeLimits(t *testing.T) {
 			e.dir.pending[spec.Ref] = pods
 			// Started an hour before t0: with a 2 h limit it is gone by t0+1h.
 			running := boundAtTime(mpod("lower", 2000, 5), "a", t0.Add(-time.Hour))
-			if tc.runningLimit > 0 {
+			switch {
+			case tc.runningLimit > 0:
 				running.Spec.ActiveDeadlineSeconds = &tc.runningLimit
+			case tc.runningLimit == -2:
+				running.Annotations = map[string]string{phalanxv1alpha1.ExpectedRuntimeAnnotation: "2h"}
 			}
 			c := &cluster{nodes: []fnode{{name: "a", pods: []*v1.Pod{running}}, {name: "b", free: 2000}}}
-			ctx := context.Background()
-			if _, err := e.m.Plan(ctx, e.attempt(spec, c)); err == nil {
-				t.Fatal("planned")
-			}
-			e.clk.Step(time.Minute)
-			if _, err := e.m.Plan(ctx, e.attempt(spec, c)); err == nil {
-				t.Fatal("planned")
-			}
+			starve(t, e, spec, c)
 			if _, ok := e.m.ReservationOf(spec.Ref); !ok {
 				t.Fatal("no reservation")
 			}

@@ -8,6 +8,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/phalanx-sched/phalanx/internal/gang/expected"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/gang/starvation"
@@ -38,8 +39,9 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		}
 		return "", false
 	}
-	// Room once running pods of equal or lower priority leave, net of what
-	// every other gang holds (reservations do not overlap).
+	// Room as running pods of equal or lower priority leave, by when each
+	// is expected to, net of what every other gang holds (reservations do
+	// not overlap).
 	n := len(a.view.Nodes)
 	if a.devices != nil {
 		// Devices of the pods it may wait for count as free.
@@ -58,20 +60,18 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		queueName = a.Queue.Queue
 	}
 	ask := lifecycle.ReservationRequest{Kind: lifecycle.ReservationStarved, Queue: queueName, Priority: a.Priority, Created: spec.Created}
-	future, futurePods, busy := make([]resources.List, n), make([]int64, n), make([]int64, n)
-	unheld, unheldPods := make([]resources.List, n), make([]int64, n)
-	othersHold := false
-	waiting := starvation.Waiting{Priority: a.Priority, PriorityOf: m.dir.PriorityOf}
-	for i, ns := range a.view.Nodes {
-		f, pods, b := waiting.FutureRoom(ns, a.view.PodsOn(i))
-		a.leaveDevicesToAllocator(f)
-		unheld[i], unheldPods[i] = f.Clone(), pods
-		// A reservation of its queue behind it is no obstacle: Reserve
-		// moves it to this gang.
-		held, heldPods := m.HeldAhead(ns.Node.Name, ask, ref)
-		othersHold = othersHold || !held.IsZero() || heldPods > 0
-		f.Sub(held)
-		future[i], futurePods[i], busy[i] = f, pods-heldPods, b
+	leavers, busy, held, heldPods, othersHold := m.leaversAndHolds(a, ask)
+	roomAt := func(t time.Time, netOfHolds bool) ([]resources.List, []int64) {
+		room, pods := make([]resources.List, n), make([]int64, n)
+		for i, ns := range a.view.Nodes {
+			room[i], pods[i] = starvation.RoomAt(ns.Free, ns.FreePods, leavers[i], t)
+			a.leaveDevicesToAllocator(room[i])
+			if netOfHolds {
+				room[i].Sub(held[i])
+				pods[i] -= heldPods[i]
+			}
+		}
+		return room, pods
 	}
 	placeOn := func(room []resources.List, pods []int64) *planner.Plan {
 		req, _ := m.request(a, func(i int) (resources.List, int64) { return room[i], pods[i] }, true)
@@ -83,12 +83,13 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		plan, _ := m.place(a, req)
 		return plan
 	}
-	plan := placeOn(future, futurePods)
+	// The nodes that give the earliest start, not those that free first.
+	plan, readyBy := starvation.Earliest(starvation.Starts(leavers), func(t time.Time) *planner.Plan { return placeOn(roomAt(t, true)) })
 	if plan == nil {
 		if r, ok := m.ReservationOf(ref); ok && r.Kind == lifecycle.ReservationStarved {
 			m.DropReservation(ref)
 		}
-		if othersHold && placeOn(unheld, unheldPods) != nil {
+		if othersHold && placeOn(roomAt(time.Time{}, false)) != nil {
 			// Say so: it would fit once pods leave, but that room is
 			// already promised to gangs ahead of it.
 			return "nothing is reserved for it yet: the room it would wait for is held for gangs ahead of it", false
@@ -96,7 +97,7 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 		return "nothing is reserved: the gang does not fit the cluster even when pods of equal or lower priority leave", false
 	}
 	_, ask.Shapes = planner.Shapes(a.groups)
-	ask.Plan, ask.ReadyBy = plan, waiting.ReadyBy(a.view.Nodes, a.view.PodsOn, plan, m.Now())
+	ask.Plan, ask.ReadyBy = plan, readyBy
 	granted, displaced := m.Reserve(ref, ask)
 	if !displaced.IsZero() {
 		klog.FromContext(ctx).V(2).Info("Reservation moved to a gang ahead in the queue", "from", displaced, "to", ref)
@@ -107,25 +108,48 @@ func (m *Manager) reserve(ctx context.Context, a *Attempt) (string, bool) {
 	}
 	r, _ := m.ReservationOf(ref)
 	m.fx.Observe("reserved", 0)
-	return starvation.Note(r, a.view.Nodes, "gangs of equal or lower priority only backfill around it"), true
+	return starvation.Note(r, a.view.Nodes, "gangs of equal or lower priority only backfill around it; "+
+		starvation.ExpectedStart(readyBy, starvation.Overrunning(a.view.Nodes, leavers, plan))), true
 }
 
-// EndsBy is when a pod is sure to be gone if it starts now: its
-// activeDeadlineSeconds from now (zero: no limit).
-func EndsBy(pod *v1.Pod, now time.Time) time.Time {
-	if d := pod.Spec.ActiveDeadlineSeconds; d != nil && *d > 0 {
-		return now.Add(time.Duration(*d) * time.Second)
+// leaversAndHolds lists, per node of the attempt's view, the pods the gang
+// may wait for with their expected ends (busy counts them), and what other
+// gangs hold there that the reservation must leave alone.
+func (m *Manager) leaversAndHolds(a *Attempt, ask lifecycle.ReservationRequest) (leavers [][]starvation.Leaver, busy []int64, held []resources.List, heldPods []int64, othersHold bool) {
+	n, now := len(a.view.Nodes), m.Now()
+	waiting := starvation.Waiting{Priority: a.Priority, PriorityOf: m.dir.PriorityOf, RuntimeOf: m.runtimeOf}
+	leavers, busy = make([][]starvation.Leaver, n), make([]int64, n)
+	held, heldPods = make([]resources.List, n), make([]int64, n)
+	for i, ns := range a.view.Nodes {
+		leavers[i] = waiting.Leaving(a.view.PodsOn(i), now)
+		busy[i] = int64(len(leavers[i]))
+		// A reservation of its queue behind it is no obstacle: Reserve
+		// moves it to this gang.
+		held[i], heldPods[i] = m.HeldAhead(ns.Node.Name, ask, a.Ref)
+		othersHold = othersHold || !held[i].IsZero() || heldPods[i] > 0
 	}
-	return time.Time{}
+	return leavers, busy, held, heldPods, othersHold
 }
 
-// endsBy is EndsBy for the attempt's pod and every pending shape of its
-// gang: the latest, or zero if one has no limit.
+// runtimeOf is a running pod's limit or estimate, its gang's annotation
+// included.
+func (m *Manager) runtimeOf(pod *v1.Pod) expected.Runtime {
+	var group map[string]string
+	if ref, ok := m.dir.RefOf(pod); ok {
+		if spec, err := m.dir.Spec(ref); err == nil {
+			group = spec.Annotations
+		}
+	}
+	return expected.Of(pod, group)
+}
+
+// endsBy is expected.EndsBy for the attempt's pod and every pending shape of its
+// gang: the latest, or zero if one has neither limit nor estimate.
 func (m *Manager) endsBy(a *Attempt) time.Time {
 	now := m.Now()
-	end := EndsBy(a.Pod, now)
+	end := expected.EndsBy(a.Pod, a.Spec.GroupAnnotations(), now)
 	for _, g := range a.groups {
-		e := EndsBy(g.Rep, now)
+		e := expected.EndsBy(g.Rep, a.Spec.GroupAnnotations(), now)
 		if e.IsZero() || end.IsZero() {
 			return time.Time{}
 		}

@@ -20,6 +20,7 @@ import (
 	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/numa"
 	"github.com/phalanx-sched/phalanx/internal/resources"
+	"github.com/phalanx-sched/phalanx/internal/sim/estimates"
 	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 )
@@ -56,6 +57,7 @@ type driver struct {
 	queue        map[string]int
 	queueRead    time.Time
 	runTimeLimit float64
+	estimates    estimates.Model
 	labels       map[string]map[string]string
 }
 
@@ -260,6 +262,7 @@ func (d *driver) createPod(ctx context.Context, j scenario.Job, i int) error {
 	if d.runTimeLimit > 0 && j.Duration.Duration > 0 {
 		pod.Spec.ActiveDeadlineSeconds = ptr.To(int64(math.Ceil(d.runTimeLimit * j.Duration.Seconds())))
 	}
+	d.estimates.Annotate(pod, j)
 	if d.sched != nil && d.sched.UpstreamGang && j.MinMember > 0 {
 		pod.Spec.SchedulingGroup = &v1.PodSchedulingGroup{PodGroupName: ptr.To(d.upstreamGang(j).GroupOf(i))}
 	}

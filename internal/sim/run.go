@@ -19,6 +19,7 @@ import (
 
 	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/numa"
+	"github.com/phalanx-sched/phalanx/internal/sim/estimates"
 	"github.com/phalanx-sched/phalanx/internal/sim/scenario"
 	"github.com/phalanx-sched/phalanx/internal/testcluster"
 	"github.com/phalanx-sched/phalanx/manifests"
@@ -46,6 +47,8 @@ type Options struct {
 	// up), as a job with a time limit declares: what phalanx's backfill
 	// around reservations goes by.
 	RunTimeLimit float64
+	// Estimates gives pods an expected-runtime from their job's run time.
+	Estimates estimates.Model
 }
 
 // SchedulerSpec is a scheduler binary a run uses instead of phalanx.
@@ -102,7 +105,7 @@ func Run(ctx context.Context, sc *scenario.Scenario, o Options) (res *Result, er
 		return nil, err
 	}
 	res = &Result{Scenario: sc}
-	d := &driver{c: c, sc: sc, res: res, progress: o.Progress, numaNodes: map[string]*numa.Node{}, sched: o.Scheduler, liveQuorum: o.LiveQuorum, runTimeLimit: o.RunTimeLimit}
+	d := &driver{c: c, sc: sc, res: res, progress: o.Progress, numaNodes: map[string]*numa.Node{}, sched: o.Scheduler, liveQuorum: o.LiveQuorum, runTimeLimit: o.RunTimeLimit, estimates: o.Estimates}
 	if err := d.setUp(ctx); err != nil {
 		return nil, err
 	}

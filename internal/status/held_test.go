@@ -14,6 +14,7 @@ import (
 	pgv1alpha1 "sigs.k8s.io/scheduler-plugins/apis/scheduling/v1alpha1"
 	pgfake "sigs.k8s.io/scheduler-plugins/pkg/generated/clientset/versioned/fake"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
@@ -29,7 +30,9 @@ type heldOnly struct {
 }
 
 func (heldOnly) Released(ident.Ref, []types.UID, string, string) {}
-func (l heldOnly) HoldsChanged(ref ident.Ref)                    { l.w.SetHeld(ref, (*l.lc).HeldOf(ref)) }
+func (l heldOnly) HoldsChanged(ref ident.Ref) {
+	l.w.SetHeld(ref, (*l.lc).HeldOf(ref), (*l.lc).ExpectedStart(ref))
+}
 
 // TestHeldAnnotation: what a gang's plan or reservation holds is written on
 // its PodGroup as the held annotation (a merge patch of the main resource,
@@ -100,6 +103,36 @@ func TestHeldAnnotation(t *testing.T) {
 	lc.DropReservation(ref)
 	step(t, "<none>", 1)
 
+	// A starvation reservation publishes its expected start beside what it
+	// holds, and a new expected start on the same nodes is written too.
+	start := func(t *testing.T) string {
+		t.Helper()
+		pg, err := pgClient.SchedulingV1alpha1().PodGroups("default").Get(ctx, "g", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v, ok := pg.Annotations[phalanxv1alpha1.ExpectedStartAnnotation]; ok {
+			return v
+		}
+		return "<none>"
+	}
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	lc.Reserve(ref, lifecycle.ReservationRequest{Kind: lifecycle.ReservationStarved, Plan: plan, Shapes: shapes, ReadyBy: at})
+	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 1)
+	if got := start(t); got != "2026-12-01T10:00:00Z" {
+		t.Fatalf("expected start %s, want 2026-12-01T10:00:00Z", got)
+	}
+	lc.Reserve(ref, lifecycle.ReservationRequest{Kind: lifecycle.ReservationStarved, Plan: plan, Shapes: shapes, ReadyBy: at.Add(time.Hour)})
+	step(t, `{"cpu":"12","nvidia.com/gpu":"6"}`, 1)
+	if got := start(t); got != "2026-12-01T11:00:00Z" {
+		t.Fatalf("expected start %s after it slipped, want 2026-12-01T11:00:00Z", got)
+	}
+	lc.DropReservation(ref)
+	step(t, "<none>", 1)
+	if got := start(t); got != "<none>" {
+		t.Fatalf("expected start %s after the reservation ended, want none", got)
+	}
+
 	leading = false
 	lc.CommitPlan(ref, plan, shapes, time.Minute)
 	step(t, "<none>", 0)
@@ -139,11 +172,11 @@ func TestHeldAnnotationEndsDuringItsWrite(t *testing.T) {
 	pgClient.PrependReactor("patch", "podgroups", func(clienttesting.Action) (bool, runtime.Object, error) {
 		if !ended {
 			ended = true
-			w.SetHeld(ref, nil) // the gang reached its quorum meanwhile
+			w.SetHeld(ref, nil, time.Time{}) // the gang reached its quorum meanwhile
 		}
 		return false, nil, nil
 	})
-	w.SetHeld(ref, resources.List{"cpu": 500})
+	w.SetHeld(ref, resources.List{"cpu": 500}, time.Time{})
 	for w.queue.Len() > 0 {
 		w.processNext(ctx)
 	}

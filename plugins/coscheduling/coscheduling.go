@@ -23,6 +23,7 @@ import (
 	"github.com/phalanx-sched/phalanx/apis/config/validation"
 	"github.com/phalanx-sched/phalanx/internal/gang"
 	"github.com/phalanx-sched/phalanx/internal/gang/consolidate"
+	"github.com/phalanx-sched/phalanx/internal/gang/expected"
 	"github.com/phalanx-sched/phalanx/internal/gang/fragment"
 	"github.com/phalanx-sched/phalanx/internal/gang/gangspec"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
@@ -240,7 +241,7 @@ func (pl *Coscheduling) PreFilter(ctx context.Context, state fwk.CycleState, pod
 	// Only the leading replica runs scheduling cycles.
 	pl.rt.Leader.CycleRan()
 	ref, spec, ok, err := pl.gangs.GangOf(pod)
-	cs := &cycleState{request: pl.m.Demand(pod), priority: spec.PriorityOf(pod), ends: gang.EndsBy(pod, pl.m.Now())}
+	cs := &cycleState{request: pl.m.Demand(pod), priority: spec.PriorityOf(pod), ends: expected.EndsBy(pod, spec.GroupAnnotations(), pl.m.Now())}
 	if !ok {
 		state.Write(stateKey, cs)
 		if !pl.m.HoldsAnywhere() {

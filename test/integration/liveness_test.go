@@ -364,14 +364,16 @@ func waitQueueCountsWithin(t *testing.T, c *testcluster.Cluster, want map[string
 	}
 }
 
-// TestBackfillOnRunTimeLimits: gang "big" (2 × 4 CPU, the whole of both
-// nodes) reserves them after 1 s: node n-0 runs a pod with a one-hour
+// TestBackfillOnRunTimeLimits: gang "big" (3 × 4 CPU, the whole of the
+// three nodes) reserves them after 1 s: node n-0 runs a pod with a one-hour
 // activeDeadlineSeconds, so the room is free within the hour at the
-// latest. A pod of the same priority without a limit may not take n-1
-// (it is told the room is held); one whose own limit ends before that hour
-// does (conservative backfill): it cannot delay the big gang.
+// latest, and big's condition says when it expects to start. A pod of the
+// same priority without a limit or estimate may not take n-1 or n-2 (it is
+// told the room is held); one whose own limit ends before that hour does,
+// and so does one whose expected-runtime annotation does (backfill): they
+// cannot delay the big gang.
 func TestBackfillOnRunTimeLimits(t *testing.T) {
-	c := startCluster(t, nodes("n", 2, testcluster.NodeSpec{CPU: "4", Memory: "16Gi"})...)
+	c := startCluster(t, nodes("n", 3, testcluster.NodeSpec{CPU: "4", Memory: "16Gi"})...)
 	config := bytes.Replace(manifests.SchedulerConfig, []byte("reservationAfterSeconds: 30"), []byte("reservationAfterSeconds: 1"), 1)
 	if bytes.Equal(config, manifests.SchedulerConfig) {
 		t.Fatal("the canonical config no longer sets reservationAfterSeconds: 30: shorten it another way")
@@ -379,24 +381,61 @@ func TestBackfillOnRunTimeLimits(t *testing.T) {
 	if _, err := c.StartScheduler(config); err != nil {
 		t.Fatal(err)
 	}
+	if err := c.StartController(); err != nil {
+		t.Fatal(err)
+	}
 	ctx := ctxFor(t)
-	create := func(name string, limit int64) {
+	create := func(name string, limit int64, runtime string) {
 		t.Helper()
 		p := testcluster.PodSpec{Name: name, CPU: "4"}.Pod()
 		if limit > 0 {
 			p.Spec.ActiveDeadlineSeconds = &limit
 		}
+		if runtime != "" {
+			p.Annotations = map[string]string{phalanxv1alpha1.ExpectedRuntimeAnnotation: runtime}
+		}
 		if _, err := c.Client.CoreV1().Pods("default").Create(ctx, p, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	create("running", 3600)
+	create("running", 3600, "")
 	waitBound(t, c, "default", "running")
-	createGang(t, c, testcluster.PodGroup("default", "big", 2), gangPods("default", "big", 2, testcluster.PodSpec{CPU: "4"}))
-	waitCondition(t, c, "default", "big", "Reserving")
+	running, err := c.Client.CoreV1().Pods("default").Get(ctx, "running", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// big's expected start is the running pod's limit from when it was
+	// bound (condition times are whole seconds, as the scheduler reads them).
+	var bound time.Time
+	for _, cond := range running.Status.Conditions {
+		if cond.Type == v1.PodScheduled {
+			bound = cond.LastTransitionTime.Time
+		}
+	}
+	createGang(t, c, testcluster.PodGroup("default", "big", 3), gangPods("default", "big", 3, testcluster.PodSpec{CPU: "4"}))
+	startBy := bound.Add(time.Hour).UTC()
+	waitCondition(t, c, "default", "big", "Reserving", "expected to start by "+startBy.Format(time.RFC3339))
+	// The scheduler publishes it on the PodGroup; phalanx-controller puts
+	// it in big's QueuePositions entry (what kubectl phalanx jobs shows).
+	var got *metav1.Time
+	err = testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		qp, err := c.Phalanx.SchedulingV1alpha1().QueuePositionses("default").Get(ctx, phalanxv1alpha1.QueuePositionsName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil // not written yet
+		}
+		for _, g := range qp.Gangs {
+			if g.Name == "big" {
+				got = g.ExpectedStart
+			}
+		}
+		return got != nil && got.Time.Equal(startBy), nil
+	})
+	if err != nil {
+		t.Fatalf("big's QueuePositions expectedStart %v, want %v: %v", got, startBy, err)
+	}
 
-	create("unlimited", 0)
-	err := testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+	create("unlimited", 0, "")
+	err = testcluster.Eventually(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 		events, err := c.Client.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -411,10 +450,12 @@ func TestBackfillOnRunTimeLimits(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the pod without a limit was never told the room is held: %v", err)
 	}
-	create("short", 600)
+	create("short", 600, "")
 	waitBound(t, c, "default", "short")
+	create("estimated", 0, "20m")
+	waitBound(t, c, "default", "estimated")
 	if p, err := c.Client.CoreV1().Pods("default").Get(ctx, "unlimited", metav1.GetOptions{}); err != nil || p.Spec.NodeName != "" {
-		t.Errorf("the pod without a limit was bound (%v) beside the backfilled one", err)
+		t.Errorf("the pod without a limit was bound (%v) beside the backfilled ones", err)
 	}
 	if bound, err := c.BoundPods(ctx, "default", pgv1alpha1.PodGroupLabel+"=big"); err != nil || len(bound) != 0 {
 		t.Errorf("big bound %d pods (%v)", len(bound), err)

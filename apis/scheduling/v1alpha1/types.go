@@ -25,6 +25,19 @@ const (
 	// "nvidia.com/gpu":"4"}); absent when it holds nothing. The controller
 	// counts it in the gang's queue's status.allocated, as the scheduler does.
 	HeldAnnotation = GroupName + "/held"
+	// ExpectedStartAnnotation on a gang's group object is written by the
+	// scheduler beside HeldAnnotation: when the gang that holds its queue's
+	// reservation is expected to start (RFC 3339), by the limits and
+	// estimates of the pods it waits for; absent when unknown. The
+	// controller copies it into QueuePositions.
+	ExpectedStartAnnotation = GroupName + "/expected-start"
+
+	// ExpectedRuntimeAnnotation on a pod (template), PodGroup or other group
+	// object is the user's estimate of how long the work runs once started,
+	// a Go duration ("4h", "90m"): a soft estimate the scheduler plans
+	// reservations and backfill with (activeDeadlineSeconds, a hard limit,
+	// goes first).
+	ExpectedRuntimeAnnotation = GroupName + "/expected-runtime"
 
 	// GangSizeAnnotation on a pod (template) makes the pods of its workload an
 	// implicit gang of this many members (minMember), without a PodGroup
@@ -367,6 +380,13 @@ type GangPosition struct {
 	// Ahead is the gang just before this one in its queue, if any.
 	// +optional
 	Ahead *GangAhead `json:"ahead,omitempty"`
+
+	// ExpectedStart is when the scheduler expects the gang to start: set
+	// for the gang that holds its queue's reservation when the pods it
+	// waits for have limits or expected-runtime estimates; absent when
+	// unknown.
+	// +optional
+	ExpectedStart *metav1.Time `json:"expectedStart,omitempty"`
 }
 
 // GangAhead is the gang just ahead of another in its queue.

@@ -52,6 +52,10 @@ func (in *GangPosition) DeepCopyInto(out *GangPosition) {
 		*out = new(GangAhead)
 		**out = **in
 	}
+	if in.ExpectedStart != nil {
+		in, out := &in.ExpectedStart, &out.ExpectedStart
+		*out = (*in).DeepCopy()
+	}
 	return
 }
 

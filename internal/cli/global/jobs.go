@@ -189,6 +189,9 @@ func PrintPosition(out io.Writer, p *phalanxv1alpha1.GangPosition, where, anothe
 		return
 	}
 	fmt.Fprintf(out, "Position:   %d of %d in queue %s, %d %s\n", p.PositionInQueue, p.QueueLength, p.Queue, p.PositionInCluster, where)
+	if p.ExpectedStart != nil {
+		fmt.Fprintf(out, "Expected:   to start by %s (the reservation's room frees then, by the limits and estimates of the pods in it)\n", p.ExpectedStart.UTC().Format(time.RFC3339))
+	}
 	if a := p.Ahead; a != nil {
 		who := another
 		if a.Name != "" {

@@ -85,6 +85,14 @@ func (s *Spec) PriorityOf(pod *v1.Pod) int32 {
 	return corev1helpers.PodPriority(pod)
 }
 
+// GroupAnnotations are the group object's annotations (nil outside gangs).
+func (s *Spec) GroupAnnotations() map[string]string {
+	if s == nil {
+		return nil
+	}
+	return s.Annotations
+}
+
 // DependsOn lists the gangs (same namespace) that must be running or done
 // before this gang's pods are scheduled.
 func (s *Spec) DependsOn() []string {

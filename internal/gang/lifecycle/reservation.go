@@ -66,6 +66,10 @@ func (lc *Lifecycle) Reserve(ref ident.Ref, req ReservationRequest) (granted boo
 	lc.setSlotsLocked(g, req.Plan, req.Shapes)
 	g.phase = PhaseReserving
 	g.kind, g.queue, g.priority, g.created, g.since = req.Kind, req.Queue, req.Priority, req.Created, since
+	if !g.readyBy.Equal(req.ReadyBy) {
+		// The expected start is published with the holds.
+		lc.holdsChangedLocked(ref)
+	}
 	g.readyBy = req.ReadyBy
 	if req.TTL > 0 {
 		gen := g.generation
@@ -110,6 +114,18 @@ func (lc *Lifecycle) ReservationOf(ref ident.Ref) (Reservation, bool) {
 	return Reservation{Kind: g.kind, Since: g.since, Priority: g.priority, Slots: slots, Shapes: g.shapes}, true
 }
 
+// ExpectedStart is when the gang's starvation reservation expects it to
+// start: the reserved room is free by then, by the limits and estimates of
+// the pods it waits for (zero: no reservation, or unknown).
+func (lc *Lifecycle) ExpectedStart(ref ident.Ref) time.Time {
+	lc.mu.Lock()
+	defer lc.mu.Unlock()
+	if g := lc.gangs[ref]; g != nil && g.phase == PhaseReserving && g.kind == ReservationStarved {
+		return g.readyBy
+	}
+	return time.Time{}
+}
+
 // Reservations lists the gangs that hold a reservation.
 func (lc *Lifecycle) Reservations() []ident.Ref {
 	lc.mu.Lock()
@@ -145,7 +161,7 @@ func (lc *Lifecycle) clearReservationLocked(g *gangState) {
 		g.timer = nil
 	}
 	g.phase = PhaseIdle
-	g.slots, g.nodes, g.kind = nil, nil, ""
+	g.slots, g.nodes, g.kind, g.readyBy = nil, nil, "", time.Time{}
 	lc.generation++
 	g.generation = lc.generation
 	lc.version++

@@ -1,6 +1,7 @@
 package starvation
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
+	"github.com/phalanx-sched/phalanx/internal/gang/expected"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/gang/planner"
 	"github.com/phalanx-sched/phalanx/internal/resources"
@@ -37,47 +40,112 @@ func waitingAt(prio int32) Waiting {
 	return Waiting{Priority: prio, PriorityOf: func(p *v1.Pod) int32 { return *p.Spec.Priority }}
 }
 
-// Pods of equal or lower priority give their room back; higher ones keep it.
-func TestFutureRoom(t *testing.T) {
-	ns := node("a", 1000, 5)
-	pods := []*v1.Pod{running("low", 2000, 1, 0), running("equal", 500, 5, 0), running("high", 4000, 9, 0)}
-	free, slots, busy := waitingAt(5).FutureRoom(ns, pods)
-	if free[v1.ResourceCPU] != 3500 || slots != 7 || busy != 2 {
-		t.Errorf("FutureRoom = %v CPU, %d pods, %d busy; want 3500, 7, 2", free[v1.ResourceCPU], slots, busy)
+func estimated(name string, cpuM int64, prio int32, runtime string) *v1.Pod {
+	p := running(name, cpuM, prio, 0)
+	p.Annotations = map[string]string{phalanxv1alpha1.ExpectedRuntimeAnnotation: runtime}
+	return p
+}
+
+func (w Waiting) withRuntimes() Waiting {
+	w.RuntimeOf = func(p *v1.Pod) expected.Runtime { return expected.Of(p, nil) }
+	return w
+}
+
+// Pods of equal or lower priority give their room back, each when it is
+// expected to end; higher ones keep it.
+func TestLeavingAndRoomAt(t *testing.T) {
+	now := t0.Add(10 * time.Minute)
+	gone := running("gone", 300, 1, 0)
+	gone.DeletionTimestamp = &metav1.Time{Time: t0}
+	pods := []*v1.Pod{
+		running("limit", 2000, 1, 1200), // ends t0+20m (hard)
+		estimated("est", 500, 5, "30m"), // ends t0+30m (soft)
+		estimated("late", 100, 1, "5m"), // overran: ends now
+		running("unknown", 1000, 1, 0),  // no end
+		running("high", 4000, 9, 0),     // not waited for
+		gone,                            // ends now
 	}
-	if ns.Free[v1.ResourceCPU] != 1000 {
+	leavers := waitingAt(5).withRuntimes().Leaving(pods, now)
+	if len(leavers) != 5 {
+		t.Fatalf("%d leavers, want 5 (the higher-priority pod is not waited for)", len(leavers))
+	}
+	if !leavers[2].Overran || leavers[0].Overran || !leavers[2].End.Equal(now) {
+		t.Errorf("overran flags: %+v", leavers)
+	}
+	free := resources.List{v1.ResourceCPU: 1000}
+	for _, tc := range []struct {
+		at       time.Time
+		cpu, pod int64
+	}{
+		{at: now, cpu: 1000 + 100 + 300, pod: 5 + 2},
+		{at: t0.Add(20 * time.Minute), cpu: 1000 + 100 + 300 + 2000, pod: 5 + 3},
+		{at: t0.Add(30 * time.Minute), cpu: 1000 + 100 + 300 + 2000 + 500, pod: 5 + 4},
+		{at: time.Time{}, cpu: 1000 + 100 + 300 + 2000 + 500 + 1000, pod: 5 + 5},
+	} {
+		room, slots := RoomAt(free, 5, leavers, tc.at)
+		if room[v1.ResourceCPU] != tc.cpu || slots != tc.pod {
+			t.Errorf("RoomAt(%v) = %d CPU, %d pods; want %d, %d", tc.at, room[v1.ResourceCPU], slots, tc.cpu, tc.pod)
+		}
+	}
+	if free[v1.ResourceCPU] != 1000 {
 		t.Error("the node's own room changed")
+	}
+	starts := Starts([][]Leaver{leavers, leavers})
+	want := []time.Time{now, t0.Add(20 * time.Minute), t0.Add(30 * time.Minute)}
+	if len(starts) != len(want) {
+		t.Fatalf("Starts = %v, want %v", starts, want)
+	}
+	for i := range want {
+		if !starts[i].Equal(want[i]) {
+			t.Errorf("Starts = %v, want %v", starts, want)
+		}
 	}
 }
 
-func TestReadyBy(t *testing.T) {
-	nodes := []planner.NodeState{node("a", 0, 5), node("b", 0, 5)}
-	plan := &planner.Plan{Slots: map[string]map[string]int{"a": {"s": 1}}}
-	gone := running("gone", 1000, 1, 0)
-	gone.DeletionTimestamp = &metav1.Time{Time: t0}
+// Earliest finds the first start that plans with few plans, and falls
+// back to the room once everything has left, at an unknown time.
+func TestEarliest(t *testing.T) {
+	starts := make([]time.Time, 100)
+	for i := range starts {
+		starts[i] = t0.Add(time.Duration(i) * time.Minute)
+	}
+	plan := &planner.Plan{}
 	for _, tc := range []struct {
-		name       string
-		onA, onB   []*v1.Pod
-		want       time.Time
-		wantUnsure bool
+		name     string
+		fitsFrom int // first start that plans; len: only once all left; -1: never
+		wantAt   time.Time
+		wantPlan bool
+		maxPlans int
 	}{
-		{name: "nothing to wait for", want: t0.Add(time.Minute)},
-		{name: "the last deadline on the plan's nodes", onA: []*v1.Pod{running("x", 1000, 1, 600), running("y", 1000, 1, 1200)}, want: t0.Add(1200 * time.Second)},
-		{name: "a pod with no limit: unknown", onA: []*v1.Pod{running("x", 1000, 1, 600), running("z", 1000, 1, 0)}, wantUnsure: true},
-		{name: "higher priority and leaving pods are not waited for", onA: []*v1.Pod{running("h", 1000, 9, 0), gone}, want: t0.Add(time.Minute)},
-		{name: "nodes outside the plan do not count", onB: []*v1.Pod{running("z", 1000, 1, 0)}, want: t0.Add(time.Minute)},
+		{name: "the 38th start", fitsFrom: 37, wantAt: starts[37], wantPlan: true, maxPlans: 9},
+		{name: "the first start", fitsFrom: 0, wantAt: starts[0], wantPlan: true, maxPlans: 9},
+		{name: "only once pods with no end leave", fitsFrom: len(starts), wantPlan: true, maxPlans: 9},
+		{name: "never: one plan, nothing reserved", fitsFrom: -1, maxPlans: 1},
 	} {
-		podsOn := func(i int) []*v1.Pod { return [][]*v1.Pod{tc.onA, tc.onB}[i] }
-		got := waitingAt(5).ReadyBy(nodes, podsOn, plan, t0.Add(time.Minute))
-		if tc.wantUnsure {
-			if !got.IsZero() {
-				t.Errorf("%s: ready by %v, want unknown", tc.name, got)
+		plans := 0
+		got, at := Earliest(starts, func(at time.Time) *planner.Plan {
+			plans++
+			if tc.fitsFrom >= 0 && (at.IsZero() || tc.fitsFrom < len(starts) && !at.Before(starts[tc.fitsFrom])) {
+				return plan
 			}
-			continue
+			return nil
+		})
+		if (got != nil) != tc.wantPlan || !at.Equal(tc.wantAt) || plans > tc.maxPlans {
+			t.Errorf("%s: plan %v at %v after %d plans; want plan %v at %v within %d plans", tc.name, got != nil, at, plans, tc.wantPlan, tc.wantAt, tc.maxPlans)
 		}
-		if !got.Equal(tc.want) {
-			t.Errorf("%s: ready by %v, want %v", tc.name, got, tc.want)
-		}
+	}
+}
+
+func TestExpectedStart(t *testing.T) {
+	if got := ExpectedStart(time.Time{}, 0); !strings.Contains(got, "unknown") || !strings.Contains(got, phalanxv1alpha1.ExpectedRuntimeAnnotation) {
+		t.Errorf("unknown start: %q", got)
+	}
+	at := t0.Add(time.Hour)
+	if got := ExpectedStart(at, 0); got != "expected to start by "+at.UTC().Format(time.RFC3339) {
+		t.Errorf("known start: %q", got)
+	}
+	if got := ExpectedStart(at, 2); !strings.Contains(got, "slipped: 2 pods") {
+		t.Errorf("slipped start: %q", got)
 	}
 }
 

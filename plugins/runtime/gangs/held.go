@@ -3,24 +3,27 @@ package gangs
 import (
 	"k8s.io/apimachinery/pkg/labels"
 
+	phalanxv1alpha1 "github.com/phalanx-sched/phalanx/apis/scheduling/v1alpha1"
 	"github.com/phalanx-sched/phalanx/internal/gang/ident"
 	"github.com/phalanx-sched/phalanx/internal/gang/lifecycle"
 	"github.com/phalanx-sched/phalanx/internal/queue"
 )
 
-// HoldsChanged implements lifecycle.HoldsListener: what the gang holds changed,
-// the annotation follows.
+// HoldsChanged implements lifecycle.HoldsListener: what the gang holds (or
+// its reservation's expected start) changed, the annotations follow.
 func (g *Gangs) HoldsChanged(ref ident.Ref) {
-	g.Status.SetHeld(ref, g.Lifecycle.HeldOf(ref))
+	g.Status.SetHeld(ref, g.Lifecycle.HeldOf(ref), g.Lifecycle.ExpectedStart(ref))
 }
 
-// clearStaleHeld, when this replica starts leading, removes the held
-// annotation from group objects whose gang holds nothing here (written by a
-// replica that led before).
+// clearStaleHeld, when this replica starts leading, removes the held and
+// expected-start annotations from group objects whose gang holds nothing
+// here (written by a replica that led before).
 func (g *Gangs) clearStaleHeld() {
 	holding := g.Lifecycle.HeldByGang()
 	stale := func(ref ident.Ref, annotations map[string]string) {
-		if _, ok := annotations[queue.HeldAnnotation]; ok {
+		_, held := annotations[queue.HeldAnnotation]
+		_, start := annotations[phalanxv1alpha1.ExpectedStartAnnotation]
+		if held || start {
 			if _, holds := holding[ref]; !holds {
 				g.Status.ClearHeld(ref)
 			}
