@@ -186,34 +186,31 @@ func (f *fleet) globalBindings(t *testing.T) map[string]*workv1alpha2.ResourceBi
 	return out
 }
 
-// jobDone: the member's Job status, aggregated on the binding, has every
-// completion.
-func jobDone(rb *workv1alpha2.ResourceBinding) bool {
+// memberJobStatus: some member's Job status, aggregated on the binding,
+// satisfies ok.
+func memberJobStatus(rb *workv1alpha2.ResourceBinding, ok func(*batchv1.JobStatus) bool) bool {
 	for _, item := range rb.Status.AggregatedStatus {
 		if item.Status == nil {
 			continue
 		}
 		var st batchv1.JobStatus
-		if json.Unmarshal(item.Status.Raw, &st) == nil && st.Succeeded >= rb.Spec.Replicas && rb.Spec.Replicas > 0 {
+		if json.Unmarshal(item.Status.Raw, &st) == nil && rb.Spec.Replicas > 0 && ok(&st) {
 			return true
 		}
 	}
 	return false
 }
 
-// jobRuns: the member's Job status, aggregated on the binding, has every
-// replica ready or done.
+// jobDone: the member's Job status has every completion.
+func jobDone(rb *workv1alpha2.ResourceBinding) bool {
+	return memberJobStatus(rb, func(st *batchv1.JobStatus) bool { return st.Succeeded >= rb.Spec.Replicas })
+}
+
+// jobRuns: the member's Job status has every replica ready or done.
 func jobRuns(rb *workv1alpha2.ResourceBinding) bool {
-	for _, item := range rb.Status.AggregatedStatus {
-		if item.Status == nil {
-			continue
-		}
-		var st batchv1.JobStatus
-		if json.Unmarshal(item.Status.Raw, &st) == nil && st.Ready != nil && *st.Ready+st.Succeeded >= rb.Spec.Replicas && rb.Spec.Replicas > 0 {
-			return true
-		}
-	}
-	return false
+	return memberJobStatus(rb, func(st *batchv1.JobStatus) bool {
+		return st.Ready != nil && *st.Ready+st.Succeeded >= rb.Spec.Replicas
+	})
 }
 
 // globalShares: six 4-GPU jobs of each team wait on the plane (24 GPUs in

@@ -102,17 +102,17 @@ func Earliest(starts []time.Time, planAt func(time.Time) *planner.Plan) (*planne
 	if last == nil {
 		return nil, time.Time{}
 	}
-	plans := make(map[int]*planner.Plan, 8)
-	at := func(k int) *planner.Plan {
-		if p, ok := plans[k]; ok {
-			return p
-		}
+	// sort.Search settles on the last index it found to plan: keep that plan.
+	var found *planner.Plan
+	k := sort.Search(len(starts), func(k int) bool {
 		p := planAt(starts[k])
-		plans[k] = p
-		return p
-	}
-	if k := sort.Search(len(starts), func(k int) bool { return at(k) != nil }); k < len(starts) {
-		return at(k), starts[k]
+		if p != nil {
+			found = p
+		}
+		return p != nil
+	})
+	if k < len(starts) {
+		return found, starts[k]
 	}
 	return last, time.Time{}
 }

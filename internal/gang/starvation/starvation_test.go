@@ -109,7 +109,6 @@ func TestEarliest(t *testing.T) {
 	for i := range starts {
 		starts[i] = t0.Add(time.Duration(i) * time.Minute)
 	}
-	plan := &planner.Plan{}
 	for _, tc := range []struct {
 		name     string
 		fitsFrom int // first start that plans; len: only once all left; -1: never
@@ -123,15 +122,20 @@ func TestEarliest(t *testing.T) {
 		{name: "never: one plan, nothing reserved", fitsFrom: -1, maxPlans: 1},
 	} {
 		plans := 0
+		made := map[time.Time]*planner.Plan{} // each plan knows its start
 		got, at := Earliest(starts, func(at time.Time) *planner.Plan {
 			plans++
 			if tc.fitsFrom >= 0 && (at.IsZero() || tc.fitsFrom < len(starts) && !at.Before(starts[tc.fitsFrom])) {
-				return plan
+				made[at] = &planner.Plan{}
+				return made[at]
 			}
 			return nil
 		})
 		if (got != nil) != tc.wantPlan || !at.Equal(tc.wantAt) || plans > tc.maxPlans {
 			t.Errorf("%s: plan %v at %v after %d plans; want plan %v at %v within %d plans", tc.name, got != nil, at, plans, tc.wantPlan, tc.wantAt, tc.maxPlans)
+		}
+		if got != nil && got != made[at] {
+			t.Errorf("%s: the plan returned is not the one made for %v", tc.name, at)
 		}
 	}
 }
